@@ -1,0 +1,45 @@
+# cdc-relay: `make test` installs what is missing and runs every test;
+# `make demo` shows the relay working end to end; `make bench` measures it.
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+
+.PHONY: all build setup test unit demo bench microbench fuzz vet clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cdc-relay ./cmd/cdc-relay
+
+# Debian packages (postgresql-15, kcat), Kafka jars from Maven Central and the
+# schema registry binary; idempotent, fast when everything is there.
+setup:
+	bash scripts/setup.sh
+
+# Every test, against real PostgreSQL 15, Apache Kafka 4.x and the registry.
+test: setup
+	$(GO) vet ./...
+	$(GO) test -count=1 -p 2 -timeout 45m ./...
+
+# Tests that need no services.
+unit:
+	$(GO) test -count=1 ./decoder/ ./router/ ./replication/ ./publisher/ ./internal/backoff/
+
+demo: setup build
+	$(GO) run ./internal/demo --relay bin/cdc-relay
+
+# The drain benchmark (relay vs pg_recvlogical) and the Go microbenchmarks.
+bench: setup build microbench
+	$(GO) run ./internal/bench --relay bin/cdc-relay $(BENCH_FLAGS)
+
+microbench:
+	$(GO) test -run '^$$' -bench . -benchmem ./decoder/ ./router/ ./replication/ ./publisher/ ./schemaregistry/
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./decoder/
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,408 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"gopkg.in/yaml.v3"
+
+	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/router"
+	"github.com/cdc-relay/cdc-relay/schemaregistry"
+)
+
+// Config is everything `cdc-relay run` needs. Every field is a flag, an env
+// var CDC_RELAY_<FLAG_IN_UPPER_SNAKE> and a key of the --config YAML file;
+// precedence is flag > env > YAML > default.
+type Config struct {
+	PGURL             string
+	Slot              string
+	Publication       string
+	Table             string
+	KafkaBrokers      []string
+	TopicTemplate     string
+	SchemaRegistryURL string
+	SchemasDir        string
+	SubjectStrategy   schemaregistry.Strategy
+	DLQTopic          string
+	OnInvalid         string
+	MetricsAddr       string
+	LogFormat         string
+	LogLevel          string
+	MaxInFlightEvents int
+	MaxInFlightBytes  int64
+	MaxRecordBytes    int
+	KafkaBatchBytes   int
+	KafkaCompression  string
+	StatusInterval    time.Duration
+	ReadTimeout       time.Duration
+	ShutdownTimeout   time.Duration
+	Columns           decoder.Columns
+}
+
+// setting is one configuration key: its flag name, default and help.
+type setting struct {
+	name     string
+	def      string
+	help     string
+	required bool
+}
+
+// settings lists every key, in the order `cdc-relay run -h` prints them.
+var settings = []setting{
+	{"config", "", "YAML file with the same keys as the flags (and columns:)", false},
+	{"pg-url", "", "libpq URL or DSN of the database; the relay adds replication=database for the stream", true},
+	{"slot", "cdc_relay", "logical replication slot (pgoutput), created if missing", false},
+	{"publication", "cdc_relay", "publication, created if missing", false},
+	{"table", "public.outbox", "the outbox table", false},
+	{"kafka-brokers", "", "comma-separated Kafka bootstrap list", true},
+	{"topic-template", router.DefaultTemplate, "topic name; placeholders {aggregate_type} and {event_type}", false},
+	{"schema-registry-url", "", "Confluent-compatible schema registry", true},
+	{"schemas-dir", "", "directory of .avsc files, one per event_type", true},
+	{"subject-strategy", "topic_record", "subject name strategy: topic, record or topic_record", false},
+	{"dlq-topic", "outbox.dlq", "dead-letter topic", false},
+	{"on-invalid", "dlq", "what to do with an invalid event: dlq or halt", false},
+	{"metrics-addr", ":9187", "serves /metrics, /healthz and /readyz", false},
+	{"log-format", "text", "log format: text or json", false},
+	{"log-level", "info", "log level: debug, info, warn or error", false},
+	{"max-in-flight-events", "50000", "events read from the slot and not yet acknowledged by Kafka", false},
+	{"max-in-flight-bytes", "67108864", "bytes of those events", false},
+	{"max-record-bytes", "1000000", "largest Kafka record (key+value+headers); larger events are invalid", false},
+	{"kafka-batch-bytes", "1048576", "largest produce request per partition; keep it at most the broker's message.max.bytes", false},
+	{"kafka-compression", "none", "record batch compression: none, gzip, snappy, lz4 or zstd", false},
+	{"status-interval", "1s", "how often the confirmed LSN is reported to PostgreSQL (at most 10s)", false},
+	{"read-timeout", "30s", "a stream silent this long is treated as dead and reconnected", false},
+	{"shutdown-timeout", "30s", "how long shutdown waits for Kafka to acknowledge in-flight events", false},
+}
+
+// EnvName is the environment variable for a flag.
+func EnvName(flagName string) string {
+	return "CDC_RELAY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// ConfigError is a bad or missing setting; the process exits with code 2.
+type ConfigError struct {
+	Key string
+	Msg string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Key == "" {
+		return e.Msg
+	}
+	return fmt.Sprintf("--%s: %s", e.Key, e.Msg)
+}
+
+func cfgErr(key, format string, args ...any) error {
+	return &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+// yamlFile is the --config file: the flag keys, plus columns.
+type yamlFile struct {
+	values  map[string]string
+	columns map[string]string
+}
+
+func readYAML(path string) (*yamlFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, cfgErr("config", "cannot read %s: %v", path, err)
+	}
+	var raw map[string]yaml.Node
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return nil, cfgErr("config", "%s is not valid YAML: %v", path, err)
+	}
+	known := map[string]bool{}
+	for _, s := range settings {
+		known[s.name] = true
+	}
+	y := &yamlFile{values: map[string]string{}}
+	for k, node := range raw {
+		key := strings.ReplaceAll(k, "_", "-")
+		switch {
+		case key == "columns":
+			if err := node.Decode(&y.columns); err != nil {
+				return nil, cfgErr("config", "%s: columns must map names to column names: %v", path, err)
+			}
+		case key == "config" || !known[key]:
+			return nil, cfgErr("config", "%s: unknown key %q; keys are the flag names (see cdc-relay run -h) and columns", path, k)
+		case node.Kind == yaml.SequenceNode:
+			var list []string
+			if err := node.Decode(&list); err != nil {
+				return nil, cfgErr(key, "in %s: %v", path, err)
+			}
+			y.values[key] = strings.Join(list, ",")
+		case node.Kind == yaml.ScalarNode:
+			y.values[key] = node.Value
+		default:
+			return nil, cfgErr(key, "in %s: want a scalar value", path)
+		}
+	}
+	return y, nil
+}
+
+// LoadConfig resolves the configuration from args, the environment and the
+// YAML file. Usage output for -h goes to out.
+func LoadConfig(args []string, getenv func(string) string, out io.Writer) (*Config, error) {
+	fs := flag.NewFlagSet("cdc-relay run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported in one line by the caller
+	fs.Usage = func() {}
+	vals := map[string]*string{}
+	for _, s := range settings {
+		help := s.help + " (env " + EnvName(s.name) + ")"
+		if s.required {
+			help += " (required)"
+		}
+		vals[s.name] = fs.String(s.name, s.def, help)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(out, "Usage: cdc-relay run [flags]\n\nEvery flag also reads CDC_RELAY_<FLAG_IN_UPPER_SNAKE>; precedence is flag > env > --config YAML > default.")
+			fs.SetOutput(out)
+			fs.PrintDefaults()
+			return nil, err
+		}
+		return nil, &ConfigError{Msg: err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return nil, &ConfigError{Msg: fmt.Sprintf("unexpected argument %q: settings are flags, e.g. --pg-url", fs.Arg(0))}
+	}
+	setByFlag := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { setByFlag[f.Name] = true })
+
+	resolved := map[string]string{}
+	source := map[string]string{}
+	get := func(name string) string {
+		if setByFlag[name] {
+			source[name] = "flag"
+			return *vals[name]
+		}
+		if v, ok := lookupEnv(getenv, EnvName(name)); ok {
+			source[name] = "env"
+			return v
+		}
+		return ""
+	}
+	configPath := get("config")
+	var y *yamlFile
+	if configPath != "" {
+		var err error
+		if y, err = readYAML(configPath); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range settings {
+		v := get(s.name)
+		if source[s.name] == "" {
+			if yv, ok := y.get(s.name); ok {
+				v = yv
+			} else {
+				v = s.def
+			}
+		}
+		resolved[s.name] = strings.TrimSpace(v)
+	}
+	return buildConfig(resolved, y)
+}
+
+func lookupEnv(getenv func(string) string, name string) (string, bool) {
+	v := getenv(name)
+	return v, v != ""
+}
+
+func (y *yamlFile) get(name string) (string, bool) {
+	if y == nil {
+		return "", false
+	}
+	v, ok := y.values[name]
+	return v, ok
+}
+
+var (
+	slotName  = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+	identName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
+)
+
+func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
+	for _, s := range settings {
+		if s.required && v[s.name] == "" {
+			return nil, cfgErr(s.name, "is required: set the flag, %s, or %s in --config", EnvName(s.name), s.name)
+		}
+	}
+	c := &Config{
+		PGURL:             v["pg-url"],
+		Slot:              v["slot"],
+		Publication:       v["publication"],
+		Table:             v["table"],
+		TopicTemplate:     v["topic-template"],
+		SchemaRegistryURL: v["schema-registry-url"],
+		SchemasDir:        v["schemas-dir"],
+		DLQTopic:          v["dlq-topic"],
+		OnInvalid:         v["on-invalid"],
+		MetricsAddr:       v["metrics-addr"],
+		LogFormat:         v["log-format"],
+		LogLevel:          v["log-level"],
+		KafkaCompression:  v["kafka-compression"],
+	}
+	if _, err := pgconn.ParseConfig(c.PGURL); err != nil {
+		return nil, cfgErr("pg-url", "not a valid libpq URL or DSN (%s): use e.g. postgres://user:pass@host:5432/db", redactErr(err))
+	}
+	if !slotName.MatchString(c.Slot) {
+		return nil, cfgErr("slot", "%q is not a valid slot name: use 1-63 of a-z, 0-9 and _", c.Slot)
+	}
+	if !identName.MatchString(c.Publication) {
+		return nil, cfgErr("publication", "%q is not a valid publication name: use letters, digits and _", c.Publication)
+	}
+	schema, table := splitTable(c.Table)
+	if !identName.MatchString(schema) || !identName.MatchString(table) {
+		return nil, cfgErr("table", "%q is not schema.table: use e.g. public.outbox", c.Table)
+	}
+	c.Table = schema + "." + table
+	for _, b := range strings.Split(v["kafka-brokers"], ",") {
+		b = strings.TrimSpace(b)
+		if b == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			return nil, cfgErr("kafka-brokers", "%q is not host:port", b)
+		}
+		c.KafkaBrokers = append(c.KafkaBrokers, b)
+	}
+	if len(c.KafkaBrokers) == 0 {
+		return nil, cfgErr("kafka-brokers", "is required: set host:port[,host:port]")
+	}
+	if _, err := router.New(c.TopicTemplate); err != nil {
+		return nil, &ConfigError{Msg: err.Error()}
+	}
+	if !strings.HasPrefix(c.SchemaRegistryURL, "http://") && !strings.HasPrefix(c.SchemaRegistryURL, "https://") {
+		return nil, cfgErr("schema-registry-url", "%q must start with http:// or https://", c.SchemaRegistryURL)
+	}
+	st, err := schemaregistry.ParseStrategy(v["subject-strategy"])
+	if err != nil {
+		return nil, cfgErr("subject-strategy", "%q is not a strategy: use topic, record or topic_record", v["subject-strategy"])
+	}
+	c.SubjectStrategy = st
+	if err := router.ValidTopic(c.DLQTopic); err != nil {
+		return nil, cfgErr("dlq-topic", "%v", err)
+	}
+	if c.OnInvalid != "dlq" && c.OnInvalid != "halt" {
+		return nil, cfgErr("on-invalid", "%q is not dlq or halt", c.OnInvalid)
+	}
+	if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil || port == "" {
+		return nil, cfgErr("metrics-addr", "%q is not [host]:port, e.g. :9187", c.MetricsAddr)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return nil, cfgErr("log-format", "%q is not text or json", c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return nil, cfgErr("log-level", "%q is not debug, info, warn or error", c.LogLevel)
+	}
+	switch c.KafkaCompression {
+	case "none", "gzip", "snappy", "lz4", "zstd":
+	default:
+		return nil, cfgErr("kafka-compression", "%q is not none, gzip, snappy, lz4 or zstd", c.KafkaCompression)
+	}
+	ints := []struct {
+		key string
+		dst *int
+		min int
+	}{
+		{"max-in-flight-events", &c.MaxInFlightEvents, 1},
+		{"max-record-bytes", &c.MaxRecordBytes, 1024},
+		{"kafka-batch-bytes", &c.KafkaBatchBytes, 1024},
+	}
+	for _, it := range ints {
+		n, err := strconv.Atoi(v[it.key])
+		if err != nil || n < it.min {
+			return nil, cfgErr(it.key, "%q is not a whole number of at least %d", v[it.key], it.min)
+		}
+		*it.dst = n
+	}
+	n, err := strconv.ParseInt(v["max-in-flight-bytes"], 10, 64)
+	if err != nil || n < 1024 {
+		return nil, cfgErr("max-in-flight-bytes", "%q is not a whole number of at least 1024", v["max-in-flight-bytes"])
+	}
+	c.MaxInFlightBytes = n
+	durs := []struct {
+		key      string
+		dst      *time.Duration
+		min, max time.Duration
+	}{
+		{"status-interval", &c.StatusInterval, 10 * time.Millisecond, 10 * time.Second},
+		{"read-timeout", &c.ReadTimeout, time.Second, time.Hour},
+		{"shutdown-timeout", &c.ShutdownTimeout, 0, time.Hour},
+	}
+	for _, d := range durs {
+		x, err := time.ParseDuration(v[d.key])
+		if err != nil || x < d.min || x > d.max {
+			return nil, cfgErr(d.key, "%q is not a duration between %s and %s, e.g. 1s", v[d.key], d.min, d.max)
+		}
+		*d.dst = x
+	}
+	c.Columns = decoder.DefaultColumns()
+	if y != nil {
+		for k, name := range y.columns {
+			dst := columnField(&c.Columns, k)
+			if dst == nil {
+				return nil, cfgErr("config", "columns: unknown column %q: use id, aggregate_type, aggregate_id, event_type, payload, headers or created_at", k)
+			}
+			if name == "" {
+				return nil, cfgErr("config", "columns.%s is empty", k)
+			}
+			*dst = name
+		}
+	}
+	return c, nil
+}
+
+func columnField(c *decoder.Columns, key string) *string {
+	switch key {
+	case "id":
+		return &c.ID
+	case "aggregate_type":
+		return &c.AggregateType
+	case "aggregate_id":
+		return &c.AggregateID
+	case "event_type":
+		return &c.EventType
+	case "payload":
+		return &c.Payload
+	case "headers":
+		return &c.Headers
+	case "created_at":
+		return &c.CreatedAt
+	}
+	return nil
+}
+
+func splitTable(t string) (schema, table string) {
+	if i := strings.IndexByte(t, '.'); i >= 0 {
+		return t[:i], t[i+1:]
+	}
+	return "public", t
+}
+
+// passwordInURL matches the password part of a URL's userinfo.
+var passwordInURL = regexp.MustCompile(`(://[^:/@\s]*:)[^@\s]*@`)
+
+// passwordInDSN matches password=... in a keyword/value DSN.
+var passwordInDSN = regexp.MustCompile(`(password\s*=\s*)('[^']*'|\S+)`)
+
+// Redact hides passwords in URLs and DSNs before they are logged.
+func Redact(s string) string {
+	s = passwordInURL.ReplaceAllString(s, "${1}xxxxx@")
+	return passwordInDSN.ReplaceAllString(s, "${1}xxxxx")
+}
+
+func redactErr(err error) string { return Redact(err.Error()) }

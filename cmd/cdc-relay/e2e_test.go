@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func uuidFor(i int) string {
+	return fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+}
+
+func orderCreated(orderID string, n int) string {
+	return fmt.Sprintf(`{"order_id": %q, "customer_id": "c-%d", "status": "PENDING", "amount_cents": %d, "currency": "EUR",
+		"items": [{"sku": "sku-%d", "quantity": 1, "unit_price_cents": %d}], "created_at": 1700000000000}`, orderID, n, n, n, n)
+}
+
+func orderCancelled(orderID string, n int) string {
+	return fmt.Sprintf(`{"order_id": %q, "customer_id": "c-%d", "reason": "CUSTOMER_REQUEST", "amount_cents": %d, "cancelled_at": 1700000000001}`, orderID, n, n)
+}
+
+// TestEndToEnd: several concurrent writers, transactions of 1 to 50 rows;
+// every event arrives with its topic, key, headers and an Avro body that
+// decodes to the inserted payload, in order per aggregate.
+func TestEndToEnd(t *testing.T) {
+	f := newFixture(t, "")
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args())
+	r.waitStreaming(60 * time.Second)
+
+	const writers, perWriter = 4, 750
+	type inserted struct {
+		id      int64
+		aggID   string
+		evType  string
+		payload string
+		seq     int // order within the aggregate
+	}
+	var mu sync.Mutex
+	var all []inserted
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, dbURL)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close(ctx)
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			seqs := map[string]int{}
+			for done := 0; done < perWriter; {
+				n := min(1+rng.IntN(50), perWriter-done)
+				evs := make([]event, n)
+				meta := make([]inserted, n)
+				for i := range evs {
+					// Each writer owns 20 aggregates, so order per aggregate is the writer's order.
+					agg := uuidFor(w*1000 + rng.IntN(20))
+					evType, payload := "OrderCreated", orderCreated(agg, done+i)
+					if rng.IntN(4) == 0 {
+						evType, payload = "OrderCancelled", orderCancelled(agg, done+i)
+					}
+					evs[i] = event{AggregateType: "Order", AggregateID: agg, EventType: evType, Payload: payload,
+						Headers: fmt.Sprintf(`{"traceparent": "00-%032x-%016x-01", "attempt": %d}`, done+i, w, i)}
+					meta[i] = inserted{aggID: agg, evType: evType, payload: payload, seq: seqs[agg]}
+					seqs[agg]++
+				}
+				ids, err := f.insertTx(ctx, conn, evs)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for i := range ids {
+					meta[i].id = ids[i]
+				}
+				mu.Lock()
+				all = append(all, meta...)
+				mu.Unlock()
+				done += n
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ids := make([]int64, len(all))
+	for i, e := range all {
+		ids[i] = e.id
+	}
+	recs := c.waitIDs(120*time.Second, ids)
+
+	byID := map[string]record{}
+	perAgg := map[string][]record{} // first occurrence order as consumed per partition
+	for _, rec := range recs {
+		id := rec.Headers["id"]
+		if _, dup := byID[id]; dup {
+			continue
+		}
+		byID[id] = rec
+		perAgg[rec.Key] = append(perAgg[rec.Key], rec)
+	}
+	dec := newAvroDecoder()
+	for _, e := range all {
+		rec := byID[strconv.FormatInt(e.id, 10)]
+		if rec.Topic != f.topic("Order") {
+			t.Fatalf("event %d: topic %q, want %q", e.id, rec.Topic, f.topic("Order"))
+		}
+		if rec.Key != e.aggID {
+			t.Fatalf("event %d: key %q, want %q", e.id, rec.Key, e.aggID)
+		}
+		if rec.Headers["event_type"] != e.evType || rec.Headers["aggregate_type"] != "Order" {
+			t.Fatalf("event %d: headers %v", e.id, rec.Headers)
+		}
+		if rec.Headers["traceparent"] == "" || rec.Headers["attempt"] == "" {
+			t.Fatalf("event %d: headers from the jsonb column missing: %v", e.id, rec.Headers)
+		}
+		got, _, err := dec.decode(rec.Value)
+		if err != nil {
+			t.Fatalf("event %d: %v", e.id, err)
+		}
+		if got["order_id"] != e.aggID {
+			t.Fatalf("event %d: decoded order_id %v, want %s (payload %s)", e.id, got["order_id"], e.aggID, e.payload)
+		}
+	}
+	// Order per aggregate: within each partition the consumer sees an
+	// aggregate's events in insertion order (ids increase per aggregate
+	// because each aggregate has a single writer).
+	for agg, rs := range perAgg {
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Offset < rs[j].Offset })
+		last := int64(-1)
+		for _, rec := range rs {
+			id, _ := strconv.ParseInt(rec.Headers["id"], 10, 64)
+			if id < last {
+				t.Fatalf("aggregate %s out of order: id %d after %d", agg, id, last)
+			}
+			last = id
+		}
+	}
+	if dups := len(recs) - len(byID); dups != 0 {
+		t.Logf("duplicates without any fault: %d", dups)
+	}
+	// The confirmed LSN catches up with everything written.
+	conn := connect(t)
+	end := currentLSN(t, conn)
+	waitFor(t, 30*time.Second, "confirmed_flush_lsn to reach the WAL end", func() bool { return f.confirmedFlush() >= end })
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
+	}
+}

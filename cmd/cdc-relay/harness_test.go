@@ -1,0 +1,545 @@
+package main
+
+// The integration harness: real PostgreSQL 15, Apache Kafka 4.x and the
+// AxonOps schema registry, started once per package by TestMain; the relay
+// runs as the built binary, exactly as users run it; what lands in Kafka is
+// read by franz-go and decoded by goavro, not by the relay's own code.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/linkedin/goavro/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/freeport"
+	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
+	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/registrytest"
+)
+
+var (
+	pg        *pgtest.Cluster
+	broker    *kafkatest.Broker
+	registry  *registrytest.Registry
+	relayBin  string
+	dbURL     string
+	schemaDir string
+)
+
+const testDB = "relay_test"
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	fail := func(what string, err error) int {
+		fmt.Fprintf(os.Stderr, "integration harness: %s: %v\n", what, err)
+		return 1
+	}
+	tmp, err := os.MkdirTemp("", "cdc-relay-bin-")
+	if err != nil {
+		return fail("temp dir", err)
+	}
+	defer os.RemoveAll(tmp)
+	relayBin = filepath.Join(tmp, "cdc-relay")
+	if out, err := exec.Command("go", "build", "-o", relayBin, ".").CombinedOutput(); err != nil {
+		return fail("build relay", fmt.Errorf("%v\n%s", err, out))
+	}
+	schemaDir, _ = filepath.Abs("../../testdata/schemas")
+
+	type started struct {
+		name string
+		err  error
+	}
+	var wg sync.WaitGroup
+	errs := make(chan started, 3)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		var err error
+		pg, err = pgtest.Start(pgtest.Options{Settings: map[string]string{"wal_sender_timeout": "10s"}})
+		errs <- started{"PostgreSQL", err}
+	}()
+	go func() {
+		defer wg.Done()
+		var err error
+		broker, err = kafkatest.Start(kafkatest.Options{})
+		errs <- started{"Kafka", err}
+	}()
+	go func() {
+		defer wg.Done()
+		var err error
+		registry, err = registrytest.Start()
+		errs <- started{"schema registry", err}
+	}()
+	wg.Wait()
+	close(errs)
+	defer func() {
+		if pg != nil {
+			pg.Close()
+		}
+		if broker != nil {
+			broker.Close()
+		}
+		if registry != nil {
+			registry.Close()
+		}
+	}()
+	for s := range errs {
+		if s.err != nil {
+			return fail("start "+s.name, s.err)
+		}
+	}
+	if dbURL, err = pg.CreateDatabase(context.Background(), testDB); err != nil {
+		return fail("create database", err)
+	}
+	return m.Run()
+}
+
+// fixture is one test's own table, slot, publication and topics.
+type fixture struct {
+	t           *testing.T
+	name        string
+	table       string
+	slot        string
+	publication string
+	topicPrefix string
+	dlq         string
+}
+
+func randSuffix() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+const outboxDDL = `CREATE TABLE %s (
+	id bigserial PRIMARY KEY,
+	aggregate_type text NOT NULL,
+	aggregate_id text NOT NULL,
+	event_type text NOT NULL,
+	payload jsonb NOT NULL,
+	headers jsonb NOT NULL DEFAULT '{}',
+	created_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// newFixture creates the test's outbox table (ddl "" means the default DDL).
+func newFixture(t *testing.T, ddl string) *fixture {
+	t.Helper()
+	s := randSuffix()
+	f := &fixture{t: t, name: s, table: "outbox_" + s, slot: "slot_" + s, publication: "pub_" + s,
+		topicPrefix: "t" + s, dlq: "t" + s + ".dlq"}
+	if ddl == "" {
+		ddl = outboxDDL
+	}
+	f.exec(fmt.Sprintf(ddl, "public."+f.table))
+	t.Cleanup(func() {
+		// Drop the slot so WAL is not retained for the rest of the run.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dbURL)
+		if err == nil {
+			conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", f.slot)
+			conn.Close(ctx)
+		}
+	})
+	return f
+}
+
+func (f *fixture) exec(sql string, args ...any) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := pg.Exec(ctx, testDB, sql, args...); err != nil {
+		f.t.Fatalf("exec %q: %v", sql, err)
+	}
+}
+
+func (f *fixture) topic(aggregateType string) string { return f.topicPrefix + "." + aggregateType }
+
+// args are the relay flags for this fixture, plus extra.
+func (f *fixture) args(extra ...string) []string {
+	return append([]string{"run",
+		"--pg-url", dbURL,
+		"--slot", f.slot,
+		"--publication", f.publication,
+		"--table", "public." + f.table,
+		"--kafka-brokers", broker.Addr(),
+		"--topic-template", f.topicPrefix + ".{aggregate_type}",
+		"--schema-registry-url", registry.URL(),
+		"--schemas-dir", schemaDir,
+		"--dlq-topic", f.dlq,
+		"--log-level", "debug",
+	}, extra...)
+}
+
+// event is one outbox row to insert.
+type event struct {
+	AggregateType, AggregateID, EventType string
+	Payload                               string
+	Headers                               string
+}
+
+// insertTx inserts events in one transaction and returns their ids.
+func (f *fixture) insertTx(ctx context.Context, conn *pgx.Conn, evs []event) ([]int64, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx)
+	ids := make([]int64, len(evs))
+	for i, e := range evs {
+		h := e.Headers
+		if h == "" {
+			h = "{}"
+		}
+		if err := tx.QueryRow(ctx, fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload, headers)
+			VALUES ($1, $2, $3, $4::jsonb, $5::jsonb) RETURNING id`, f.table), e.AggregateType, e.AggregateID, e.EventType, e.Payload, h).Scan(&ids[i]); err != nil {
+			return nil, err
+		}
+	}
+	return ids, tx.Commit(ctx)
+}
+
+func connect(t *testing.T) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// confirmedFlush reads the slot's confirmed_flush_lsn (0 if the slot is missing).
+func (f *fixture) confirmedFlush() uint64 {
+	f.t.Helper()
+	var s *string
+	conn := connect(f.t)
+	err := conn.QueryRow(context.Background(), "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&s)
+	if err != nil || s == nil {
+		return 0
+	}
+	return parseLSN(f.t, *s)
+}
+
+func parseLSN(t *testing.T, s string) uint64 {
+	var hi, lo uint32
+	if _, err := fmt.Sscanf(s, "%X/%X", &hi, &lo); err != nil {
+		t.Fatalf("parse LSN %q: %v", s, err)
+	}
+	return uint64(hi)<<32 | uint64(lo)
+}
+
+func currentLSN(t *testing.T, conn *pgx.Conn) uint64 {
+	t.Helper()
+	var s string
+	if err := conn.QueryRow(context.Background(), "SELECT pg_current_wal_insert_lsn()::text").Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return parseLSN(t, s)
+}
+
+// relay is one running cdc-relay process.
+type relay struct {
+	t           *testing.T
+	cmd         *exec.Cmd
+	metricsAddr string
+	mu          sync.Mutex
+	stderr      bytes.Buffer
+	done        chan struct{}
+	exitCode    int
+}
+
+func (r *relay) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stderr.Write(p)
+}
+
+// Output is what the relay has written to stderr so far.
+func (r *relay) Output() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stderr.String()
+}
+
+// startRelay runs the binary with args and a metrics port of its own.
+func startRelay(t *testing.T, args []string) *relay {
+	t.Helper()
+	port, err := freeport.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{t: t, metricsAddr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
+	r.cmd = exec.Command(relayBin, append(args, "--metrics-addr", r.metricsAddr)...)
+	r.cmd.Stdout = r
+	r.cmd.Stderr = r
+	r.cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		r.cmd.Wait()
+		r.exitCode = r.cmd.ProcessState.ExitCode()
+		close(r.done)
+	}()
+	t.Cleanup(func() {
+		r.kill()
+		if t.Failed() {
+			t.Logf("relay output:\n%s", tailString(r.Output(), 6000))
+		}
+	})
+	return r
+}
+
+func tailString(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+func (r *relay) kill() {
+	select {
+	case <-r.done:
+	default:
+		r.cmd.Process.Signal(syscall.SIGKILL)
+		<-r.done
+	}
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (r *relay) wait(timeout time.Duration) int {
+	r.t.Helper()
+	select {
+	case <-r.done:
+		return r.exitCode
+	case <-time.After(timeout):
+		r.t.Fatalf("relay did not exit within %s; output:\n%s", timeout, tailString(r.Output(), 4000))
+		return -1
+	}
+}
+
+// terminate sends SIGTERM and returns the exit code.
+func (r *relay) terminate() int {
+	r.t.Helper()
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	return r.wait(60 * time.Second)
+}
+
+// metric reads one unlabelled metric (or the sum over its label sets).
+func (r *relay) metric(name string) (float64, error) {
+	resp, err := http.Get("http://" + r.metricsAddr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(\{[^}]*\})? (\S+)$`)
+	var sum float64
+	found := false
+	for _, m := range re.FindAllStringSubmatch(string(body), -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			return 0, err
+		}
+		sum += v
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("metric %s not found", name)
+	}
+	return sum, nil
+}
+
+// waitFor polls cond until it is true or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// record is what the independent consumer saw.
+type record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       string
+	Value     []byte
+	Headers   map[string]string
+}
+
+// consumer reads topics from the start with franz-go.
+type consumer struct {
+	t      *testing.T
+	client *kgo.Client
+	mu     sync.Mutex
+	recs   []record
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// consume starts reading every topic whose name matches the regex.
+func consume(t *testing.T, topicRegex string) *consumer {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr()), kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250*time.Millisecond), kgo.MetadataMaxAge(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &consumer{t: t, client: cl, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			fs.EachRecord(func(r *kgo.Record) {
+				h := map[string]string{}
+				for _, x := range r.Headers {
+					h[x.Key] = string(x.Value)
+				}
+				c.mu.Lock()
+				c.recs = append(c.recs, record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: r.Value, Headers: h})
+				c.mu.Unlock()
+			})
+		}
+	}()
+	t.Cleanup(func() { cancel(); cl.Close(); <-c.done })
+	return c
+}
+
+func (c *consumer) records() []record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]record(nil), c.recs...)
+}
+
+// distinctIDs counts records by their id header.
+func distinctIDs(recs []record) map[string]int {
+	m := map[string]int{}
+	for _, r := range recs {
+		m[r.Headers["id"]]++
+	}
+	return m
+}
+
+// waitIDs waits until every id in want has been seen.
+func (c *consumer) waitIDs(timeout time.Duration, want []int64) []record {
+	c.t.Helper()
+	var recs []record
+	waitFor(c.t, timeout, fmt.Sprintf("%d events in Kafka", len(want)), func() bool {
+		recs = c.records()
+		seen := distinctIDs(recs)
+		for _, id := range want {
+			if seen[strconv.FormatInt(id, 10)] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	return recs
+}
+
+// avroDecoder decodes Confluent-framed values with schemas fetched by id over
+// plain HTTP, using goavro: independent of the relay's encoder.
+type avroDecoder struct {
+	mu     sync.Mutex
+	codecs map[uint32]*goavro.Codec
+}
+
+func newAvroDecoder() *avroDecoder { return &avroDecoder{codecs: map[uint32]*goavro.Codec{}} }
+
+func (d *avroDecoder) decode(value []byte) (map[string]any, uint32, error) {
+	if len(value) < 5 || value[0] != 0 {
+		return nil, 0, fmt.Errorf("value is not in the Confluent wire format: % x", value[:min(len(value), 8)])
+	}
+	id := binary.BigEndian.Uint32(value[1:5])
+	d.mu.Lock()
+	codec := d.codecs[id]
+	d.mu.Unlock()
+	if codec == nil {
+		resp, err := http.Get(fmt.Sprintf("%s/schemas/ids/%d", registry.URL(), id))
+		if err != nil {
+			return nil, id, err
+		}
+		var body struct {
+			Schema string `json:"schema"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, id, err
+		}
+		if codec, err = goavro.NewCodec(body.Schema); err != nil {
+			return nil, id, err
+		}
+		d.mu.Lock()
+		d.codecs[id] = codec
+		d.mu.Unlock()
+	}
+	native, rest, err := codec.NativeFromBinary(value[5:])
+	if err != nil {
+		return nil, id, err
+	}
+	if len(rest) != 0 {
+		return nil, id, fmt.Errorf("%d trailing bytes after the Avro body", len(rest))
+	}
+	m, ok := native.(map[string]any)
+	if !ok {
+		return nil, id, fmt.Errorf("decoded %T, want a record", native)
+	}
+	return m, id, nil
+}
+
+// relayMetric polls a metric until cond holds.
+func (r *relay) waitMetric(name string, timeout time.Duration, cond func(float64) bool) float64 {
+	r.t.Helper()
+	var v float64
+	waitFor(r.t, timeout, "metric "+name, func() bool {
+		var err error
+		v, err = r.metric(name)
+		return err == nil && cond(v)
+	})
+	return v
+}
+
+// waitStreaming waits until the relay reports it holds the slot.
+func (r *relay) waitStreaming(timeout time.Duration) {
+	r.t.Helper()
+	r.waitMetric("cdc_relay_active", timeout, func(v float64) bool { return v == 1 })
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+var _ = strings.Contains

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cdc-relay/cdc-relay/replication"
+)
+
+// httpServer serves /metrics, /healthz and /readyz.
+type httpServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+func newHTTPServer(addr string, m *metrics, stats *replication.Stats, readTimeout time.Duration, log *slog.Logger) (*httpServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		state := stats.State()
+		last := stats.LastMessage()
+		switch {
+		case state != replication.StateStreaming:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String()})
+		case time.Since(last) > readTimeout:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(), "reason": "no message from PostgreSQL within the read timeout"})
+		default:
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "state": state.String()})
+		}
+	})
+	s := &httpServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "err", err.Error())
+		}
+	}()
+	return s, nil
+}
+
+func (s *httpServer) Shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.srv.Shutdown(ctx)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestInvalidEventsGoToDLQ: each kind of invalid event lands in the
+// dead-letter topic with its reason, and the valid events around it arrive.
+func TestInvalidEventsGoToDLQ(t *testing.T) {
+	f := newFixture(t, "")
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args("--max-record-bytes", "100000"))
+	r.waitStreaming(60 * time.Second)
+	ctx := context.Background()
+	conn := connect(t)
+
+	agg := uuidFor(77)
+	valid := func(n int) event {
+		return event{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, n)}
+	}
+	cases := []struct {
+		name      string
+		ev        event
+		wantError string // substring of the error header
+	}{
+		{"missing required field", event{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: `{"order_id": "` + agg + `"}`}, "customer_id"},
+		{"wrong type", event{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated",
+			Payload: strings.Replace(orderCreated(agg, 1), `"amount_cents": 1`, `"amount_cents": "12"`, 1)}, "amount_cents"},
+		{"no schema", event{AggregateType: "Order", AggregateID: agg, EventType: "ShipmentLost", Payload: `{"a": 1}`}, "ShipmentLost"},
+		{"empty aggregate id", event{AggregateType: "Order", AggregateID: "", EventType: "OrderCreated", Payload: orderCreated(agg, 2)}, "aggregate_id"},
+		{"invalid topic", event{AggregateType: "Or der", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 3)}, "topic"},
+		{"too large", event{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated",
+			Payload: strings.Replace(orderCreated(agg, 4), `"c-4"`, `"`+strings.Repeat("L", 150000)+`"`, 1)}, "larger than the broker accepts"},
+		{"payload is an array", event{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: `[1, 2]`}, "array"},
+	}
+	var validIDs []int64
+	badIDs := map[string]string{} // id → wanted error substring
+	badPayload := map[string]string{}
+	for i, tc := range cases {
+		ids, err := f.insertTx(ctx, conn, []event{valid(100 + i), tc.ev, valid(200 + i)})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		validIDs = append(validIDs, ids[0], ids[2])
+		id := strconv.FormatInt(ids[1], 10)
+		badIDs[id] = tc.wantError
+		badPayload[id] = tc.ev.Payload
+	}
+	all := append([]int64(nil), validIDs...)
+	for id := range badIDs {
+		n, _ := strconv.ParseInt(id, 10, 64)
+		all = append(all, n)
+	}
+	recs := c.waitIDs(90*time.Second, all)
+	for _, rec := range recs {
+		id := rec.Headers["id"]
+		want, bad := badIDs[id]
+		if !bad {
+			if rec.Topic != f.topic("Order") {
+				t.Fatalf("valid event %s went to %s", id, rec.Topic)
+			}
+			continue
+		}
+		if rec.Topic != f.dlq {
+			t.Fatalf("invalid event %s (%s) went to %s, want the DLQ", id, want, rec.Topic)
+		}
+		if !strings.Contains(rec.Headers["error"], want) {
+			t.Errorf("event %s: error header %q does not mention %q", id, rec.Headers["error"], want)
+		}
+		if rec.Headers["event_type"] == "" || rec.Headers["aggregate_type"] == "" {
+			t.Errorf("event %s: DLQ headers incomplete: %v", id, rec.Headers)
+		}
+		if want != "larger than the broker accepts" && !jsonEqual(rec.Value, []byte(badPayload[id])) {
+			t.Errorf("event %s: DLQ value %q, want the raw payload %q", id, rec.Value, badPayload[id])
+		}
+	}
+	dlq := r.waitMetric("cdc_relay_dlq_events_total", 10*time.Second, func(v float64) bool { return v >= float64(len(cases)) })
+	if dlq != float64(len(cases)) {
+		t.Fatalf("cdc_relay_dlq_events_total = %v, want %d", dlq, len(cases))
+	}
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return bytes.Equal(xa, ya)
+}
+
+// TestHaltOnInvalid: with --on-invalid halt the relay stops with exit code 1,
+// names the event and the reason, and confirms nothing past it.
+func TestHaltOnInvalid(t *testing.T) {
+	f := newFixture(t, "")
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args("--on-invalid", "halt"))
+	r.waitStreaming(60 * time.Second)
+	ctx := context.Background()
+	conn := connect(t)
+	agg := uuidFor(5)
+	good, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitIDs(60*time.Second, good)
+	before := currentLSN(t, conn)
+	bad, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: `{"order_id": 5}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := r.wait(60 * time.Second); code != exitFailed {
+		t.Fatalf("exit code = %d, want %d", code, exitFailed)
+	}
+	out := r.Output()
+	if !strings.Contains(out, fmt.Sprintf("id=%d", bad[0])) || !strings.Contains(out, "order_id") {
+		t.Fatalf("halt output does not name event %d and the reason:\n%s", bad[0], tailString(out, 3000))
+	}
+	if got := f.confirmedFlush(); got > before {
+		t.Fatalf("confirmed_flush_lsn %X passed the invalid event's transaction (starts after %X)", got, before)
+	}
+}
+
+// TestIncompatibleSchemaRefusesStart: after events were published with one
+// schema, an incompatible change stops the relay at startup (exit 2) with a
+// message naming the subject and the compatibility level.
+func TestIncompatibleSchemaRefusesStart(t *testing.T) {
+	f := newFixture(t, "")
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args())
+	r.waitStreaming(60 * time.Second)
+	agg := uuidFor(9)
+	ids, err := f.insertTx(context.Background(), connect(t), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitIDs(60*time.Second, ids)
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+
+	// A new required field without a default breaks BACKWARD compatibility.
+	dir := t.TempDir()
+	for _, name := range []string{"OrderCreated.avsc", "OrderCancelled.avsc"} {
+		b, err := os.ReadFile(filepath.Join(schemaDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "OrderCreated.avsc" {
+			b = bytes.Replace(b, []byte(`"fields": [`), []byte(`"fields": [{"name": "warehouse", "type": "string"},`), 1)
+		}
+		os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}
+	args := f.args()
+	for i := range args {
+		if args[i] == "--schemas-dir" {
+			args[i+1] = dir
+		}
+	}
+	r2 := startRelay(t, args)
+	if code := r2.wait(60 * time.Second); code != exitConfig {
+		t.Fatalf("exit code = %d, want %d; output:\n%s", code, exitConfig, r2.Output())
+	}
+	subject := f.topic("Order") + "-com.example.orders.OrderCreated"
+	out := r2.Output()
+	if !strings.Contains(out, subject) || !strings.Contains(out, "BACKWARD") {
+		t.Fatalf("output does not name subject %s and level BACKWARD:\n%s", subject, out)
+	}
+	// Nothing was registered for the rejected schema.
+	resp, err := http.Get(registry.URL() + "/subjects/" + subject + "/versions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []int
+	json.NewDecoder(resp.Body).Decode(&versions)
+	resp.Body.Close()
+	if len(versions) != 1 {
+		t.Fatalf("subject %s has versions %v, want exactly the original one", subject, versions)
+	}
+}

@@ -1,0 +1,51 @@
+// Command cdc-relay publishes outbox rows from a PostgreSQL pgoutput slot to
+// Kafka as Avro, confirming WAL only after Kafka has acknowledged it.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1 // a runtime failure: a halt, a lost slot, an unusable slot
+	exitConfig = 2 // a bad or missing setting, schema or command line
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitConfig
+	}
+	switch args[0] {
+	case "run":
+		return runRelay(args[1:], getenv, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "cdc-relay", version)
+		return exitOK
+	case "help", "-h", "--help":
+		usage(stdout)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "cdc-relay: unknown command %q: use run or version\n", args[0])
+	return exitConfig
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `cdc-relay publishes outbox rows from a PostgreSQL logical replication slot to Kafka.
+
+Usage:
+  cdc-relay run [flags]   stream until SIGTERM or SIGINT (cdc-relay run -h lists the flags)
+  cdc-relay version       print the version
+`)
+}

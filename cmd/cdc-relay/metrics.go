@@ -1,0 +1,80 @@
+package main
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/cdc-relay/cdc-relay/replication"
+)
+
+// metrics lives in a private registry served on --metrics-addr.
+type metrics struct {
+	reg       *prometheus.Registry
+	published *prometheus.CounterVec
+	bytes     prometheus.Counter
+	dlq       *prometheus.CounterVec
+	latency   prometheus.Histogram
+	errors    *prometheus.CounterVec
+}
+
+func newMetrics(stats *replication.Stats) *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		reg: reg,
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdc_relay_events_published_total", Help: "Records Kafka acknowledged, by topic (dead letters included under the DLQ topic).",
+		}, []string{"topic"}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cdc_relay_published_bytes_total", Help: "Bytes of records Kafka acknowledged.",
+		}),
+		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdc_relay_dlq_events_total", Help: "Invalid events sent to the dead-letter topic, by reason.",
+		}, []string{"reason"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "cdc_relay_produce_latency_seconds", Help: "Latency of one partition produce request.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdc_relay_produce_errors_total", Help: "Failed produce attempts, by kind.",
+		}, []string{"kind"}),
+	}
+	reg.MustRegister(m.published, m.bytes, m.dlq, m.latency, m.errors,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_build_info", Help: "Build information.", ConstLabels: prometheus.Labels{"version": version}}, func() float64 { return 1 }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cdc_relay_events_read_total", Help: "Outbox rows read from the slot."}, func() float64 { return float64(stats.RowsRead()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_confirmed_lsn", Help: "LSN last confirmed to PostgreSQL (flush position)."}, func() float64 { return float64(stats.Confirmed()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_server_wal_end_lsn", Help: "Newest WAL end reported by the server."}, func() float64 { return float64(stats.ServerWALEnd()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_slot_lag_bytes", Help: "Server WAL end minus confirmed LSN, from the replication protocol."}, func() float64 { return float64(stats.LagBytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_inflight_events", Help: "Events read and not yet acknowledged by Kafka."}, func() float64 { e, _ := stats.InFlight(); return float64(e) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_inflight_bytes", Help: "Bytes of those events."}, func() float64 { _, b := stats.InFlight(); return float64(b) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_last_status_update_timestamp_seconds", Help: "When the last status update was sent."}, func() float64 { return unixSeconds(stats.LastStatus()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_last_keepalive_timestamp_seconds", Help: "When the last keepalive arrived."}, func() float64 { return unixSeconds(stats.LastKeepalive()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_active", Help: "1 when this instance streams from the slot, 0 as a standby or otherwise."}, func() float64 {
+			if stats.State() == replication.StateStreaming {
+				return 1
+			}
+			return 0
+		}),
+	)
+	return m
+}
+
+func unixSeconds(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixNano()) / 1e9
+}
+
+// Produced implements publisher.Observer.
+func (m *metrics) Produced(topic string, records, bytes int, latency time.Duration) {
+	m.published.WithLabelValues(topic).Add(float64(records))
+	m.bytes.Add(float64(bytes))
+	m.latency.Observe(latency.Seconds())
+}
+
+// ProduceError implements publisher.Observer.
+func (m *metrics) ProduceError(kind string) { m.errors.WithLabelValues(kind).Inc() }

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/cdc-relay/cdc-relay/publisher"
+	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/router"
+	"github.com/cdc-relay/cdc-relay/schemaregistry"
+)
+
+// runRelay is `cdc-relay run`: configure, build, stream, shut down.
+func runRelay(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg, err := LoadConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
+		return exitConfig
+	}
+	log := newLogger(cfg, stderr)
+
+	schemas, err := schemaregistry.LoadDir(cfg.SchemasDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		return exitConfig
+	}
+	rt, err := router.New(cfg.TopicTemplate)
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		return exitConfig
+	}
+	reg, err := schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log})
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-url: %v\n", err)
+		return exitConfig
+	}
+
+	ctx, stop := signalContext(log)
+	defer stop()
+
+	var stream *replication.Stream
+	stats := func() *replication.Stats { return stream.Stats() }
+	stream = replication.NewStream(replication.Config{
+		URL:               cfg.PGURL,
+		Slot:              cfg.Slot,
+		Publication:       cfg.Publication,
+		Table:             cfg.Table,
+		Columns:           cfg.Columns,
+		StatusInterval:    cfg.StatusInterval,
+		ReadTimeout:       cfg.ReadTimeout,
+		DrainTimeout:      cfg.ShutdownTimeout,
+		MaxInFlightEvents: cfg.MaxInFlightEvents,
+		MaxInFlightBytes:  cfg.MaxInFlightBytes,
+		Logger:            log,
+	}, nil)
+	m := newMetrics(stats())
+	pub, err := publisher.New(publisher.Config{
+		Brokers:        cfg.KafkaBrokers,
+		Compression:    compression(cfg.KafkaCompression),
+		BatchBytes:     cfg.KafkaBatchBytes,
+		MaxRecordBytes: cfg.MaxRecordBytes,
+		Observer:       m,
+		Logger:         log,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		return exitConfig
+	}
+	defer pub.Close()
+	stream.SetSessionFunc(func(sctx context.Context, tr *replication.Tracker) (replication.Session, error) {
+		return &handler{cfg: cfg, router: rt, registry: reg, pub: pub.NewSession(sctx, tr),
+			maxRecord: pub.MaxRecordBytes(), metrics: m, log: log}, nil
+	})
+
+	srv, err := newHTTPServer(cfg.MetricsAddr, m, stats(), cfg.ReadTimeout, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: --metrics-addr: cannot listen on %s: %v\n", cfg.MetricsAddr, err)
+		return exitConfig
+	}
+	defer srv.Shutdown()
+
+	log.Info("start", "version", version, "pg_url", Redact(cfg.PGURL), "slot", cfg.Slot, "publication", cfg.Publication,
+		"table", cfg.Table, "kafka_brokers", cfg.KafkaBrokers, "schemas", len(schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
+
+	if err := reg.Preflight(ctx, rt.Matcher()); err != nil {
+		if ctx.Err() != nil {
+			return exitOK
+		}
+		var incompatible *schemaregistry.IncompatibleError
+		if errors.As(err, &incompatible) {
+			fmt.Fprintf(stderr, "cdc-relay: refusing to start: %v\n", err)
+			log.Error("refusing to start: incompatible schema", "err", err.Error())
+			return exitConfig
+		}
+		fmt.Fprintf(stderr, "cdc-relay: schema registry: %v\n", err)
+		return exitFailed
+	}
+
+	if err := stream.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error()))
+		return exitFailed
+	}
+	return exitOK
+}
+
+// signalContext is cancelled by the first SIGTERM or SIGINT; a second one
+// exits at once.
+func signalContext(log *slog.Logger) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		sig := <-ch
+		log.Info("shutdown requested: draining", "signal", sig.String())
+		cancel()
+		sig = <-ch
+		log.Warn("second signal: exiting at once", "signal", sig.String())
+		os.Exit(exitFailed)
+	}()
+	return ctx, func() { signal.Stop(ch); cancel() }
+}
+
+func newLogger(cfg *Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func compression(name string) kafka.Compression {
+	switch name {
+	case "gzip":
+		return kafka.Gzip
+	case "snappy":
+		return kafka.Snappy
+	case "lz4":
+		return kafka.Lz4
+	case "zstd":
+		return kafka.Zstd
+	}
+	return 0
+}

@@ -1,0 +1,227 @@
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BinDir is where Debian's postgresql-15 package installs the server.
+const BinDir = "/usr/lib/postgresql/15/bin"
+
+// Options tune Start. The zero value gives a logical-replication-ready cluster.
+type Options struct {
+	// Settings are extra server settings passed as -c name=value.
+	Settings map[string]string
+	// Port fixes the port; 0 picks a free one.
+	Port int
+}
+
+// Cluster is one running private PostgreSQL server.
+type Cluster struct {
+	dir  string
+	port int
+	opts Options
+	uid  *user.User
+}
+
+// Start creates and starts a new cluster. It fails, never skips, when the
+// server cannot be started.
+func Start(opts Options) (*Cluster, error) {
+	if _, err := os.Stat(filepath.Join(BinDir, "postgres")); err != nil {
+		return nil, fmt.Errorf("pgtest: PostgreSQL 15 server not installed (%v): run `make setup`", err)
+	}
+	dir, err := os.MkdirTemp("", "cdc-relay-pg-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir, opts: opts}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return nil, fmt.Errorf("pgtest: running as root needs the postgres user: %w", err)
+		}
+		c.uid = u
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := c.run("initdb", "-D", c.dataDir(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
+		return nil, err
+	}
+	c.port = opts.Port
+	if c.port == 0 {
+		if c.port, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) dataDir() string { return filepath.Join(c.dir, "data") }
+
+// LogPath is the server log file.
+func (c *Cluster) LogPath() string { return filepath.Join(c.dir, "server.log") }
+
+// Port is the TCP port on 127.0.0.1.
+func (c *Cluster) Port() int { return c.port }
+
+// Dir is the cluster's base directory (data dir, socket and log live below it).
+func (c *Cluster) Dir() string { return c.dir }
+
+// URL returns a libpq URL for database db ("" means postgres) as superuser postgres.
+func (c *Cluster) URL(db string) string {
+	if db == "" {
+		db = "postgres"
+	}
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, db)
+}
+
+// Start starts the (stopped) server on its port and waits until it accepts connections.
+func (c *Cluster) Start() error {
+	args := []string{
+		"-c listen_addresses=127.0.0.1",
+		"-p " + strconv.Itoa(c.port),
+		"-c unix_socket_directories=" + c.dir,
+		"-c wal_level=logical",
+		"-c max_replication_slots=40",
+		"-c max_wal_senders=40",
+		"-c max_connections=200",
+		"-c fsync=off",
+		"-c synchronous_commit=off",
+		"-c full_page_writes=off",
+	}
+	for k, v := range c.opts.Settings {
+		args = append(args, fmt.Sprintf("-c %s=%s", k, v))
+	}
+	_, err := c.run("pg_ctl", "-D", c.dataDir(), "-l", c.LogPath(), "-w", "-t", "60", "-o", strings.Join(args, " "), "start")
+	return err
+}
+
+// Stop stops the server; mode is "fast", "immediate" or "smart" ("" = fast).
+func (c *Cluster) Stop(mode string) error {
+	if mode == "" {
+		mode = "fast"
+	}
+	_, err := c.run("pg_ctl", "-D", c.dataDir(), "-m", mode, "-w", "-t", "60", "stop")
+	return err
+}
+
+// Restart runs pg_ctl restart with the given mode ("fast", "immediate").
+func (c *Cluster) Restart(mode string) error {
+	if err := c.Stop(mode); err != nil {
+		return err
+	}
+	return c.Start()
+}
+
+// Close stops the server immediately and removes its directory.
+func (c *Cluster) Close() error {
+	err := c.Stop("immediate")
+	if rmErr := os.RemoveAll(c.dir); err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+// Exec runs SQL statements on database db.
+func (c *Cluster) Exec(ctx context.Context, db, sql string, args ...any) error {
+	conn, err := pgx.Connect(ctx, c.URL(db))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql, args...)
+	return err
+}
+
+// CreateDatabase creates a database and returns its URL.
+func (c *Cluster) CreateDatabase(ctx context.Context, name string) (string, error) {
+	if err := c.Exec(ctx, "", "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
+	}
+	return c.URL(name), nil
+}
+
+// LogTail returns the last n bytes of the server log, for failure messages.
+func (c *Cluster) LogTail(n int) string {
+	b, err := os.ReadFile(c.LogPath())
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+func (c *Cluster) run(tool string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(BinDir, tool), args...)
+	if c.uid != nil {
+		uid, _ := strconv.Atoi(c.uid.Uid)
+		gid, _ := strconv.Atoi(c.uid.Gid)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		cmd.Env = append(os.Environ(), "HOME="+c.dir)
+	}
+	cmd.Dir = c.dir
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("pgtest: %s %s: %w\n%s\n%s", tool, strings.Join(args, " "), err, out.String(), c.LogTail(2000))
+	}
+	return out.String(), nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// WaitFor polls cond every 20 ms until it returns true or the deadline passes.
+func WaitFor(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("condition not met within %s: %w", timeout, last)
+			}
+			return errors.New("condition not met within " + timeout.String())
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package publisher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
+)
+
+// Config configures a Publisher. Zero values take the defaults on each field.
+type Config struct {
+	// Brokers is the bootstrap list (host:port). Required.
+	Brokers []string
+	// Compression of record batches; default none. (Java: compression.type)
+	Compression kafka.Compression
+	// BatchBytes caps the bytes of one partition's request; default 1 MiB,
+	// which must not exceed the broker's message.max.bytes. (Java: batch.size)
+	BatchBytes int
+	// MaxRecordBytes caps one record (key + value + headers); larger records
+	// are invalid events. Default 1,000,000, under Kafka's 1,048,588 default
+	// message.max.bytes. (Java: max.request.size)
+	MaxRecordBytes int
+	// RequestTimeout bounds one produce or metadata request; default 30 s.
+	// (Java: request.timeout.ms)
+	RequestTimeout time.Duration
+	// Transport overrides the kafka-go transport (TLS, SASL); default a
+	// transport with a 10 s dial timeout.
+	Transport *kafka.Transport
+	// Observer receives figures for metrics; default none.
+	Observer Observer
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Observer receives the publisher's figures.
+type Observer interface {
+	// Produced is called once per successful partition request.
+	Produced(topic string, records, bytes int, latency time.Duration)
+	// ProduceError is called for each failed attempt, with a short kind.
+	ProduceError(kind string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Produced(string, int, int, time.Duration) {}
+func (nopObserver) ProduceError(string)                      {}
+
+// Publisher owns the Kafka client and the topic metadata cache. Sessions
+// share it.
+type Publisher struct {
+	cfg       Config
+	client    *kafka.Client
+	transport *kafka.Transport
+	addr      net.Addr
+	log       *slog.Logger
+	obs       Observer
+
+	mu         sync.RWMutex
+	partitions map[string]int
+}
+
+// New returns a publisher; it does not connect until used.
+func New(cfg Config) (*Publisher, error) {
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("--kafka-brokers is empty: set host:port[,host:port]")
+	}
+	if cfg.BatchBytes <= 0 {
+		cfg.BatchBytes = 1 << 20
+	}
+	if cfg.MaxRecordBytes <= 0 {
+		cfg.MaxRecordBytes = 1000000
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		tr = &kafka.Transport{DialTimeout: 10 * time.Second, ClientID: "cdc-relay", MetadataTTL: 30 * time.Second}
+	}
+	addr := kafka.TCP(cfg.Brokers...)
+	return &Publisher{
+		cfg:        cfg,
+		transport:  tr,
+		addr:       addr,
+		client:     &kafka.Client{Addr: addr, Transport: tr, Timeout: cfg.RequestTimeout},
+		log:        cfg.Logger,
+		obs:        cfg.Observer,
+		partitions: make(map[string]int),
+	}, nil
+}
+
+// MaxRecordBytes is the largest record the publisher accepts.
+func (p *Publisher) MaxRecordBytes() int { return p.cfg.MaxRecordBytes }
+
+// Close releases idle connections.
+func (p *Publisher) Close() { p.transport.CloseIdleConnections() }
+
+// Ping asks a broker for metadata, to check it is reachable.
+func (p *Publisher) Ping(ctx context.Context) error {
+	_, err := p.client.Metadata(ctx, &kafka.MetadataRequest{})
+	return err
+}
+
+// partitionCount returns the topic's partition count, creating the topic
+// through broker auto-creation when it is missing.
+func (p *Publisher) partitionCount(ctx context.Context, topic string) (int, error) {
+	p.mu.RLock()
+	n, ok := p.partitions[topic]
+	p.mu.RUnlock()
+	if ok {
+		return n, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
+	defer cancel()
+	res, err := p.transport.RoundTrip(rctx, p.addr, &metadataAPI.Request{TopicNames: []string{topic}, AllowAutoTopicCreation: true})
+	if err != nil {
+		return 0, fmt.Errorf("metadata for %s: %w", topic, err)
+	}
+	for _, t := range res.(*metadataAPI.Response).Topics {
+		if t.Name != topic {
+			continue
+		}
+		if t.ErrorCode != 0 {
+			kerr := kafka.Error(t.ErrorCode)
+			if kerr == kafka.UnknownTopicOrPartition {
+				return 0, &retriable{fmt.Errorf("topic %s does not exist yet (if broker auto-creation is off, create it): %w", topic, kerr)}
+			}
+			return 0, fmt.Errorf("metadata for %s: %w", topic, kerr)
+		}
+		if len(t.Partitions) == 0 {
+			return 0, &retriable{fmt.Errorf("topic %s has no partitions yet", topic)}
+		}
+		for _, part := range t.Partitions {
+			if part.ErrorCode != 0 || part.LeaderID < 0 {
+				return 0, &retriable{fmt.Errorf("topic %s partition %d has no leader yet", topic, part.PartitionIndex)}
+			}
+		}
+		p.mu.Lock()
+		p.partitions[topic] = len(t.Partitions)
+		p.mu.Unlock()
+		return len(t.Partitions), nil
+	}
+	return 0, &retriable{fmt.Errorf("metadata for %s: topic missing from the response", topic)}
+}
+
+func (p *Publisher) forgetTopic(topic string) {
+	p.mu.Lock()
+	delete(p.partitions, topic)
+	p.mu.Unlock()
+}
+
+// retriable marks an error worth retrying.
+type retriable struct{ err error }
+
+func (r *retriable) Error() string { return r.err.Error() }
+func (r *retriable) Unwrap() error { return r.err }
+
+// isRetriable reports whether a produce or metadata error may succeed later.
+func isRetriable(err error) bool {
+	var r *retriable
+	if errors.As(err, &r) {
+		return true
+	}
+	var kerr kafka.Error
+	if errors.As(err, &kerr) {
+		return kerr.Temporary() || kerr == kafka.NotLeaderForPartition
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || errors.Is(err, net.ErrClosed) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	// kafka-go wraps connection failures in plain errors; treat I/O errors as retriable.
+	msg := err.Error()
+	return strings.Contains(msg, "connection") || strings.Contains(msg, "EOF") || strings.Contains(msg, "broken pipe") || strings.Contains(msg, "i/o timeout")
+}
+
+// errorKind names an error for the produce-error metric.
+func errorKind(err error) string {
+	var kerr kafka.Error
+	switch {
+	case errors.As(err, &kerr):
+		return strings.ToLower(strings.ReplaceAll(kerr.Title(), " ", "_"))
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case isRetriable(err):
+		return "network"
+	}
+	return "other"
+}

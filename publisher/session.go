@@ -1,0 +1,290 @@
+package publisher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/cdc-relay/cdc-relay/internal/backoff"
+)
+
+// ErrSessionClosed is returned by Enqueue after the session stopped.
+var ErrSessionClosed = errors.New("publisher session closed")
+
+// Session publishes the records of one replication session, batch after
+// batch. A terminal Kafka error ends it; Enqueue then returns that error and
+// the stream reconnects, restarting from the confirmed LSN.
+type Session struct {
+	p      *Publisher
+	acker  Acker
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	queue    []*Record
+	spare    []*Record
+	notify   chan struct{}
+	err      error
+	lastSeq  uint64 // newest enqueued
+	ackedSeq uint64
+	ackedCh  chan struct{}
+}
+
+// NewSession starts a session; its goroutine runs until Close or a terminal error.
+func (p *Publisher) NewSession(ctx context.Context, acker Acker) *Session {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Session{p: p, acker: acker, cancel: cancel, done: make(chan struct{}),
+		notify: make(chan struct{}, 1), ackedCh: make(chan struct{}, 1)}
+	go s.run(ctx)
+	return s
+}
+
+// Enqueue hands a record over. The tracker has already bounded what is in
+// flight, so it never blocks.
+func (s *Session) Enqueue(r *Record) error {
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	s.queue = append(s.queue, r)
+	s.lastSeq = r.Seq
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Drain waits until everything enqueued is acknowledged.
+func (s *Session) Drain(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		done, err := s.ackedSeq >= s.lastSeq, s.err
+		s.mu.Unlock()
+		if done {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("drain: %w", ctx.Err())
+		case <-s.ackedCh:
+		case <-s.done:
+		}
+	}
+}
+
+// Close stops the session and waits for its goroutine; unacknowledged records are dropped.
+func (s *Session) Close() {
+	s.cancel()
+	<-s.done
+}
+
+func (s *Session) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+}
+
+func (s *Session) run(ctx context.Context) {
+	defer close(s.done)
+	defer s.fail(ErrSessionClosed)
+	for {
+		s.mu.Lock()
+		batch := s.queue
+		s.queue = s.spare[:0]
+		s.mu.Unlock()
+		if len(batch) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.notify:
+				continue
+			}
+		}
+		if err := s.publish(ctx, batch); err != nil {
+			if ctx.Err() == nil {
+				s.p.log.Error("kafka publish failed; restarting from the confirmed LSN", "err", err.Error())
+			}
+			s.fail(err)
+			return
+		}
+		last := batch[len(batch)-1].Seq
+		var bytes int64
+		for _, r := range batch {
+			bytes += int64(r.Reserved)
+		}
+		s.acker.Ack(last, len(batch), bytes)
+		s.mu.Lock()
+		s.ackedSeq = last
+		clear(batch)
+		s.spare = batch[:0]
+		s.mu.Unlock()
+		select {
+		case s.ackedCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// group is one topic partition's records of a batch, in order.
+type group struct {
+	topic     string
+	partition int
+	records   []*Record
+}
+
+// publish writes a batch: partitions in parallel, each partition's records in
+// order, each request retried until it succeeds or fails terminally.
+func (s *Session) publish(ctx context.Context, batch []*Record) error {
+	groups, err := s.group(ctx, batch)
+	if err != nil {
+		return err
+	}
+	if len(groups) == 1 {
+		return s.publishGroup(ctx, groups[0])
+	}
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.publishGroup(ctx, g)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (s *Session) group(ctx context.Context, batch []*Record) ([]*group, error) {
+	type tp struct {
+		topic     string
+		partition int
+	}
+	index := make(map[tp]*group)
+	var groups []*group
+	for _, r := range batch {
+		n, err := s.retry(ctx, func() (int, error) { return s.p.partitionCount(ctx, r.Topic) })
+		if err != nil {
+			return nil, err
+		}
+		key := r.Key
+		if len(key) == 0 {
+			key = headerValue(r.Headers, "id")
+		}
+		r.partition = Partition(key, n)
+		k := tp{r.Topic, r.partition}
+		g := index[k]
+		if g == nil {
+			g = &group{topic: r.Topic, partition: r.partition}
+			index[k] = g
+			groups = append(groups, g)
+		}
+		g.records = append(g.records, r)
+	}
+	return groups, nil
+}
+
+func headerValue(hs []kafka.Header, key string) []byte {
+	for _, h := range hs {
+		if h.Key == key {
+			return h.Value
+		}
+	}
+	return nil
+}
+
+// publishGroup sends one partition's records in requests of at most BatchBytes.
+func (s *Session) publishGroup(ctx context.Context, g *group) error {
+	recs := g.records
+	for len(recs) > 0 {
+		n, size := 0, 0
+		for n < len(recs) {
+			sz := Size(recs[n].Key, recs[n].Value, recs[n].Headers)
+			if n > 0 && size+sz > s.p.cfg.BatchBytes {
+				break
+			}
+			size += sz
+			n++
+		}
+		chunk := recs[:n]
+		if _, err := s.retry(ctx, func() (int, error) { return 0, s.produce(ctx, g.topic, g.partition, chunk, size) }); err != nil {
+			return fmt.Errorf("produce to %s[%d]: %w", g.topic, g.partition, err)
+		}
+		recs = recs[n:]
+	}
+	return nil
+}
+
+func (s *Session) produce(ctx context.Context, topic string, partition int, chunk []*Record, size int) error {
+	records := make([]kafka.Record, len(chunk))
+	for i, r := range chunk {
+		records[i] = kafka.Record{Key: kafka.NewBytes(r.Key), Value: kafka.NewBytes(r.Value), Headers: r.Headers}
+	}
+	start := time.Now()
+	res, err := s.p.client.Produce(ctx, &kafka.ProduceRequest{
+		Topic:        topic,
+		Partition:    partition,
+		RequiredAcks: kafka.RequireAll,
+		Records:      kafka.NewRecordReader(records...),
+		Compression:  s.p.cfg.Compression,
+	})
+	if err == nil && res.Error != nil {
+		err = res.Error
+	}
+	if err == nil {
+		for _, rerr := range res.RecordErrors {
+			err = rerr
+			break
+		}
+	}
+	if err != nil {
+		var kerr kafka.Error
+		if errors.As(err, &kerr) && (kerr == kafka.UnknownTopicOrPartition || kerr == kafka.NotLeaderForPartition) {
+			s.p.forgetTopic(topic)
+		}
+		s.p.obs.ProduceError(errorKind(err))
+		return err
+	}
+	s.p.obs.Produced(topic, len(chunk), size, time.Since(start))
+	return nil
+}
+
+// retry runs f until it succeeds, fails terminally, or ctx ends, backing off
+// between attempts and logging failures rate-limited with their count.
+func (s *Session) retry(ctx context.Context, f func() (int, error)) (int, error) {
+	var bo backoff.Backoff
+	for {
+		n, err := f()
+		if err == nil {
+			if bo.Attempts() > 0 {
+				s.p.log.Info("kafka recovered", "consecutive_errors", bo.Attempts())
+			}
+			return n, nil
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		if !isRetriable(err) {
+			return 0, err
+		}
+		if a := bo.Attempts(); a < 3 || a%20 == 0 {
+			s.p.log.Warn("kafka error, retrying", "err", err.Error(), "consecutive_errors", a+1)
+		}
+		if werr := bo.Wait(ctx); werr != nil {
+			return 0, werr
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package replication
+
+import (
+	"context"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/decoder"
+)
+
+// Tx describes the transaction a row belongs to.
+type Tx struct {
+	Xid        uint32
+	FinalLSN   LSN
+	CommitTime time.Time
+}
+
+// Session consumes the rows of one replication connection. A new session is
+// made after every (re)connect, so nothing in flight survives a reconnect:
+// the stream restarts from the confirmed LSN instead.
+type Session interface {
+	// Row hands over one outbox row, in stream order. seq identifies it to
+	// Tracker.Ack and size is what Tracker reserved for it. The row aliases
+	// the receive buffer: copy what you keep. Row must not block for long; a
+	// FatalError halts the relay, any other error reconnects.
+	Row(ctx context.Context, seq uint64, size int, tx *Tx, row *decoder.Row) error
+	// Drain waits until every row handed over has been acknowledged through
+	// the tracker, or ctx is done.
+	Drain(ctx context.Context) error
+	// Close stops the session and drops whatever is still in flight.
+	Close()
+}
+
+// NewSessionFunc makes the session for one connection; acknowledgements go to tr.
+type NewSessionFunc func(ctx context.Context, tr *Tracker) (Session, error)
+
+// RowSize is the in-flight size charged for a row.
+func RowSize(r *decoder.Row) int {
+	return 64 + len(r.ID) + len(r.AggregateType) + len(r.AggregateID) + len(r.EventType) + len(r.Payload) + len(r.Headers)
+}

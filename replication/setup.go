@@ -1,0 +1,147 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// SlotInfo is the slot's row in pg_replication_slots.
+type SlotInfo struct {
+	Plugin    string
+	Type      string
+	Database  string
+	WALStatus string
+	Confirmed LSN
+	ActivePID int32
+}
+
+// SplitTable splits "schema.table" ("table" means schema public).
+func SplitTable(table string) (schema, name string) {
+	if i := strings.IndexByte(table, '.'); i >= 0 {
+		return table[:i], table[i+1:]
+	}
+	return "public", table
+}
+
+// EnsurePublication creates the publication FOR TABLE <table> WITH (publish =
+// 'insert') when it does not exist, and checks that an existing one publishes
+// the table. It reports whether it created the publication.
+func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication, table string) (created bool, err error) {
+	schema, name := SplitTable(table)
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p'))`, schema, name).Scan(&exists); err != nil {
+		return false, fmt.Errorf("look up table %s: %w", table, err)
+	}
+	if !exists {
+		return false, fmt.Errorf("outbox table %s.%s does not exist: create it (see docs/outbox.sql) or set --table", schema, name)
+	}
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1)`, publication).Scan(&exists); err != nil {
+		return false, fmt.Errorf("look up publication %s: %w", publication, err)
+	}
+	if !exists {
+		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')",
+			pgx.Identifier{publication}.Sanitize(), pgx.Identifier{schema, name}.Sanitize())
+		_, err := conn.Exec(ctx, sql)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			created = true
+		case errors.As(err, &pgErr) && pgErr.Code == "42710": // created concurrently by a peer
+		default:
+			return false, fmt.Errorf("create publication %s: %w", publication, err)
+		}
+	}
+	var publishes bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables
+		WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`, publication, schema, name).Scan(&publishes); err != nil {
+		return created, fmt.Errorf("look up publication %s tables: %w", publication, err)
+	}
+	if !publishes {
+		return created, fmt.Errorf("publication %s does not publish %s.%s: run ALTER PUBLICATION %s ADD TABLE %s.%s, or set --publication",
+			publication, schema, name, publication, schema, name)
+	}
+	return created, nil
+}
+
+// LookupSlot reads the slot's row; ok is false when the slot does not exist.
+func LookupSlot(ctx context.Context, conn *pgx.Conn, slot string) (info SlotInfo, ok bool, err error) {
+	var confirmed, walStatus, plugin, database *string
+	var pid *int32
+	err = conn.QueryRow(ctx, `SELECT plugin, slot_type, database, wal_status, confirmed_flush_lsn::text, active_pid
+		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot).
+		Scan(&plugin, &info.Type, &database, &walStatus, &confirmed, &pid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return info, false, nil
+	}
+	if err != nil {
+		return info, false, fmt.Errorf("look up slot %s: %w", slot, err)
+	}
+	info.Plugin, info.Database, info.WALStatus = deref(plugin), deref(database), deref(walStatus)
+	if pid != nil {
+		info.ActivePID = *pid
+	}
+	if confirmed != nil {
+		if info.Confirmed, err = ParseLSN(*confirmed); err != nil {
+			return info, true, err
+		}
+	}
+	return info, true, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// EnsureSlot checks the slot and, when create is true and it is missing,
+// creates a persistent pgoutput slot. It returns the slot's state and whether
+// it created it. A slot with another plugin, of the physical kind, in another
+// database or with lost WAL is an error.
+func EnsureSlot(ctx context.Context, conn *pgx.Conn, slot string, create bool) (info SlotInfo, created bool, err error) {
+	info, ok, err := LookupSlot(ctx, conn, slot)
+	if err != nil {
+		return info, false, err
+	}
+	if !ok {
+		if !create {
+			return info, false, Fatal(fmt.Errorf("slot %q: %w", slot, ErrSlotDropped))
+		}
+		_, err := conn.Exec(ctx, `SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			created = true
+		case errors.As(err, &pgErr) && pgErr.Code == "42710": // a peer created it first
+		default:
+			return info, false, fmt.Errorf("create slot %s: %w", slot, err)
+		}
+		if info, ok, err = LookupSlot(ctx, conn, slot); err != nil || !ok {
+			return info, created, fmt.Errorf("slot %s vanished right after creation: %v", slot, err)
+		}
+	}
+	var db string
+	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		return info, created, fmt.Errorf("current database: %w", err)
+	}
+	switch {
+	case info.Type != "logical":
+		return info, created, Fatal(&SlotError{Slot: slot, Reason: "it is a " + info.Type + " slot", Fix: "use another --slot name for the relay"})
+	case info.Plugin != "pgoutput":
+		return info, created, Fatal(&SlotError{Slot: slot, Reason: fmt.Sprintf("it uses plugin %q, the relay needs pgoutput", info.Plugin),
+			Fix: "drop it (SELECT pg_drop_replication_slot('" + slot + "')) if nothing else uses it, or choose another --slot"})
+	case info.Database != db:
+		return info, created, Fatal(&SlotError{Slot: slot, Reason: fmt.Sprintf("it belongs to database %q, not %q", info.Database, db),
+			Fix: "point --pg-url at database " + info.Database + " or choose another --slot"})
+	case info.WALStatus == "lost":
+		return info, created, Fatal(fmt.Errorf("slot %q: %w (fix: find the gap from the outbox table, then drop the slot, or restart with --recreate-lost-slot)", slot, ErrSlotLost))
+	}
+	return info, created, nil
+}

@@ -1,0 +1,113 @@
+package replication
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// State is where the stream is in its lifecycle.
+type State int32
+
+// The states a Stream goes through.
+const (
+	StateStarting     State = iota // connecting for the first time
+	StateStreaming                 // START_REPLICATION succeeded
+	StateStandby                   // another instance holds the slot
+	StateReconnecting              // waiting to reconnect after an error
+	StateHalted                    // stopped on a fatal error
+	StateStopped                   // shut down cleanly
+)
+
+var stateNames = [...]string{"starting", "streaming", "standby", "reconnecting", "halted", "stopped"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "unknown"
+}
+
+// Stats are the stream's live figures, read by the metrics endpoint.
+type Stats struct {
+	state         atomic.Int32
+	serverWALEnd  atomic.Uint64
+	confirmed     atomic.Uint64
+	lastStatus    atomic.Int64 // unix nanos
+	lastKeepalive atomic.Int64
+	lastMessage   atomic.Int64
+	rowsRead      atomic.Uint64
+	confCommitNs  atomic.Int64
+
+	mu         sync.Mutex
+	reconnects map[string]uint64
+	tracker    atomic.Pointer[Tracker]
+}
+
+// State is the current lifecycle state.
+func (s *Stats) State() State { return State(s.state.Load()) }
+
+// ServerWALEnd is the newest WAL end the server reported.
+func (s *Stats) ServerWALEnd() LSN { return LSN(s.serverWALEnd.Load()) }
+
+// Confirmed is the LSN last sent to PostgreSQL as flushed.
+func (s *Stats) Confirmed() LSN { return LSN(s.confirmed.Load()) }
+
+// LagBytes is ServerWALEnd minus Confirmed (0 when not yet known).
+func (s *Stats) LagBytes() uint64 {
+	end, conf := s.serverWALEnd.Load(), s.confirmed.Load()
+	if end <= conf || conf == 0 {
+		return 0
+	}
+	return end - conf
+}
+
+// LastStatus is when the last status update was sent.
+func (s *Stats) LastStatus() time.Time { return unixTime(s.lastStatus.Load()) }
+
+// LastKeepalive is when the last keepalive arrived.
+func (s *Stats) LastKeepalive() time.Time { return unixTime(s.lastKeepalive.Load()) }
+
+// LastMessage is when any message last arrived from the server.
+func (s *Stats) LastMessage() time.Time { return unixTime(s.lastMessage.Load()) }
+
+// RowsRead counts outbox rows read from the stream.
+func (s *Stats) RowsRead() uint64 { return s.rowsRead.Load() }
+
+// ConfirmedCommitTime is the commit time of the newest confirmed transaction.
+func (s *Stats) ConfirmedCommitTime() time.Time { return unixTime(s.confCommitNs.Load()) }
+
+// InFlight returns events and bytes in flight in the current session.
+func (s *Stats) InFlight() (events int, bytes int64) {
+	if t := s.tracker.Load(); t != nil {
+		return t.InFlight()
+	}
+	return 0, 0
+}
+
+// Reconnects returns reconnect counts by cause.
+func (s *Stats) Reconnects() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]uint64, len(s.reconnects))
+	for k, v := range s.reconnects {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *Stats) countReconnect(cause string) {
+	s.mu.Lock()
+	if s.reconnects == nil {
+		s.reconnects = map[string]uint64{}
+	}
+	s.reconnects[cause]++
+	s.mu.Unlock()
+}
+
+func unixTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}

@@ -1,0 +1,375 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/internal/backoff"
+)
+
+// Stream reads the slot and hands outbox rows to sessions, reconnecting with
+// backoff until its context ends or a fatal error halts it.
+type Stream struct {
+	cfg        Config
+	newSession NewSessionFunc
+	log        *slog.Logger
+	stats      Stats
+}
+
+// NewStream returns a stream; Run starts it.
+func NewStream(cfg Config, newSession NewSessionFunc) *Stream {
+	cfg.setDefaults()
+	return &Stream{cfg: cfg, newSession: newSession, log: cfg.Logger}
+}
+
+// Stats returns the stream's live figures.
+func (s *Stream) Stats() *Stats { return &s.stats }
+
+// Run streams until ctx ends (returning nil after a clean drain and a final
+// status update) or a fatal error (returned).
+func (s *Stream) Run(ctx context.Context) error {
+	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
+	createSlot := true
+	for {
+		streamed, err := s.connectAndStream(ctx, &createSlot)
+		if ctx.Err() != nil && !IsFatal(err) {
+			s.stats.state.Store(int32(StateStopped))
+			s.log.Info("shutdown", "final_lsn", s.stats.Confirmed().String())
+			return nil
+		}
+		if IsFatal(err) {
+			s.stats.state.Store(int32(StateHalted))
+			s.log.Error("halt", "cause", err.Error(), "confirmed_lsn", s.stats.Confirmed().String())
+			return err
+		}
+		if streamed {
+			bo.Reset()
+		}
+		if errors.Is(err, ErrSlotActive) {
+			if s.stats.State() != StateStandby {
+				s.log.Info("standby: slot is active in another process; retrying", "slot", s.cfg.Slot)
+			}
+			s.stats.state.Store(int32(StateStandby))
+			bo.Max = 2 * time.Second
+		} else {
+			cause := classify(err)
+			s.stats.countReconnect(cause)
+			s.stats.state.Store(int32(StateReconnecting))
+			bo.Max = 5 * time.Second
+			if bo.Attempts() < 3 || bo.Attempts()%10 == 0 {
+				s.log.Warn("reconnect", "cause", cause, "err", err.Error(), "consecutive_errors", bo.Attempts()+1)
+			}
+		}
+		if bo.Wait(ctx) != nil {
+			s.stats.state.Store(int32(StateStopped))
+			s.log.Info("shutdown", "final_lsn", s.stats.Confirmed().String())
+			return nil
+		}
+	}
+}
+
+// classify names an error's cause for logs and metrics.
+func classify(err error) string {
+	var pgErr *pgconn.PgError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, errStreamSilent):
+		return "read_timeout"
+	case errors.As(err, &pgErr):
+		return "postgres_error"
+	case errors.As(err, &netErr), errors.Is(err, net.ErrClosed):
+		return "network"
+	case errors.Is(err, errSession):
+		return "kafka"
+	}
+	return "other"
+}
+
+var (
+	errStreamSilent = errors.New("no message from PostgreSQL within the read timeout: stream considered dead")
+	errSession      = errors.New("session failed")
+)
+
+// connectAndStream runs one connection. streamed reports whether
+// START_REPLICATION succeeded.
+func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (streamed bool, err error) {
+	info, err := s.prepare(ctx, createSlot)
+	if err != nil {
+		return false, err
+	}
+	rconn, err := s.connectReplication(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer rconn.Close(context.Background())
+
+	pluginArgs := []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", s.cfg.Publication)}
+	if err := pglogrepl.StartReplication(ctx, rconn, s.cfg.Slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: pluginArgs}); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55006" {
+			return false, fmt.Errorf("%w: %s", ErrSlotActive, pgErr.Message)
+		}
+		if errors.As(err, &pgErr) && pgErr.Code == "42704" {
+			return false, Fatal(fmt.Errorf("slot %q: %w", s.cfg.Slot, ErrSlotDropped))
+		}
+		return false, fmt.Errorf("start replication: %w", err)
+	}
+	if s.stats.State() == StateStandby {
+		s.log.Info("takeover: this instance now holds the slot", "slot", s.cfg.Slot)
+	}
+	s.stats.state.Store(int32(StateStreaming))
+	s.stats.confirmed.Store(uint64(info.Confirmed))
+	s.log.Info("streaming", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "from_lsn", info.Confirmed.String())
+
+	tr := NewTracker(info.Confirmed, s.cfg.MaxInFlightEvents, s.cfg.MaxInFlightBytes)
+	s.stats.tracker.Store(tr)
+	sessCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sess, err := s.newSession(sessCtx, tr)
+	if err != nil {
+		return true, fmt.Errorf("%w: %w", errSession, err)
+	}
+	defer sess.Close()
+
+	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.New(s.cfg.Table, s.cfg.Columns)}
+	err = r.loop(ctx)
+	if ctx.Err() != nil || IsFatal(err) {
+		// Shutdown or halt: let Kafka acknowledge what is in flight, then
+		// confirm the final contiguous prefix.
+		dctx, dcancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
+		if derr := sess.Drain(dctx); derr != nil {
+			s.log.Warn("drain incomplete; unacknowledged events will be sent again after restart", "err", derr.Error())
+		}
+		dcancel()
+		if serr := r.sendStatus(false); serr != nil {
+			s.log.Warn("final status update failed", "err", serr.Error())
+		}
+	}
+	return true, err
+}
+
+// prepare checks the publication and slot on a normal connection.
+func (s *Stream) prepare(ctx context.Context, createSlot *bool) (SlotInfo, error) {
+	conn, err := pgx.Connect(ctx, s.cfg.URL)
+	if err != nil {
+		return SlotInfo{}, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	created, err := EnsurePublication(ctx, conn, s.cfg.Publication, s.cfg.Table)
+	if err != nil {
+		return SlotInfo{}, err
+	}
+	if created {
+		s.log.Info("publication created", "publication", s.cfg.Publication, "table", s.cfg.Table)
+	}
+	info, created, err := EnsureSlot(ctx, conn, s.cfg.Slot, *createSlot)
+	if err != nil {
+		return info, err
+	}
+	*createSlot = false
+	if created {
+		s.log.Info("slot created", "slot", s.cfg.Slot, "plugin", "pgoutput", "confirmed_lsn", info.Confirmed.String())
+	}
+	return info, nil
+}
+
+func (s *Stream) connectReplication(ctx context.Context) (*pgconn.PgConn, error) {
+	cfg, err := pgconn.ParseConfig(s.cfg.URL)
+	if err != nil {
+		return nil, Fatal(fmt.Errorf("parse --pg-url: %w", err))
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 10 * time.Second}
+	cfg.DialFunc = dialer.DialContext
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect for replication: %w", err)
+	}
+	return conn, nil
+}
+
+// reader owns the replication connection for one session.
+type reader struct {
+	s    *Stream
+	conn *pgconn.PgConn
+	tr   *Tracker
+	sess Session
+	dec  *decoder.Decoder
+
+	msg        decoder.Message
+	tx         Tx
+	inTx       bool
+	nextStatus time.Time
+	lastRecv   time.Time
+	deadline   time.Time
+}
+
+func (r *reader) loop(ctx context.Context) error {
+	now := time.Now()
+	r.lastRecv = now
+	r.nextStatus = now
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		now = time.Now()
+		if !now.Before(r.nextStatus) {
+			if err := r.sendStatus(true); err != nil {
+				return err
+			}
+		}
+		deadline := r.lastRecv.Add(r.s.cfg.ReadTimeout)
+		if r.nextStatus.Before(deadline) {
+			deadline = r.nextStatus
+		}
+		if !deadline.Equal(r.deadline) {
+			if err := r.conn.Conn().SetReadDeadline(deadline); err != nil {
+				return fmt.Errorf("set read deadline: %w", err)
+			}
+			r.deadline = deadline
+		}
+		msg, err := r.conn.ReceiveMessage(context.Background())
+		if err != nil {
+			if pgconn.Timeout(err) {
+				if time.Since(r.lastRecv) >= r.s.cfg.ReadTimeout {
+					return errStreamSilent
+				}
+				continue
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		r.lastRecv = time.Now()
+		r.s.stats.lastMessage.Store(r.lastRecv.UnixNano())
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			if err := r.handleCopyData(ctx, m.Data); err != nil {
+				return err
+			}
+		case *pgproto3.ErrorResponse:
+			pgErr := pgconn.ErrorResponseToPgError(m)
+			if pgErr.Code == "42704" || pgErr.Code == "55000" {
+				return Fatal(fmt.Errorf("stream: %w (slot %q may have been dropped or invalidated)", pgErr, r.s.cfg.Slot))
+			}
+			return fmt.Errorf("stream: %w", pgErr)
+		case *pgproto3.CopyDone:
+			return errors.New("stream: server ended the copy")
+		}
+	}
+}
+
+func (r *reader) handleCopyData(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("parse keepalive: %w", err)
+		}
+		r.s.stats.lastKeepalive.Store(r.lastRecv.UnixNano())
+		r.noteWALEnd(LSN(ka.ServerWALEnd))
+		if !r.inTx {
+			r.tr.AdvanceIdle(LSN(ka.ServerWALEnd))
+		}
+		if ka.ReplyRequested {
+			return r.sendStatus(false)
+		}
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("parse XLogData: %w", err)
+		}
+		r.noteWALEnd(LSN(xld.ServerWALEnd))
+		return r.handleWAL(ctx, xld.WALData)
+	}
+	return nil
+}
+
+func (r *reader) noteWALEnd(end LSN) {
+	if uint64(end) > r.s.stats.serverWALEnd.Load() {
+		r.s.stats.serverWALEnd.Store(uint64(end))
+	}
+}
+
+func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
+	m := &r.msg
+	if err := r.dec.Decode(wal, m); err != nil {
+		return Fatal(fmt.Errorf("decode pgoutput: %w", err))
+	}
+	switch m.Kind {
+	case decoder.KindBegin:
+		r.inTx = true
+		r.tx = Tx{Xid: m.Xid, FinalLSN: LSN(m.FinalLSN), CommitTime: m.CommitTime}
+	case decoder.KindCommit:
+		r.inTx = false
+		r.tr.Commit(LSN(m.EndLSN), m.CommitTime)
+	case decoder.KindRow:
+		r.s.stats.rowsRead.Add(1)
+		size := RowSize(&m.Row)
+		seq, ok := r.tr.Reserve(size)
+		for !ok {
+			var err error
+			if seq, ok, err = r.tr.WaitRoom(ctx, size, r.statusTimer()); err != nil {
+				return err
+			}
+			if !ok {
+				// Backpressure: keep PostgreSQL informed while Kafka catches up.
+				if err := r.sendStatus(true); err != nil {
+					return err
+				}
+			}
+		}
+		if err := r.sess.Row(ctx, seq, size, &r.tx, &m.Row); err != nil {
+			if IsFatal(err) {
+				return err
+			}
+			return fmt.Errorf("%w: %w", errSession, err)
+		}
+	}
+	return nil
+}
+
+// statusTimer fires when the next status update is due.
+func (r *reader) statusTimer() <-chan time.Time {
+	return time.After(time.Until(r.nextStatus))
+}
+
+// sendStatus confirms the tracker's LSN as written, flushed and applied.
+func (r *reader) sendStatus(replyRequested bool) error {
+	lsn := r.tr.Confirmed()
+	now := time.Now()
+	r.nextStatus = now.Add(r.s.cfg.StatusInterval)
+	if lsn == 0 {
+		return nil
+	}
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), r.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pglogrepl.LSN(lsn),
+		WALFlushPosition: pglogrepl.LSN(lsn),
+		WALApplyPosition: pglogrepl.LSN(lsn),
+		ClientTime:       now,
+		ReplyRequested:   replyRequested,
+	})
+	if err != nil {
+		return fmt.Errorf("send status update: %w", err)
+	}
+	r.s.stats.confirmed.Store(uint64(lsn))
+	r.s.stats.lastStatus.Store(now.UnixNano())
+	if ct := r.tr.ConfirmedCommitTime(); !ct.IsZero() {
+		r.s.stats.confCommitNs.Store(ct.UnixNano())
+	}
+	return nil
+}
+
+// SetSessionFunc sets how sessions are made; call it before Run.
+func (s *Stream) SetSessionFunc(f NewSessionFunc) { s.newSession = f }

@@ -1,0 +1,179 @@
+package replication
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Tracker is the acknowledgement rule. The stream gives every outbox row a
+// sequence number (Reserve) and records each transaction's commit end LSN
+// after its last row (Commit). The publisher acknowledges a contiguous prefix
+// of sequence numbers (Ack). Confirmed returns the end LSN of the newest
+// transaction whose rows, and the rows of every transaction before it, are
+// all acknowledged — never a row's LSN.
+//
+// Tracker also bounds what is in flight, in events and in bytes: Reserve
+// fails when either bound is reached, and Room signals when Ack frees space.
+// All methods are safe for concurrent use; the stream calls Reserve, Commit
+// and AdvanceIdle, the publisher calls Ack.
+type Tracker struct {
+	maxEvents int
+	maxBytes  int64
+
+	mu        sync.Mutex
+	events    int   // reserved and not yet acknowledged
+	bytes     int64 // likewise
+	last      uint64
+	acked     uint64
+	commits   []commit // commits not yet confirmed, oldest first
+	head      int
+	confirmed LSN
+	confTime  time.Time // commit time of the newest confirmed transaction
+	room      chan struct{}
+}
+
+type commit struct {
+	lastSeq uint64
+	end     LSN
+	time    time.Time
+}
+
+// NewTracker returns a tracker that starts from the slot's confirmed LSN and
+// lets at most maxEvents events and maxBytes bytes be in flight.
+func NewTracker(confirmed LSN, maxEvents int, maxBytes int64) *Tracker {
+	if maxEvents <= 0 {
+		maxEvents = 1
+	}
+	if maxBytes <= 0 {
+		maxBytes = 1
+	}
+	return &Tracker{
+		maxEvents: maxEvents,
+		maxBytes:  maxBytes,
+		confirmed: confirmed,
+		room:      make(chan struct{}, 1),
+	}
+}
+
+// Reserve takes room for one event of size bytes and returns its sequence
+// number. It returns ok=false when the in-flight bound is reached; a single
+// event larger than the byte bound is admitted when nothing else is in flight.
+func (t *Tracker) Reserve(size int) (seq uint64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.events > 0 && (t.events >= t.maxEvents || t.bytes+int64(size) > t.maxBytes) {
+		return 0, false
+	}
+	t.events++
+	t.bytes += int64(size)
+	t.last++
+	return t.last, true
+}
+
+// Room is signalled after an Ack frees space.
+func (t *Tracker) Room() <-chan struct{} { return t.room }
+
+// WaitRoom reserves like Reserve, blocking until there is room, tick fires
+// (ok=false, nil error: the caller has periodic work to do) or ctx is done.
+func (t *Tracker) WaitRoom(ctx context.Context, size int, tick <-chan time.Time) (seq uint64, ok bool, err error) {
+	for {
+		if seq, ok := t.Reserve(size); ok {
+			return seq, true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		case <-tick:
+			return 0, false, nil
+		case <-t.room:
+		}
+	}
+}
+
+// Commit records that the transaction whose rows were reserved last ends at
+// end. Transactions without rows are fine: they confirm once everything
+// before them is acknowledged.
+func (t *Tracker) Commit(end LSN, commitTime time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.commits = append(t.commits, commit{lastSeq: t.last, end: end, time: commitTime})
+	t.advance()
+}
+
+// Ack acknowledges every event with a sequence number up to upTo, and frees
+// the events and bytes they held. Acks must be contiguous: the caller
+// acknowledges in sequence order.
+func (t *Tracker) Ack(upTo uint64, events int, bytes int64) {
+	t.mu.Lock()
+	if upTo > t.acked {
+		t.acked = upTo
+	}
+	t.events -= events
+	t.bytes -= bytes
+	t.advance()
+	t.mu.Unlock()
+	select {
+	case t.room <- struct{}{}:
+	default:
+	}
+}
+
+func (t *Tracker) advance() {
+	for t.head < len(t.commits) && t.commits[t.head].lastSeq <= t.acked {
+		c := t.commits[t.head]
+		if c.end > t.confirmed {
+			t.confirmed = c.end
+			t.confTime = c.time
+		}
+		t.head++
+	}
+	if t.head == len(t.commits) {
+		t.commits, t.head = t.commits[:0], 0
+	} else if t.head > 1024 && t.head*2 > len(t.commits) {
+		n := copy(t.commits, t.commits[t.head:])
+		t.commits, t.head = t.commits[:n], 0
+	}
+}
+
+// AdvanceIdle moves the confirmed LSN to walEnd, taken from a keepalive, when
+// nothing is in flight. The stream calls it only outside a transaction, so a
+// busy database with an idle outbox does not pile up WAL.
+func (t *Tracker) AdvanceIdle(walEnd LSN) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.acked != t.last || t.head != len(t.commits) || walEnd <= t.confirmed {
+		return false
+	}
+	t.confirmed = walEnd
+	return true
+}
+
+// Confirmed returns the LSN that is safe to confirm to PostgreSQL.
+func (t *Tracker) Confirmed() LSN {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.confirmed
+}
+
+// Idle reports whether every reserved event is acknowledged and every commit confirmed.
+func (t *Tracker) Idle() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.acked == t.last && t.head == len(t.commits)
+}
+
+// ConfirmedCommitTime is the commit time of the newest confirmed transaction
+// (zero before the first).
+func (t *Tracker) ConfirmedCommitTime() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.confTime
+}
+
+// InFlight returns the events and bytes reserved and not yet acknowledged.
+func (t *Tracker) InFlight() (events int, bytes int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.events, t.bytes
+}
