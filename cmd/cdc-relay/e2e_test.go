@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -131,8 +132,24 @@ func TestEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatalf("event %d: %v", e.id, err)
 		}
-		if got["order_id"] != e.aggID {
-			t.Fatalf("event %d: decoded order_id %v, want %s (payload %s)", e.id, got["order_id"], e.aggID, e.payload)
+		var want map[string]any
+		if err := json.Unmarshal([]byte(e.payload), &want); err != nil {
+			t.Fatal(err)
+		}
+		for _, field := range []string{"order_id", "customer_id", "amount_cents", "status", "reason", "currency"} {
+			w, ok := want[field]
+			if !ok {
+				continue
+			}
+			if fmt.Sprint(got[field]) != fmt.Sprint(w) {
+				t.Fatalf("event %d: decoded %s = %v, want %v (payload %s)", e.id, field, got[field], w, e.payload)
+			}
+		}
+		if e.evType == "OrderCreated" {
+			items, _ := got["items"].([]any)
+			if len(items) != 1 || fmt.Sprint(items[0].(map[string]any)["sku"]) != fmt.Sprint(want["items"].([]any)[0].(map[string]any)["sku"]) {
+				t.Fatalf("event %d: decoded items %v, want %v", e.id, got["items"], want["items"])
+			}
 		}
 	}
 	// Order per aggregate: within each partition the consumer sees an

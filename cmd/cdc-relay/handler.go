@@ -94,9 +94,10 @@ func keep(arena, b []byte) ([]byte, []byte) {
 // when the row is invalid, and an error only for failures that are not the
 // event's fault (the registry unreachable, a shutdown).
 func (h *handler) build(ctx context.Context, rec *publisher.Record, row *decoder.Row, id, eventType, aggType, aggID, headersJSON []byte) (reason, kind string, err error) {
+	if col := row.NullField(); col != "" {
+		return col + " is NULL", reasonNull, nil
+	}
 	switch {
-	case row.PayloadNull:
-		return "payload is NULL", reasonNull, nil
 	case row.AggregateIDNull:
 		return "aggregate_id is NULL", reasonAggregateID, nil
 	case len(aggID) == 0:

@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/linkedin/goavro/v2"
+	"github.com/riferrei/srclient"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/freeport"
@@ -468,44 +468,27 @@ func (c *consumer) waitIDs(timeout time.Duration, want []int64) []record {
 	return recs
 }
 
-// avroDecoder decodes Confluent-framed values with schemas fetched by id over
-// plain HTTP, using goavro: independent of the relay's encoder.
+// avroDecoder decodes Confluent-framed values the way a Go consumer would:
+// srclient fetches the writer schema by id, and its goavro codec decodes the
+// body. Nothing of the relay's own encoder is involved.
 type avroDecoder struct {
-	mu     sync.Mutex
-	codecs map[uint32]*goavro.Codec
+	client *srclient.SchemaRegistryClient
 }
 
-func newAvroDecoder() *avroDecoder { return &avroDecoder{codecs: map[uint32]*goavro.Codec{}} }
+func newAvroDecoder() *avroDecoder {
+	return &avroDecoder{client: srclient.NewSchemaRegistryClient(registry.URL())}
+}
 
 func (d *avroDecoder) decode(value []byte) (map[string]any, uint32, error) {
 	if len(value) < 5 || value[0] != 0 {
 		return nil, 0, fmt.Errorf("value is not in the Confluent wire format: % x", value[:min(len(value), 8)])
 	}
 	id := binary.BigEndian.Uint32(value[1:5])
-	d.mu.Lock()
-	codec := d.codecs[id]
-	d.mu.Unlock()
-	if codec == nil {
-		resp, err := http.Get(fmt.Sprintf("%s/schemas/ids/%d", registry.URL(), id))
-		if err != nil {
-			return nil, id, err
-		}
-		var body struct {
-			Schema string `json:"schema"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if err != nil {
-			return nil, id, err
-		}
-		if codec, err = goavro.NewCodec(body.Schema); err != nil {
-			return nil, id, err
-		}
-		d.mu.Lock()
-		d.codecs[id] = codec
-		d.mu.Unlock()
+	schema, err := d.client.GetSchema(int(id))
+	if err != nil {
+		return nil, id, fmt.Errorf("schema %d: %w", id, err)
 	}
-	native, rest, err := codec.NativeFromBinary(value[5:])
+	native, rest, err := schema.Codec().NativeFromBinary(value[5:])
 	if err != nil {
 		return nil, id, err
 	}

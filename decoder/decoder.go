@@ -1,0 +1,191 @@
+package decoder
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kind says what a decoded message means to the relay.
+type Kind uint8
+
+const (
+	// KindSkip is anything the relay ignores: Update, Delete, Truncate, Type,
+	// Origin, logical decoding messages, stream and two-phase messages, and
+	// inserts into tables other than the outbox.
+	KindSkip Kind = iota
+	// KindRelation means a Relation message was applied to the cache.
+	KindRelation
+	// KindBegin starts a transaction: FinalLSN, CommitTime and Xid are set.
+	KindBegin
+	// KindCommit ends a transaction: CommitLSN, EndLSN and CommitTime are set.
+	KindCommit
+	// KindRow is an INSERT into the outbox table: Row is set.
+	KindRow
+)
+
+var kindNames = [...]string{"skip", "relation", "begin", "commit", "row"}
+
+// String returns "skip", "relation", "begin", "commit" or "row".
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Message is the result of one Decode. The caller reuses one Message across
+// calls. Decode overwrites every field: fields that do not belong to the
+// decoded Kind are zero. After an error the contents are unspecified.
+type Message struct {
+	Kind Kind
+
+	// FinalLSN (Begin) is the LSN of the transaction's commit record.
+	FinalLSN uint64
+	// CommitLSN (Commit) is the LSN of the commit record; equals the
+	// FinalLSN of the matching Begin.
+	CommitLSN uint64
+	// EndLSN (Commit) is the end of the commit record (pglogrepl's
+	// TransactionEndLSN): the only LSN the relay may confirm.
+	EndLSN uint64
+	// CommitTime (Begin, Commit) is the commit timestamp, in UTC.
+	//
+	// It is a time.Time rather than pgoutput's int64 microseconds since
+	// 2000-01-01: the conversion costs about 1.5 ns per Begin or Commit
+	// (BenchmarkDecodeBegin, 5.5 against 4.2 ns), once per transaction.
+	CommitTime time.Time
+	// Xid (Begin) is the transaction id.
+	Xid uint32
+
+	// Row (KindRow) is the outbox insert.
+	Row Row
+}
+
+// Row is one insert into the outbox table. Byte slices ALIAS the buffer given
+// to Decode: they are valid only until the caller reuses that buffer. Their
+// capacity is clipped, so appending to one never writes into the buffer.
+//
+// NULL handling: a NULL value leaves its slice nil and, for the required
+// columns, sets the matching ...Null flag; a non-NULL value, even an empty
+// string, is a non-nil slice. Decode never fails on NULLs: the relay decides
+// (NullField helps it route such a row to the dead-letter topic).
+type Row struct {
+	ID                []byte // text form of the id column (decimal for bigserial; a uuid also works)
+	IDNull            bool   // id is NULL
+	AggregateType     []byte
+	AggregateTypeNull bool // aggregate_type is NULL
+	AggregateID       []byte
+	AggregateIDNull   bool // aggregate_id is NULL (a user's table may allow it)
+	EventType         []byte
+	EventTypeNull     bool   // event_type is NULL
+	Payload           []byte // jsonb text form
+	PayloadNull       bool   // payload is NULL
+	Headers           []byte // jsonb text; nil when NULL or when the table has no headers column
+	CreatedAt         []byte // text form of created_at; nil when NULL or absent
+	RelationID        uint32 // relation id (pg_class oid) of the outbox table
+}
+
+// NullField returns the logical name ("id", "aggregate_type", "event_type" or
+// "payload") of the first of those columns that is NULL in r, or "" if none
+// is. aggregate_id is not considered: see AggregateIDNull.
+func (r *Row) NullField() string {
+	switch {
+	case r.IDNull:
+		return "id"
+	case r.AggregateTypeNull:
+		return "aggregate_type"
+	case r.EventTypeNull:
+		return "event_type"
+	case r.PayloadNull:
+		return "payload"
+	}
+	return ""
+}
+
+// Decoder decodes one pgoutput stream. It caches, per relation id, whether
+// the relation is the outbox table and how its columns map to Row fields.
+// Use New; a zero Decoder matches no table.
+type Decoder struct {
+	schema, table string
+	qualified     string // "schema.table", for errors
+	names         [numFields]string
+
+	rels map[uint32]*relation
+	// last is the relation of the previous Insert: outbox inserts come in
+	// runs, so this skips the map lookup.
+	last *relation
+}
+
+// New returns a decoder for the outbox table given as "schema.table"; an
+// unqualified name means schema "public". Either part may be written in
+// double quotes ("My Schema"."Outbox", with "" for a quote); otherwise the
+// text is used as is, without case folding, since pgoutput sends names as
+// stored in the catalog. cols names the columns (see DefaultColumns).
+func New(table string, cols Columns) *Decoder {
+	schema, name := splitTable(table)
+	return &Decoder{
+		schema:    schema,
+		table:     name,
+		qualified: schema + "." + name,
+		names:     cols.names(),
+		rels:      make(map[uint32]*relation),
+	}
+}
+
+// Decode decodes one pgoutput message (the WALData of an XLogData message)
+// into m. It never panics, whatever data holds; malformed input returns an
+// error wrapping one of the sentinel errors, or a *MissingColumnError or
+// *ColumnError.
+func (d *Decoder) Decode(data []byte, m *Message) error {
+	if len(data) == 0 {
+		return short("message type")
+	}
+	switch data[0] {
+	case 'I':
+		return d.decodeInsert(data, m)
+	case 'B':
+		return decodeBegin(data, m)
+	case 'C':
+		return decodeCommit(data, m)
+	case 'R':
+		if err := d.decodeRelation(data); err != nil {
+			return err
+		}
+		*m = Message{Kind: KindRelation}
+		return nil
+	case 'U', 'D', 'T', 'Y', 'O', 'M', // update, delete, truncate, type, origin, logical message
+		'S', 'E', 'c', 'A', 'p', // stream start/stop/commit/abort/prepare (proto 2+)
+		'b', 'P', 'K', 'r': // two-phase begin prepare/prepare/commit prepared/rollback prepared (proto 3+)
+		if err := validateSkipped(data); err != nil {
+			return err
+		}
+		*m = Message{}
+		return nil
+	}
+	return fmt.Errorf("decode: type byte 0x%02x: %w", data[0], ErrUnknownMessage)
+}
+
+// splitTable splits "schema.table" at the first dot outside double quotes
+// and removes the quotes of each part. No dot means schema "public".
+func splitTable(s string) (schema, table string) {
+	inQuote := false
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			inQuote = !inQuote
+		case '.':
+			if !inQuote {
+				return unquote(s[:i]), unquote(s[i+1:])
+			}
+		}
+	}
+	return "public", unquote(s)
+}
+
+// unquote removes surrounding double quotes and undoubles inner ones.
+func unquote(s string) string {
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		return strings.ReplaceAll(s[1:len(s)-1], `""`, `"`)
+	}
+	return s
+}

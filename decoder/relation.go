@@ -1,0 +1,115 @@
+package decoder
+
+import (
+	"bytes"
+	"encoding/binary"
+)
+
+// relation is what the decoder remembers of one Relation message.
+type relation struct {
+	id     uint32
+	outbox bool // namespace and name equal the configured table
+	// The rest is set only for the outbox table.
+	slots   []uint8             // per column: bit set of the fields it feeds
+	columns []string            // per column: its name, for errors
+	missing *MissingColumnError // first required column absent, or nil
+}
+
+// minColumnLen is the smallest encoding of a Relation column: flags, an
+// empty name's NUL, type oid, type modifier.
+const minColumnLen = 1 + 1 + 4 + 4
+
+// decodeRelation decodes 'R' and replaces the cache entry of its relation id:
+// Int32 relation id, String namespace, String name, Int8 replica identity,
+// Int16 column count, then per column Int8 flags, String name, Int32 type oid,
+// Int32 type modifier. Columns are mapped by name; order does not matter and
+// unknown columns are ignored. The cache is only changed when the whole
+// message is valid.
+func (d *Decoder) decodeRelation(data []byte) error {
+	off := 1
+	if len(data)-off < 4 {
+		return short("relation")
+	}
+	id := binary.BigEndian.Uint32(data[off:])
+	off += 4
+	ns, n, ok := cstring(data, off)
+	if !ok {
+		return short("relation namespace")
+	}
+	off = n
+	name, n, ok := cstring(data, off)
+	if !ok {
+		return short("relation name")
+	}
+	off = n
+	if len(data)-off < 1+2 {
+		return short("relation")
+	}
+	off++ // replica identity setting
+	ncols := int(binary.BigEndian.Uint16(data[off:]))
+	off += 2
+	if ncols > (len(data)-off)/minColumnLen {
+		return short("relation columns")
+	}
+
+	rel := &relation{id: id, outbox: string(ns) == d.schema && string(name) == d.table}
+	if rel.outbox {
+		rel.slots = make([]uint8, ncols)
+		rel.columns = make([]string, ncols)
+	}
+	var found uint8
+	for i := 0; i < ncols; i++ {
+		off++ // flags (1 = part of the key)
+		col, n, ok := cstring(data, off)
+		if !ok {
+			return short("relation column name")
+		}
+		off = n
+		if len(data)-off < 4+4 {
+			return short("relation column")
+		}
+		off += 4 + 4 // type oid, type modifier
+		if !rel.outbox {
+			continue
+		}
+		rel.columns[i] = string(col)
+		for f, want := range d.names {
+			if want != "" && string(col) == want {
+				rel.slots[i] |= 1 << f
+			}
+		}
+		found |= rel.slots[i]
+	}
+	if off != len(data) {
+		return trailing("relation", len(data)-off)
+	}
+	if missing := requiredFields &^ found; rel.outbox && missing != 0 {
+		for f := range numFields {
+			if missing&(1<<f) != 0 {
+				rel.missing = &MissingColumnError{Table: d.qualified, Column: d.names[f]}
+				break
+			}
+		}
+	}
+	if d.rels == nil {
+		d.rels = make(map[uint32]*relation)
+	}
+	d.rels[id] = rel
+	if d.last != nil && d.last.id == id {
+		d.last = rel
+	}
+	return nil
+}
+
+// cstring reads a NUL-terminated string at off; it returns the string
+// without the NUL and the offset after the NUL.
+func cstring(data []byte, off int) (s []byte, next int, ok bool) {
+	if off > len(data) {
+		return nil, 0, false
+	}
+	i := bytes.IndexByte(data[off:], 0)
+	if i < 0 {
+		return nil, 0, false
+	}
+	return data[off : off+i], off + i + 1, true
+}

@@ -1,0 +1,152 @@
+package kafkatest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/segmentio/kafka-go/protocol"
+	"github.com/segmentio/kafka-go/protocol/metadata"
+)
+
+// process is one running java process and its exit status.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the process has exited
+	err  error         // result of cmd.Wait, valid once done is closed
+}
+
+// java returns a command running class with the broker jars on the class
+// path, in dir, with output appended to log.
+func java(libs, dir string, log io.Writer, jvm []string, class string, args ...string) *exec.Cmd {
+	full := append([]string{}, jvm...)
+	full = append(full,
+		"-Djava.awt.headless=true",
+		"-Dlog4j2.configurationFile="+filepath.Join(dir, "log4j2.properties"),
+		"-cp", filepath.Join(libs, "*"),
+		class)
+	cmd := exec.Command("java", append(full, args...)...)
+	cmd.Dir = dir
+	cmd.Stdout = log
+	cmd.Stderr = log
+	cmd.SysProcAttr = procAttr()
+	return cmd
+}
+
+// launch starts cmd and collects its exit status in the background.
+func launch(cmd *exec.Cmd) (*process, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// signal sends sig to the process group of p.
+func (p *process) signal(sig syscall.Signal) {
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// stop sends SIGTERM and waits up to grace before sending SIGKILL.
+func (p *process) stop(grace time.Duration) {
+	p.signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		p.kill()
+	}
+}
+
+// kill sends SIGKILL and waits for the process to exit.
+func (p *process) kill() {
+	p.signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// waitReady polls addr with a metadata request until the broker answers
+// with itself in the broker list, the process exits, or timeout passes.
+func waitReady(p *process, addr string, timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		if last = probe(addr); last == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("kafka exited during startup: %v", p.err)
+		case <-deadline.C:
+			return fmt.Errorf("kafka not ready on %s after %s: %w", addr, timeout, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// probe sends one Metadata request (v8, which Kafka 4 still serves) on a
+// fresh connection to addr.
+func probe(addr string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	deadline, _ := ctx.Deadline()
+	if err := conn.SetDeadline(deadline); err != nil {
+		return err
+	}
+	msg, err := protocol.RoundTrip(conn, 8, 1, "kafkatest", &metadata.Request{TopicNames: []string{}})
+	if err != nil {
+		return err
+	}
+	res, ok := msg.(*metadata.Response)
+	if !ok || len(res.Brokers) == 0 {
+		return errors.New("metadata response lists no broker")
+	}
+	return nil
+}
+
+// tail returns about the last n lines of the file at path.
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	const max = 32 << 10
+	if st, err := f.Stat(); err == nil && st.Size() > max {
+		_, _ = f.Seek(st.Size()-max, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// portClash reports whether the log at path shows a failed bind, the one
+// startup failure that choosing other ports can fix.
+func portClash(path string) bool {
+	return strings.Contains(tail(path, 400), "Address already in use")
+}

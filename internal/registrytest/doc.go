@@ -1,0 +1,11 @@
+// Package registrytest runs the real AxonOps schema registry (a Confluent
+// REST API compatible server, default compatibility BACKWARD) on a random
+// loopback port with in-memory storage, for tests.
+//
+// It runs the binary that scripts/setup.sh builds from tools/go.mod into
+// $CDC_RELAY_CACHE/bin/schema-registry (CDC_RELAY_SCHEMA_REGISTRY_BIN
+// overrides the path). The process gets a minimal environment, so no KMS or
+// other outside service is ever contacted. Start fails, never skips, when the
+// registry cannot be started. One difference from Confluent's registry:
+// GET /subjects on an empty registry answers null, not [].
+package registrytest

@@ -1,0 +1,264 @@
+package schemaregistry
+
+import (
+	"encoding/binary"
+	"strconv"
+)
+
+// Avro's complex types from JSON: records, arrays, maps and unions.
+
+// record reads a JSON object: a first pass notes where each schema field's
+// value starts, then the fields are encoded in schema order.
+func (e *enc) record(n *node) *PayloadError {
+	e.pos++ // '{'
+	base := len(e.spans)
+	for range n.fields {
+		e.spans = append(e.spans, 0)
+	}
+	if err := e.scanFields(n, base); err != nil {
+		e.spans = e.spans[:base]
+		return err
+	}
+	end := e.pos
+	for i, f := range n.fields {
+		if at := e.spans[base+i]; at > 0 {
+			e.pos = at - 1
+			if err := e.value(f.typ); err != nil {
+				e.spans = e.spans[:base]
+				return err.under(f.name)
+			}
+			continue
+		}
+		if !f.hasDef {
+			e.spans = e.spans[:base]
+			return &PayloadError{Reason: "missing required field " + strconv.Quote(f.name)}
+		}
+		if !f.defReady { // only while compiling defaults that refer to others
+			if err := encodeDefault(f); err != nil {
+				e.spans = e.spans[:base]
+				return &PayloadError{Reason: err.Error()}
+			}
+		}
+		e.dst = append(e.dst, f.def...)
+	}
+	e.spans = e.spans[:base]
+	e.pos = end
+	return nil
+}
+
+func (e *enc) scanFields(n *node, base int) *PayloadError {
+	e.ws()
+	if e.pos < len(e.data) && e.data[e.pos] == '}' {
+		e.pos++
+		return nil
+	}
+	for {
+		e.ws()
+		if e.pos >= len(e.data) || e.data[e.pos] != '"' {
+			return e.syntaxError("want object key")
+		}
+		key, esc, err := e.str()
+		if err != nil {
+			return err
+		}
+		if esc {
+			var reason string
+			if e.scratch, reason = unescape(e.scratch[:0], key); reason != "" {
+				return &PayloadError{Reason: reason}
+			}
+			key = e.scratch
+		}
+		i, known := n.index[string(key)]
+		if known && e.spans[base+i] != 0 {
+			return &PayloadError{Reason: "duplicate field " + strconv.Quote(string(key))}
+		}
+		if err := e.expect(':', "':'"); err != nil {
+			return err
+		}
+		e.ws()
+		if known {
+			e.spans[base+i] = e.pos + 1
+		}
+		if err := e.skip(0); err != nil {
+			return err
+		}
+		e.ws()
+		if e.pos < len(e.data) && e.data[e.pos] == ',' {
+			e.pos++
+			continue
+		}
+		if e.pos < len(e.data) && e.data[e.pos] == '}' {
+			e.pos++
+			return nil
+		}
+		return e.syntaxError("want ',' or '}'")
+	}
+}
+
+// insertCount finishes an array or map: Avro writes the item count before
+// the items, which are only counted once written, so the count is moved in
+// front of them; then the end-of-blocks marker.
+func (e *enc) insertCount(start int, count int64) {
+	if count == 0 {
+		e.dst = append(e.dst, 0)
+		return
+	}
+	var tmp [binary.MaxVarintLen64]byte
+	cnt := appendLong(tmp[:0], count)
+	k := len(cnt)
+	e.dst = append(e.dst, cnt...)
+	copy(e.dst[start+k:], e.dst[start:len(e.dst)-k])
+	copy(e.dst[start:], cnt)
+	e.dst = append(e.dst, 0)
+}
+
+func (e *enc) array(n *node) *PayloadError {
+	e.pos++ // '['
+	start := len(e.dst)
+	var count int64
+	e.ws()
+	if e.pos < len(e.data) && e.data[e.pos] == ']' {
+		e.pos++
+		e.dst = append(e.dst, 0)
+		return nil
+	}
+	for {
+		if err := e.value(n.items); err != nil {
+			return err.at(strconv.FormatInt(count, 10))
+		}
+		count++
+		e.ws()
+		if e.pos < len(e.data) && e.data[e.pos] == ',' {
+			e.pos++
+			continue
+		}
+		if e.pos < len(e.data) && e.data[e.pos] == ']' {
+			e.pos++
+			break
+		}
+		return e.syntaxError("want ',' or ']'")
+	}
+	e.insertCount(start, count)
+	return nil
+}
+
+func (e *enc) mapValue(n *node) *PayloadError {
+	e.pos++ // '{'
+	start := len(e.dst)
+	var count int64
+	e.ws()
+	if e.pos < len(e.data) && e.data[e.pos] == '}' {
+		e.pos++
+		e.dst = append(e.dst, 0)
+		return nil
+	}
+	for {
+		e.ws()
+		if e.pos >= len(e.data) || e.data[e.pos] != '"' {
+			return e.syntaxError("want object key")
+		}
+		key, esc, err := e.str()
+		if err != nil {
+			return err
+		}
+		if err := e.appendString(key, esc); err != nil {
+			return err
+		}
+		if err := e.expect(':', "':'"); err != nil {
+			return err
+		}
+		if err := e.value(n.items); err != nil {
+			return err.at(string(key))
+		}
+		count++
+		e.ws()
+		if e.pos < len(e.data) && e.data[e.pos] == ',' {
+			e.pos++
+			continue
+		}
+		if e.pos < len(e.data) && e.data[e.pos] == '}' {
+			e.pos++
+			break
+		}
+		return e.syntaxError("want ',' or '}'")
+	}
+	e.insertCount(start, count)
+	return nil
+}
+
+// union picks the branch for a JSON value: null for null; the Avro JSON
+// encoding {"type name": value}; else the first branch the bare value fits.
+// A schema default always takes the first branch.
+func (e *enc) union(n *node) *PayloadError {
+	if e.defaults {
+		e.dst = appendLong(e.dst, 0)
+		return e.value(n.branches[0])
+	}
+	c := e.data[e.pos]
+	if c == 'n' && n.nullIndex >= 0 {
+		e.dst = appendLong(e.dst, int64(n.nullIndex))
+		return e.literal("null")
+	}
+	if c == '{' && e.wrapped(n) {
+		return nil
+	}
+	k := jsonKind(c)
+	if k == 0 {
+		return e.syntaxError("invalid character " + strconv.QuoteRune(rune(c)))
+	}
+	var first *PayloadError
+	tried := 0
+	for i, b := range n.branches {
+		if b.accepts&k == 0 {
+			continue
+		}
+		tried++
+		dl, p, sl := len(e.dst), e.pos, len(e.spans)
+		e.dst = appendLong(e.dst, int64(i))
+		err := e.value(b)
+		if err == nil {
+			return nil
+		}
+		e.dst, e.pos, e.spans = e.dst[:dl], p, e.spans[:sl]
+		if first == nil {
+			first = err
+		}
+	}
+	if tried == 1 {
+		return first
+	}
+	return e.typeError(n)
+}
+
+// wrapped encodes {"type name": value} if the object at e.pos is that and
+// the value fits the named branch; otherwise it leaves e unchanged.
+func (e *enc) wrapped(n *node) bool {
+	p, dl, sl := e.pos, len(e.dst), len(e.spans)
+	fail := func() bool {
+		e.pos, e.dst, e.spans = p, e.dst[:dl], e.spans[:sl]
+		return false
+	}
+	e.pos++
+	e.ws()
+	if e.pos >= len(e.data) || e.data[e.pos] != '"' {
+		return fail()
+	}
+	key, esc, err := e.str()
+	if err != nil || esc {
+		return fail()
+	}
+	i, ok := n.branchNames[string(key)]
+	if !ok || e.expect(':', "") != nil {
+		return fail()
+	}
+	e.dst = appendLong(e.dst, int64(i))
+	if e.value(n.branches[i]) != nil {
+		return fail()
+	}
+	e.ws()
+	if e.pos >= len(e.data) || e.data[e.pos] != '}' {
+		return fail()
+	}
+	e.pos++
+	return true
+}

@@ -1,0 +1,248 @@
+package schemaregistry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures a Registry.
+type Config struct {
+	// URL is the schema registry's base URL, http(s)://host:port[/path].
+	// Required. Credentials in it (https://user:pass@host) are sent as HTTP
+	// basic auth and never logged. Java client: schema.registry.url.
+	URL string
+	// Strategy derives subjects from topics and record names. Default
+	// TopicRecord. Java client: value.subject.name.strategy.
+	Strategy Strategy
+	// Schemas are the local schemas by event type, from LoadDir. Required.
+	Schemas map[string]*Schema
+	// Logger receives registrations and retried failures. Default: discard.
+	Logger *slog.Logger
+	// Timeout bounds each HTTP request. Default 10s.
+	Timeout time.Duration
+	// HTTPClient sends the requests. Default: a client of its own with
+	// http.DefaultTransport's settings.
+	HTTPClient *http.Client
+}
+
+// DefaultTimeout is Config.Timeout's default.
+const DefaultTimeout = 10 * time.Second
+
+// Registry registers the local schemas with a schema registry and hands out
+// an Encoder per (topic, event type). It is safe for concurrent use.
+type Registry struct {
+	base     string // URL without credentials or trailing slash
+	user     *url.Userinfo
+	http     *http.Client
+	timeout  time.Duration
+	strategy Strategy
+	schemas  map[string]*Schema
+	log      *slog.Logger
+
+	// encoders is read without a lock: topic → event type → encoder. It is
+	// replaced, never changed, under mu.
+	encoders atomic.Pointer[encoderMap]
+
+	mu        sync.Mutex
+	bySubject map[subjectKey]*Encoder      // registered (subject, schema) pairs
+	inflight  map[subjectKey]chan struct{} // registrations under way
+}
+
+type encoderMap map[string]map[string]*Encoder
+
+type subjectKey struct {
+	subject string
+	schema  *Schema
+}
+
+// New checks cfg and returns a Registry. It does not contact the registry;
+// Preflight does.
+func New(cfg Config) (*Registry, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("schema registry URL is empty")
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("schema registry URL %q: want http(s)://host:port", redact(cfg.URL))
+	}
+	if len(cfg.Schemas) == 0 {
+		return nil, errors.New("schema registry: no schemas")
+	}
+	switch cfg.Strategy {
+	case TopicRecord, Topic, Record:
+	default:
+		return nil, fmt.Errorf("schema registry: unknown subject name strategy %v", cfg.Strategy)
+	}
+	for et, s := range cfg.Schemas {
+		if s == nil || s.root == nil || s.EventType != et {
+			return nil, fmt.Errorf("schema registry: schema for event type %q was not made by LoadDir or ParseSchema", et)
+		}
+	}
+	r := &Registry{
+		user:      u.User,
+		http:      cfg.HTTPClient,
+		timeout:   cfg.Timeout,
+		strategy:  cfg.Strategy,
+		schemas:   cfg.Schemas,
+		log:       cfg.Logger,
+		bySubject: map[subjectKey]*Encoder{},
+		inflight:  map[subjectKey]chan struct{}{},
+	}
+	u.User = nil
+	u.RawQuery, u.Fragment = "", ""
+	r.base = strings.TrimRight(u.String(), "/")
+	if r.http == nil {
+		r.http = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	if r.timeout <= 0 {
+		r.timeout = DefaultTimeout
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	r.encoders.Store(&encoderMap{})
+	return r, nil
+}
+
+// redact hides the password of a URL for messages.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	return u.Redacted()
+}
+
+// Encoder returns the cached encoder for (topic, eventType), registering
+// the subject on first use: one registry round trip per new pair at most,
+// none when Preflight or another pair already registered the same subject.
+// For an already-seen pair it takes no lock and does not allocate.
+//
+// No local schema for eventType gives ErrNoSchema (wrapped); a schema the
+// registry rejects gives *IncompatibleError. Network errors and 5xx are
+// retried with backoff until ctx is done.
+func (r *Registry) Encoder(ctx context.Context, topic string, eventType []byte) (*Encoder, error) {
+	if enc := (*r.encoders.Load())[topic][string(eventType)]; enc != nil {
+		return enc, nil
+	}
+	et := string(eventType)
+	s := r.schemas[et]
+	if s == nil {
+		return nil, fmt.Errorf("event type %q: %w (no %s.avsc in the schemas directory)", et, ErrNoSchema, et)
+	}
+	enc, err := r.ensure(ctx, r.strategy.Subject(topic, s.FullName), s)
+	if err != nil {
+		return nil, err
+	}
+	r.publish(topic, et, enc)
+	return enc, nil
+}
+
+// ensure returns the encoder of s under subject, registering it if this
+// Registry has not yet; concurrent callers share one registration.
+func (r *Registry) ensure(ctx context.Context, subject string, s *Schema) (*Encoder, error) {
+	key := subjectKey{subject, s}
+	for {
+		r.mu.Lock()
+		if enc := r.bySubject[key]; enc != nil {
+			r.mu.Unlock()
+			return enc, nil
+		}
+		if wait := r.inflight[key]; wait != nil {
+			r.mu.Unlock()
+			select {
+			case <-wait:
+				continue // registered, or failed: then try ourselves
+			case <-ctx.Done():
+				return nil, fmt.Errorf("register subject %q: %w", subject, ctx.Err())
+			}
+		}
+		done := make(chan struct{})
+		r.inflight[key] = done
+		r.mu.Unlock()
+
+		enc, err := r.register(ctx, subject, s)
+
+		r.mu.Lock()
+		delete(r.inflight, key)
+		if err == nil {
+			r.bySubject[key] = enc
+		}
+		close(done)
+		r.mu.Unlock()
+		return enc, err
+	}
+}
+
+// publish makes enc visible to Encoder's lock-free path.
+func (r *Registry) publish(topic, eventType string, enc *Encoder) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.encoders.Load()
+	if old[topic][eventType] == enc {
+		return
+	}
+	m := make(encoderMap, len(old)+1)
+	for t, byType := range old {
+		m[t] = byType
+	}
+	byType := make(map[string]*Encoder, len(old[topic])+1)
+	for et, e := range old[topic] {
+		byType[et] = e
+	}
+	byType[eventType] = enc
+	m[topic] = byType
+	r.encoders.Store(&m)
+}
+
+// register registers s under subject (which makes the registry check
+// compatibility) and returns its encoder.
+func (r *Registry) register(ctx context.Context, subject string, s *Schema) (*Encoder, error) {
+	var id int
+	err := r.retry(ctx, "register subject "+subject, func(ctx context.Context) error {
+		var err error
+		id, err = r.registerOnce(ctx, subject, s.Text)
+		return err
+	})
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status == http.StatusConflict {
+			return nil, r.incompatible(ctx, subject, s, ae)
+		}
+		return nil, fmt.Errorf("register %s (%s) under subject %q: %w", s.EventType, s.File, subject, err)
+	}
+	r.log.Info("schema registered", keySubject, subject, keyEventType, s.EventType, keySchemaID, id)
+	return newEncoder(id, s), nil
+}
+
+// incompatible builds the IncompatibleError for a 409 answer, asking the
+// registry for the level and, verbosely, for the reason.
+func (r *Registry) incompatible(ctx context.Context, subject string, s *Schema, ae *apiError) error {
+	e := &IncompatibleError{Subject: subject, EventType: s.EventType, File: s.File}
+	e.Level = r.level(ctx, subject)
+	e.Reason = r.incompatibility(ctx, subject, s.Text)
+	if e.Reason == "" {
+		e.Reason = ae.Message
+	}
+	return e
+}
+
+// sortedSchemas returns the local schemas ordered by event type.
+func (r *Registry) sortedSchemas() []*Schema {
+	out := make([]*Schema, 0, len(r.schemas))
+	for _, s := range r.schemas {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].EventType < out[j].EventType })
+	return out
+}

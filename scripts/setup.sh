@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# setup.sh installs what the tests need on a fresh Debian 12 machine:
+#   - Debian packages: postgresql-15 (server binaries; no cluster is created),
+#     kcat, and Java/Maven if they are missing;
+#   - the Apache Kafka broker jars, resolved from Maven Central with
+#     scripts/kafka/pom.xml into $CACHE/kafka-<version>/libs;
+#   - the AxonOps schema registry binary, built from the Go module pinned in
+#     tools/go.mod into $CACHE/bin/schema-registry.
+# CACHE is ${CDC_RELAY_CACHE:-$HOME/.cache/cdc-relay}. Every step is skipped
+# when its result is already there, so a second run takes well under a second.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${CDC_RELAY_CACHE:-${HOME:?HOME is not set; set CDC_RELAY_CACHE}/.cache/cdc-relay}
+step="starting"
+
+say() { printf 'setup: %s\n' "$*"; }
+trap 'rc=$?; [ "$rc" -eq 0 ] || printf "setup: FAILED while %s (exit %d)\n" "$step" "$rc" >&2' EXIT
+
+# installed succeeds when Debian package $1 is fully installed (dpkg -s
+# also succeeds for removed packages whose config files remain).
+installed() { dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed$'; }
+
+apt_install() {
+	export DEBIAN_FRONTEND=noninteractive
+	if [ -z "${apt_updated:-}" ]; then
+		step="running apt-get update"
+		apt-get update -qq
+		apt_updated=1
+	fi
+	step="installing Debian packages: $*"
+	say "apt-get install $*"
+	apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# --- Debian packages ---------------------------------------------------------
+step="checking Debian packages"
+if ! installed postgresql-15; then
+	# The tests run private clusters on random ports; stop the package from
+	# creating (and starting) the default 15/main cluster on port 5432.
+	installed postgresql-common || apt_install postgresql-common
+	step="disabling the default PostgreSQL cluster"
+	sed -i -E 's/^[#[:space:]]*create_main_cluster[[:space:]]*=.*/create_main_cluster = false/' \
+		/etc/postgresql-common/createcluster.conf
+	grep -q '^create_main_cluster = false' /etc/postgresql-common/createcluster.conf ||
+		echo 'create_main_cluster = false' >>/etc/postgresql-common/createcluster.conf
+	apt_install postgresql-15
+fi
+[ -x /usr/lib/postgresql/15/bin/initdb ] || { echo "setup: /usr/lib/postgresql/15/bin/initdb is missing" >&2; exit 1; }
+
+pkgs=()
+installed kcat || pkgs+=(kcat)
+command -v java >/dev/null || pkgs+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null || pkgs+=(maven)
+[ ${#pkgs[@]} -eq 0 ] || apt_install "${pkgs[@]}"
+say "Debian packages ok (postgresql-15, kcat, java, mvn)"
+
+# --- Kafka broker jars -------------------------------------------------------
+step="resolving Kafka jars"
+pom=$root/scripts/kafka/pom.xml
+kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$pom")
+[ -n "$kafka_version" ] || { echo "setup: no <kafka.version> in $pom" >&2; exit 1; }
+kafka_dir=$cache/kafka-$kafka_version
+pom_sum=$(sha256sum "$pom" | cut -d' ' -f1)
+if [ "$(cat "$kafka_dir/.complete" 2>/dev/null)" = "$pom_sum" ]; then
+	say "Kafka $kafka_version jars ok ($kafka_dir/libs)"
+else
+	say "resolving Kafka $kafka_version jars from Maven Central"
+	mkdir -p "$cache"
+	rm -rf "$cache"/kafka-tmp.*
+	tmp=$(mktemp -d "$cache/kafka-tmp.XXXXXX")
+	log=$cache/kafka-resolve.log
+	if ! mvn -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory="$tmp/libs" >"$log" 2>&1; then
+		tail -n 40 "$log" >&2
+		rm -rf "$tmp"
+		exit 1
+	fi
+	[ -f "$tmp/libs/kafka_2.13-$kafka_version.jar" ] || { echo "setup: kafka_2.13-$kafka_version.jar was not resolved" >&2; exit 1; }
+	rm -rf "$kafka_dir"
+	mv "$tmp" "$kafka_dir"
+	echo "$pom_sum" >"$kafka_dir/.complete"
+	say "Kafka $kafka_version jars ok ($(ls "$kafka_dir/libs" | wc -l) jars in $kafka_dir/libs)"
+fi
+
+# --- Schema registry ---------------------------------------------------------
+step="building the schema registry"
+command -v go >/dev/null || { echo "setup: go is not on PATH" >&2; exit 1; }
+registry=$cache/bin/schema-registry
+if [ -x "$registry" ] && [ "$registry" -nt "$root/tools/go.sum" ]; then
+	say "schema registry ok ($registry)"
+else
+	say "building the schema registry from tools/go.mod (about a minute)"
+	mkdir -p "$cache/bin"
+	log=$cache/schema-registry-build.log
+	if ! (cd "$root/tools" && GOWORK=off go build -o "$registry.tmp" \
+		github.com/axonops/axonops-schema-registry/cmd/schema-registry) >"$log" 2>&1; then
+		cat "$log" >&2
+		exit 1
+	fi
+	mv "$registry.tmp" "$registry"
+	say "schema registry ok ($registry)"
+fi
+
+step="finishing"
+say "done (cache: $cache)"
