@@ -30,6 +30,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	switch args[0] {
 	case "run":
 		return runRelay(args[1:], getenv, stdout, stderr)
+	case "healthcheck":
+		return healthcheck(args[1:], getenv, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "cdc-relay", version)
 		return exitOK
@@ -47,5 +49,6 @@ func usage(w io.Writer) {
 Usage:
   cdc-relay run [flags]   stream until SIGTERM or SIGINT (cdc-relay run -h lists the flags)
   cdc-relay version       print the version
+  cdc-relay healthcheck   exit 0 when the relay on --metrics-addr answers /healthz (for Docker HEALTHCHECK)
 `)
 }

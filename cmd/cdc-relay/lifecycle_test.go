@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestShutdownDrainsAndConfirms: SIGTERM stops reading, lets Kafka
+// acknowledge what is in flight, confirms the final LSN and exits 0.
+func TestShutdownDrainsAndConfirms(t *testing.T) {
+	f := newFixture(t, "")
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	// A long status interval: only the final status update can confirm the end in time.
+	r := startRelay(t, f.args("--status-interval", "10s"))
+	r.waitStreaming(60 * time.Second)
+	ctx := context.Background()
+	conn := connect(t)
+	var ids []int64
+	for i := 0; i < 20; i++ {
+		evs := make([]event, 50)
+		for j := range evs {
+			agg := uuidFor(j)
+			evs[j] = event{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, i*50+j)}
+		}
+		got, err := f.insertTx(ctx, conn, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got...)
+	}
+	end := currentLSN(t, conn)
+	r.waitMetric("cdc_relay_events_read_total", 60*time.Second, func(v float64) bool { return v >= float64(len(ids)) })
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
+	}
+	if got := f.confirmedFlush(); got < end-4096 {
+		// Everything was read and acknowledged, so the final update confirms the last commit.
+		t.Fatalf("confirmed_flush_lsn %X after shutdown, want at least the last commit (WAL end %X)", got, end)
+	}
+	if !strings.Contains(r.Output(), "final_lsn") {
+		t.Fatalf("no shutdown line with the final LSN:\n%s", tailString(r.Output(), 2000))
+	}
+	c.waitIDs(30*time.Second, ids)
+}
+
+// TestSecondSignalExitsAtOnce: with Kafka down the drain would wait; a second
+// SIGTERM exits immediately.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	f := newFixture(t, "")
+	r := startRelay(t, f.args("--shutdown-timeout", "5m"))
+	r.waitStreaming(60 * time.Second)
+	if err := broker.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { broker.Restart() })
+	agg := uuidFor(1)
+	if _, err := f.insertTx(context.Background(), connect(t), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitMetric("cdc_relay_events_read_total", 30*time.Second, func(v float64) bool { return v >= 1 })
+	before := f.confirmedFlush()
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, 10*time.Second, "the drain to start", func() bool { return strings.Contains(r.Output(), "shutdown requested") })
+	select {
+	case <-r.done:
+		t.Fatalf("relay exited on the first signal although Kafka was down (code %d)", r.exitCode)
+	default:
+	}
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	if code := r.wait(5 * time.Second); code == 0 {
+		t.Fatalf("exit code after the second signal = 0, want non-zero")
+	}
+	if got := f.confirmedFlush(); got != before {
+		t.Fatalf("confirmed_flush_lsn moved from %X to %X although Kafka never acknowledged", before, got)
+	}
+}
+
+// TestHealthEndpoints: /healthz answers while the process lives; /readyz is
+// 200 while streaming and 503 with a JSON reason as a standby.
+func TestHealthEndpoints(t *testing.T) {
+	f := newFixture(t, "")
+	active := startRelay(t, f.args())
+	active.waitStreaming(60 * time.Second)
+	get := func(r *relay, path string) (int, map[string]string) {
+		resp, err := http.Get("http://" + r.metricsAddr + path)
+		if err != nil {
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		var body map[string]string
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	if code, _ := get(active, "/healthz"); code != 200 {
+		t.Fatalf("/healthz = %d", code)
+	}
+	if code, body := get(active, "/readyz"); code != 200 || body["state"] != "streaming" {
+		t.Fatalf("/readyz = %d %v, want 200 streaming", code, body)
+	}
+	// A second instance on the same slot is a standby: alive, not ready, not exiting.
+	standby := startRelay(t, f.args())
+	waitFor(t, 30*time.Second, "standby state", func() bool {
+		code, body := get(standby, "/readyz")
+		return code == 503 && body["state"] == "standby"
+	})
+	if code, _ := get(standby, "/healthz"); code != 200 {
+		t.Fatalf("standby /healthz = %d", code)
+	}
+	if v, err := standby.metric("cdc_relay_active"); err != nil || v != 0 {
+		t.Fatalf("standby cdc_relay_active = %v (%v), want 0", v, err)
+	}
+	// When the active one goes, the standby takes over.
+	active.kill()
+	standby.waitStreaming(30 * time.Second)
+	agg := uuidFor(3)
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	ids, err := f.insertTx(context.Background(), connect(t), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitIDs(30*time.Second, ids)
+	if !strings.Contains(standby.Output(), "takeover") {
+		t.Fatalf("no takeover line in the standby's log")
+	}
+}
+
+// TestHealthcheckCommand: the Docker HEALTHCHECK command reflects /healthz.
+func TestHealthcheckCommand(t *testing.T) {
+	f := newFixture(t, "")
+	r := startRelay(t, f.args())
+	r.waitStreaming(60 * time.Second)
+	var out strings.Builder
+	if code := run([]string{"healthcheck", "--metrics-addr", r.metricsAddr}, env(nil), &out, &out); code != 0 {
+		t.Fatalf("healthcheck against a live relay = %d: %s", code, out.String())
+	}
+	r.kill()
+	if code := run([]string{"healthcheck", "--metrics-addr", r.metricsAddr}, env(nil), &out, &out); code != exitFailed {
+		t.Fatalf("healthcheck against a dead relay = %d, want %d", code, exitFailed)
+	}
+}
