@@ -101,9 +101,13 @@ func (s *Session) run(ctx context.Context) {
 	defer close(s.done)
 	defer s.fail(ErrSessionClosed)
 	for {
+		// Swap the queue with the spare slice: Enqueue appends to one while
+		// this goroutine publishes the other.
 		s.mu.Lock()
 		batch := s.queue
-		s.queue = s.spare[:0]
+		if len(batch) > 0 {
+			s.queue, s.spare = s.spare[:0], nil
+		}
 		s.mu.Unlock()
 		if len(batch) == 0 {
 			select {

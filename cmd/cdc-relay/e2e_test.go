@@ -152,6 +152,19 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 	}
+	// One aggregate, one partition.
+	partitionOf := map[string]int32{}
+	partitions := map[int32]bool{}
+	for _, rec := range recs {
+		if p, ok := partitionOf[rec.Key]; ok && p != rec.Partition {
+			t.Fatalf("aggregate %s in partitions %d and %d", rec.Key, p, rec.Partition)
+		}
+		partitionOf[rec.Key] = rec.Partition
+		partitions[rec.Partition] = true
+	}
+	if len(partitions) < 2 {
+		t.Fatalf("80 aggregates all landed in %d partition(s) of 3", len(partitions))
+	}
 	// Order per aggregate: within each partition the consumer sees an
 	// aggregate's events in insertion order (ids increase per aggregate
 	// because each aggregate has a single writer).

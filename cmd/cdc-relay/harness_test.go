@@ -83,7 +83,8 @@ func testMain(m *testing.M) int {
 	go func() {
 		defer wg.Done()
 		var err error
-		broker, err = kafkatest.Start(kafkatest.Options{})
+		// Three partitions per topic, so ordering and partitioning are exercised.
+		broker, err = kafkatest.Start(kafkatest.Options{ExtraConfig: map[string]string{"num.partitions": "3"}})
 		errs <- started{"Kafka", err}
 	}()
 	go func() {
@@ -295,8 +296,16 @@ func startRelay(t *testing.T, args []string) *relay {
 	}
 	r := &relay{t: t, metricsAddr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
 	r.cmd = exec.Command(relayBin, append(args, "--metrics-addr", r.metricsAddr)...)
-	r.cmd.Stdout = r
-	r.cmd.Stderr = r
+	var out io.Writer = r
+	if dir := os.Getenv("CDC_RELAY_TEST_LOG_DIR"); dir != "" {
+		// Keep every relay's log on disk, to debug a hung or killed test run.
+		if lf, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))); err == nil {
+			t.Cleanup(func() { lf.Close() })
+			out = io.MultiWriter(r, lf)
+		}
+	}
+	r.cmd.Stdout = out
+	r.cmd.Stderr = out
 	r.cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -525,4 +534,3 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
-var _ = strings.Contains
