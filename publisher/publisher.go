@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 )
 
@@ -88,7 +89,7 @@ func New(cfg Config) (*Publisher, error) {
 	}
 	tr := cfg.Transport
 	if tr == nil {
-		tr = &kafka.Transport{DialTimeout: 10 * time.Second, ClientID: "cdc-relay", MetadataTTL: 30 * time.Second}
+		tr = &kafka.Transport{DialTimeout: 10 * time.Second, ClientID: "cdc-relay", MetadataTTL: 5 * time.Second}
 	}
 	addr := kafka.TCP(cfg.Brokers...)
 	return &Publisher{
@@ -176,7 +177,12 @@ func isRetriable(err error) bool {
 	}
 	var kerr kafka.Error
 	if errors.As(err, &kerr) {
-		return kerr.Temporary() || kerr == kafka.NotLeaderForPartition
+		return kerr.Temporary() || kerr == kafka.NotLeaderForPartition || kerr == kafka.BrokerNotAvailable
+	}
+	// kafka-go could not route the request from its cached cluster layout
+	// (a leader election or a broker restart): a metadata refresh fixes it.
+	if errors.Is(err, protocol.ErrNoLeader) || errors.Is(err, protocol.ErrNoTopic) || errors.Is(err, protocol.ErrNoPartition) {
+		return true
 	}
 	var netErr net.Error
 	if errors.As(err, &netErr) || errors.Is(err, net.ErrClosed) || errors.Is(err, context.DeadlineExceeded) {

@@ -62,6 +62,17 @@ func (s *Session) Enqueue(r *Record) error {
 	return nil
 }
 
+// Done is closed when the session has stopped: after Close, or after a
+// terminal error (see Err).
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err returns the error that stopped the session, or nil while it runs.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
 // Drain waits until everything enqueued is acknowledged.
 func (s *Session) Drain(ctx context.Context) error {
 	for {

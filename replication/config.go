@@ -24,7 +24,8 @@ type Config struct {
 	// request) is sent. Default 1 s; PostgreSQL needs one within wal_sender_timeout.
 	StatusInterval time.Duration
 	// ReadTimeout is how long the stream may stay silent before it is treated
-	// as dead and reconnected. Default 30 s.
+	// as dead and reconnected. Default 60 s; raised to the server's
+	// wal_sender_timeout/2 + 15 s when that is longer.
 	ReadTimeout time.Duration
 	// DrainTimeout bounds how long shutdown waits for Kafka to acknowledge
 	// what is in flight before the final status update. Default 30 s.
@@ -55,7 +56,7 @@ func (c *Config) setDefaults() {
 		c.StatusInterval = time.Second
 	}
 	if c.ReadTimeout <= 0 {
-		c.ReadTimeout = 30 * time.Second
+		c.ReadTimeout = 60 * time.Second
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 30 * time.Second

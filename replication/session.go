@@ -28,6 +28,11 @@ type Session interface {
 	Drain(ctx context.Context) error
 	// Close stops the session and drops whatever is still in flight.
 	Close()
+	// Done is closed when the session stopped by itself (a terminal error,
+	// returned by Err); the stream then reconnects.
+	Done() <-chan struct{}
+	// Err is the error that stopped the session, nil while it runs.
+	Err() error
 }
 
 // NewSessionFunc makes the session for one connection; acknowledgements go to tr.

@@ -45,26 +45,33 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication, table s
 		return false, fmt.Errorf("look up publication %s: %w", publication, err)
 	}
 	if !exists {
-		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')",
+		// publish_via_partition_root makes a partitioned outbox's rows arrive
+		// under the root table; it changes nothing for a plain table.
+		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert', publish_via_partition_root = true)",
 			pgx.Identifier{publication}.Sanitize(), pgx.Identifier{schema, name}.Sanitize())
 		_, err := conn.Exec(ctx, sql)
 		var pgErr *pgconn.PgError
 		switch {
 		case err == nil:
 			created = true
-		case errors.As(err, &pgErr) && pgErr.Code == "42710": // created concurrently by a peer
+		case errors.As(err, &pgErr) && (pgErr.Code == "42710" || pgErr.Code == "23505"): // created concurrently by a peer
 		default:
 			return false, fmt.Errorf("create publication %s: %w", publication, err)
 		}
 	}
-	var publishes bool
+	var publishes, inserts bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables
-		WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`, publication, schema, name).Scan(&publishes); err != nil {
+		WHERE pubname = $1 AND schemaname = $2 AND tablename = $3),
+		(SELECT pubinsert FROM pg_catalog.pg_publication WHERE pubname = $1)`, publication, schema, name).Scan(&publishes, &inserts); err != nil {
 		return created, fmt.Errorf("look up publication %s tables: %w", publication, err)
 	}
 	if !publishes {
-		return created, fmt.Errorf("publication %s does not publish %s.%s: run ALTER PUBLICATION %s ADD TABLE %s.%s, or set --publication",
-			publication, schema, name, publication, schema, name)
+		return created, Fatal(fmt.Errorf("publication %s does not publish %s.%s: run ALTER PUBLICATION %s ADD TABLE %s.%s, or set --publication",
+			publication, schema, name, publication, schema, name))
+	}
+	if !inserts {
+		return created, Fatal(fmt.Errorf("publication %s does not publish INSERTs, so no outbox row would ever arrive: run ALTER PUBLICATION %s SET (publish = 'insert'), or set --publication",
+			publication, publication))
 	}
 	return created, nil
 }
@@ -141,7 +148,7 @@ func EnsureSlot(ctx context.Context, conn *pgx.Conn, slot string, create bool) (
 		return info, created, Fatal(&SlotError{Slot: slot, Reason: fmt.Sprintf("it belongs to database %q, not %q", info.Database, db),
 			Fix: "point --pg-url at database " + info.Database + " or choose another --slot"})
 	case info.WALStatus == "lost":
-		return info, created, Fatal(fmt.Errorf("slot %q: %w (fix: find the gap from the outbox table, then drop the slot, or restart with --recreate-lost-slot)", slot, ErrSlotLost))
+		return info, created, Fatal(fmt.Errorf("slot %q: %w (fix: find the events that were not published, then drop the slot so the relay creates a new one)", slot, ErrSlotLost))
 	}
 	return info, created, nil
 }

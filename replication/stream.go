@@ -24,6 +24,8 @@ type Stream struct {
 	newSession NewSessionFunc
 	log        *slog.Logger
 	stats      Stats
+
+	raisedTimeout bool
 }
 
 // NewStream returns a stream; Run starts it.
@@ -41,7 +43,7 @@ func (s *Stream) Run(ctx context.Context) error {
 	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
 	createSlot := true
 	for {
-		streamed, err := s.connectAndStream(ctx, &createSlot)
+		progressed, err := s.connectAndStream(ctx, &createSlot)
 		if ctx.Err() != nil && !IsFatal(err) {
 			s.stats.state.Store(int32(StateStopped))
 			s.log.Info("shutdown", "final_lsn", s.stats.Confirmed().String())
@@ -52,7 +54,7 @@ func (s *Stream) Run(ctx context.Context) error {
 			s.log.Error("halt", "cause", err.Error(), "confirmed_lsn", s.stats.Confirmed().String())
 			return err
 		}
-		if streamed {
+		if progressed {
 			bo.Reset()
 		}
 		if errors.Is(err, ErrSlotActive) {
@@ -66,8 +68,8 @@ func (s *Stream) Run(ctx context.Context) error {
 			s.stats.countReconnect(cause)
 			s.stats.state.Store(int32(StateReconnecting))
 			bo.Max = 5 * time.Second
-			if bo.Attempts() < 3 || bo.Attempts()%10 == 0 {
-				s.log.Warn("reconnect", "cause", cause, "err", err.Error(), "consecutive_errors", bo.Attempts()+1)
+			if a := bo.Attempts(); a < 3 || a%10 == 0 {
+				s.log.Warn("reconnect", "cause", cause, "err", err.Error(), "consecutive_errors", a+1)
 			}
 		}
 		if bo.Wait(ctx) != nil {
@@ -85,12 +87,12 @@ func classify(err error) string {
 	switch {
 	case errors.Is(err, errStreamSilent):
 		return "read_timeout"
+	case errors.Is(err, errSession):
+		return "kafka"
 	case errors.As(err, &pgErr):
 		return "postgres_error"
 	case errors.As(err, &netErr), errors.Is(err, net.ErrClosed):
 		return "network"
-	case errors.Is(err, errSession):
-		return "kafka"
 	}
 	return "other"
 }
@@ -100,20 +102,27 @@ var (
 	errSession      = errors.New("session failed")
 )
 
-// connectAndStream runs one connection. streamed reports whether
-// START_REPLICATION succeeded.
-func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (streamed bool, err error) {
-	info, err := s.prepare(ctx, createSlot)
+// progressAfter is how long a connection must stream before a failure
+// counts as a fresh one (backoff reset) even without confirmed progress.
+const progressAfter = 30 * time.Second
+
+// connectAndStream runs one connection. progressed reports whether it got
+// anywhere: the confirmed LSN moved or it streamed for progressAfter.
+func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progressed bool, err error) {
+	conn, err := s.prepare(ctx, createSlot)
 	if err != nil {
 		return false, err
 	}
+	defer conn.Close(context.Background())
+	readTimeout := s.readTimeout(ctx, conn)
 	rconn, err := s.connectReplication(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer rconn.Close(context.Background())
 
-	pluginArgs := []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", s.cfg.Publication)}
+	// The publication name is quoted so that its case survives.
+	pluginArgs := []string{"proto_version '1'", fmt.Sprintf(`publication_names '"%s"'`, s.cfg.Publication)}
 	if err := pglogrepl.StartReplication(ctx, rconn, s.cfg.Slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: pluginArgs}); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "55006" {
@@ -124,63 +133,132 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (stream
 		}
 		return false, fmt.Errorf("start replication: %w", err)
 	}
+	// Read the slot only now that this instance holds it: a previous holder
+	// may have confirmed more just before it let go, and confirming less
+	// would move the slot backwards.
+	info, ok, err := LookupSlot(ctx, conn, s.cfg.Slot)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		return false, Fatal(fmt.Errorf("slot %q: %w", s.cfg.Slot, ErrSlotDropped))
+	}
+	conn.Close(context.Background())
 	if s.stats.State() == StateStandby {
 		s.log.Info("takeover: this instance now holds the slot", "slot", s.cfg.Slot)
 	}
 	s.stats.state.Store(int32(StateStreaming))
 	s.stats.confirmed.Store(uint64(info.Confirmed))
 	s.log.Info("streaming", "slot", s.cfg.Slot, "publication", s.cfg.Publication, "from_lsn", info.Confirmed.String())
+	started := time.Now()
 
 	tr := NewTracker(info.Confirmed, s.cfg.MaxInFlightEvents, s.cfg.MaxInFlightBytes)
 	s.stats.tracker.Store(tr)
+	defer func() { progressed = tr.Confirmed() > info.Confirmed || time.Since(started) >= progressAfter }()
 	sessCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sess, err := s.newSession(sessCtx, tr)
 	if err != nil {
-		return true, fmt.Errorf("%w: %w", errSession, err)
+		return false, fmt.Errorf("%w: %w", errSession, err)
 	}
 	defer sess.Close()
 
-	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.New(s.cfg.Table, s.cfg.Columns)}
+	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.New(s.cfg.Table, s.cfg.Columns), readTimeout: readTimeout}
+	// Wake a blocked read when shutdown starts.
+	stopWake := context.AfterFunc(ctx, func() { rconn.Conn().SetReadDeadline(time.Now()) })
 	err = r.loop(ctx)
+	stopWake()
 	if ctx.Err() != nil || IsFatal(err) {
-		// Shutdown or halt: let Kafka acknowledge what is in flight, then
-		// confirm the final contiguous prefix.
-		dctx, dcancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
-		if derr := sess.Drain(dctx); derr != nil {
-			s.log.Warn("drain incomplete; unacknowledged events will be sent again after restart", "err", derr.Error())
-		}
-		dcancel()
-		if serr := r.sendStatus(false); serr != nil {
-			s.log.Warn("final status update failed", "err", serr.Error())
-		}
+		r.drain()
 	}
-	return true, err
+	return false, err
 }
 
-// prepare checks the publication and slot on a normal connection.
-func (s *Stream) prepare(ctx context.Context, createSlot *bool) (SlotInfo, error) {
+// drain lets Kafka acknowledge what is in flight, within DrainTimeout,
+// keeping PostgreSQL informed, then sends the final status update with the
+// final contiguous prefix.
+func (r *reader) drain() {
+	deadline := time.Now().Add(r.s.cfg.DrainTimeout)
+	for {
+		step := min(time.Until(deadline), r.s.cfg.StatusInterval)
+		dctx, cancel := context.WithTimeout(context.Background(), step)
+		err := r.sess.Drain(dctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !time.Now().Before(deadline) || r.sess.Err() != nil {
+			r.s.log.Warn("drain incomplete; unacknowledged events will be sent again after restart", "err", err.Error())
+			break
+		}
+		if serr := r.sendStatus(false); serr != nil {
+			r.s.log.Warn("status update during drain failed", "err", serr.Error())
+			return
+		}
+	}
+	if err := r.sendStatus(false); err != nil {
+		r.s.log.Warn("final status update failed", "err", err.Error())
+		return
+	}
+	// End the copy cleanly: the server answers CopyDone only after it has
+	// processed the status update before it, so the slot holds the final LSN
+	// when the relay exits.
+	r.conn.Conn().SetReadDeadline(time.Now().Add(endCopyTimeout))
+	if _, err := pglogrepl.SendStandbyCopyDone(context.Background(), r.conn); err != nil {
+		r.s.log.Debug("ending the replication copy", "err", err.Error())
+	}
+}
+
+// endCopyTimeout bounds the CopyDone handshake at shutdown.
+const endCopyTimeout = 5 * time.Second
+
+// prepare checks the publication and slot on a normal connection, which it
+// returns open.
+func (s *Stream) prepare(ctx context.Context, createSlot *bool) (*pgx.Conn, error) {
 	conn, err := pgx.Connect(ctx, s.cfg.URL)
 	if err != nil {
-		return SlotInfo{}, fmt.Errorf("connect: %w", err)
+		return nil, fmt.Errorf("connect: %w", err)
 	}
-	defer conn.Close(context.Background())
+	fail := func(err error) (*pgx.Conn, error) {
+		conn.Close(context.Background())
+		return nil, err
+	}
 	created, err := EnsurePublication(ctx, conn, s.cfg.Publication, s.cfg.Table)
 	if err != nil {
-		return SlotInfo{}, err
+		return fail(err)
 	}
 	if created {
 		s.log.Info("publication created", "publication", s.cfg.Publication, "table", s.cfg.Table)
 	}
 	info, created, err := EnsureSlot(ctx, conn, s.cfg.Slot, *createSlot)
 	if err != nil {
-		return info, err
+		return fail(err)
 	}
 	*createSlot = false
 	if created {
 		s.log.Info("slot created", "slot", s.cfg.Slot, "plugin", "pgoutput", "confirmed_lsn", info.Confirmed.String())
 	}
-	return info, nil
+	return conn, nil
+}
+
+// readTimeout is the configured read timeout, raised when the server's
+// wal_sender_timeout could keep a healthy walsender silent for longer: while
+// it decodes a large transaction that sends nothing, it answers only every
+// wal_sender_timeout/2.
+func (s *Stream) readTimeout(ctx context.Context, conn *pgx.Conn) time.Duration {
+	rt := s.cfg.ReadTimeout
+	var ms int64
+	if err := conn.QueryRow(ctx, `SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'wal_sender_timeout'`).Scan(&ms); err != nil || ms <= 0 {
+		return rt
+	}
+	if need := time.Duration(ms)*time.Millisecond/2 + 15*time.Second; rt < need {
+		if !s.raisedTimeout {
+			s.log.Info("read timeout raised to cover the server's wal_sender_timeout", "read_timeout", need.String(), "wal_sender_timeout_ms", ms)
+			s.raisedTimeout = true
+		}
+		return need
+	}
+	return rt
 }
 
 func (s *Stream) connectReplication(ctx context.Context) (*pgconn.PgConn, error) {
@@ -206,6 +284,8 @@ type reader struct {
 	sess Session
 	dec  *decoder.Decoder
 
+	readTimeout time.Duration
+
 	msg        decoder.Message
 	tx         Tx
 	inTx       bool
@@ -224,6 +304,11 @@ func (r *reader) loop(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		select {
+		case <-r.sess.Done():
+			return fmt.Errorf("%w: %w", errSession, r.sess.Err())
+		default:
+		}
 		now = time.Now()
 		if !now.Before(r.nextStatus) {
 			if err := r.sendStatus(true); err != nil {
@@ -235,7 +320,7 @@ func (r *reader) loop(ctx context.Context) error {
 				return err
 			}
 		}
-		deadline := r.lastRecv.Add(r.s.cfg.ReadTimeout)
+		deadline := r.lastRecv.Add(r.readTimeout)
 		if r.nextStatus.Before(deadline) {
 			deadline = r.nextStatus
 		}
@@ -248,7 +333,7 @@ func (r *reader) loop(ctx context.Context) error {
 		msg, err := r.conn.ReceiveMessage(context.Background())
 		if err != nil {
 			if pgconn.Timeout(err) {
-				if time.Since(r.lastRecv) >= r.s.cfg.ReadTimeout {
+				if time.Since(r.lastRecv) >= r.readTimeout {
 					return errStreamSilent
 				}
 				continue
@@ -327,7 +412,10 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 		seq, ok := r.tr.Reserve(size)
 		for !ok {
 			var err error
-			if seq, ok, err = r.tr.WaitRoom(ctx, size, r.statusTimer()); err != nil {
+			if seq, ok, err = r.tr.WaitRoom(ctx, size, r.statusTimer(), r.sess.Done()); err != nil {
+				if errors.Is(err, ErrStopped) {
+					return fmt.Errorf("%w: %w", errSession, r.sess.Err())
+				}
 				return err
 			}
 			if !ok {
@@ -343,6 +431,8 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 			}
 			return fmt.Errorf("%w: %w", errSession, err)
 		}
+		// Time spent waiting on Kafka or the registry is not server silence.
+		r.lastRecv = time.Now()
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -76,7 +77,10 @@ func (t *Tracker) Room() <-chan struct{} { return t.room }
 
 // WaitRoom reserves like Reserve, blocking until there is room, tick fires
 // (ok=false, nil error: the caller has periodic work to do) or ctx is done.
-func (t *Tracker) WaitRoom(ctx context.Context, size int, tick <-chan time.Time) (seq uint64, ok bool, err error) {
+//
+// stop ends the wait with ErrStopped: the consumer of the events is gone and
+// no room will come.
+func (t *Tracker) WaitRoom(ctx context.Context, size int, tick <-chan time.Time, stop <-chan struct{}) (seq uint64, ok bool, err error) {
 	for {
 		if seq, ok := t.Reserve(size); ok {
 			return seq, true, nil
@@ -84,12 +88,17 @@ func (t *Tracker) WaitRoom(ctx context.Context, size int, tick <-chan time.Time)
 		select {
 		case <-ctx.Done():
 			return 0, false, ctx.Err()
+		case <-stop:
+			return 0, false, ErrStopped
 		case <-tick:
 			return 0, false, nil
 		case <-t.room:
 		}
 	}
 }
+
+// ErrStopped is returned by WaitRoom when the stop channel closes.
+var ErrStopped = errors.New("stopped while waiting for in-flight room")
 
 // Commit records that the transaction whose rows were reserved last ends at
 // end. Transactions without rows are fine: they confirm once everything

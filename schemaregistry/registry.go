@@ -123,6 +123,12 @@ func redact(raw string) string {
 	return u.Redacted()
 }
 
+// Cached returns the encoder for (topic, eventType) if it is already known,
+// without any registry round trip; nil otherwise.
+func (r *Registry) Cached(topic string, eventType []byte) *Encoder {
+	return (*r.encoders.Load())[topic][string(eventType)]
+}
+
 // Encoder returns the cached encoder for (topic, eventType), registering
 // the subject on first use: one registry round trip per new pair at most,
 // none when Preflight or another pair already registered the same subject.

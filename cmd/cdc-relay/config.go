@@ -80,7 +80,7 @@ var settings = []setting{
 	{"kafka-batch-bytes", "1048576", "largest produce request per partition; keep it at most the broker's message.max.bytes", false},
 	{"kafka-compression", "none", "record batch compression: none, gzip, snappy, lz4 or zstd", false},
 	{"status-interval", "1s", "how often the confirmed LSN is reported to PostgreSQL (at most 10s)", false},
-	{"read-timeout", "30s", "a stream silent this long is treated as dead and reconnected", false},
+	{"read-timeout", "60s", "a stream silent this long is treated as dead and reconnected (raised to wal_sender_timeout/2 + 15s if that is longer)", false},
 	{"shutdown-timeout", "30s", "how long shutdown waits for Kafka to acknowledge in-flight events", false},
 }
 
@@ -341,7 +341,7 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 	}{
 		{"status-interval", &c.StatusInterval, 10 * time.Millisecond, 10 * time.Second},
 		{"read-timeout", &c.ReadTimeout, time.Second, time.Hour},
-		{"shutdown-timeout", &c.ShutdownTimeout, 0, time.Hour},
+		{"shutdown-timeout", &c.ShutdownTimeout, time.Second, time.Hour},
 	}
 	for _, d := range durs {
 		x, err := time.ParseDuration(v[d.key])
@@ -349,6 +349,12 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 			return nil, cfgErr(d.key, "%q is not a duration between %s and %s, e.g. 1s", v[d.key], d.min, d.max)
 		}
 		*d.dst = x
+	}
+	if c.ReadTimeout < 3*c.StatusInterval {
+		return nil, cfgErr("read-timeout", "%s must be at least 3 × --status-interval (%s): the server answers every status update", c.ReadTimeout, c.StatusInterval)
+	}
+	if c.MaxRecordBytes > c.KafkaBatchBytes {
+		return nil, cfgErr("max-record-bytes", "%d is larger than --kafka-batch-bytes %d: a record must fit in one produce request", c.MaxRecordBytes, c.KafkaBatchBytes)
 	}
 	c.Columns = decoder.DefaultColumns()
 	if y != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -28,6 +29,9 @@ const (
 	reasonHeaders     = "invalid_headers"
 	reasonNull        = "null_column"
 )
+
+// registryTimeout bounds a first registration inside the reader.
+const registryTimeout = 20 * time.Second
 
 // InvalidEventError halts the relay under --on-invalid halt.
 type InvalidEventError struct {
@@ -113,7 +117,16 @@ func (h *handler) build(ctx context.Context, rec *publisher.Record, row *decoder
 	if herr != nil {
 		return herr.Error(), reasonHeaders, nil
 	}
-	enc, eerr := h.registry.Encoder(ctx, topic, eventType)
+	enc := h.registry.Cached(topic, eventType)
+	var eerr error
+	if enc == nil {
+		// A new (topic, event type): one registration. Bound it, so a registry
+		// outage turns into a reconnect instead of a reader that stops
+		// answering PostgreSQL.
+		rctx, cancel := context.WithTimeout(ctx, registryTimeout)
+		enc, eerr = h.registry.Encoder(rctx, topic, eventType)
+		cancel()
+	}
 	if eerr != nil {
 		var incompatible *schemaregistry.IncompatibleError
 		switch {
@@ -157,3 +170,9 @@ func (h *handler) Drain(ctx context.Context) error { return h.pub.Drain(ctx) }
 
 // Close drops the session.
 func (h *handler) Close() { h.pub.Close() }
+
+// Done is closed when the publisher session stopped on a terminal error.
+func (h *handler) Done() <-chan struct{} { return h.pub.Done() }
+
+// Err is the publisher session's terminal error.
+func (h *handler) Err() error { return h.pub.Err() }

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"os"
+	"testing"
+)
+
+// TestMedian checks odd, even and empty inputs.
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	}
+	for _, tt := range tests {
+		if got := median(tt.in); got != tt.want {
+			t.Errorf("median(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestLSN round-trips PostgreSQL's text form.
+func TestLSN(t *testing.T) {
+	for _, s := range []string{"0/0", "0/19289C0", "1/829DFB8", "FFFFFFFF/FFFFFFFF"} {
+		l, err := parseLSN(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.String(); got != s {
+			t.Errorf("parseLSN(%q).String() = %q", s, got)
+		}
+	}
+	if _, err := parseLSN("nope"); err == nil {
+		t.Error("parseLSN(nope) succeeded")
+	}
+}
+
+// TestProc reads this process's own figures.
+func TestProc(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc: the benchmark runs on Linux only")
+	}
+	if _, err := cpuSeconds(os.Getpid()); err != nil {
+		t.Error(err)
+	}
+	for _, key := range []string{"VmRSS", "VmHWM"} {
+		kb, err := statusKB(os.Getpid(), key)
+		if err != nil || kb <= 0 {
+			t.Errorf("%s = %d, %v", key, kb, err)
+		}
+	}
+	if busySeconds() <= 0 {
+		t.Error("busySeconds() <= 0")
+	}
+}
+
+// TestRates derives the figures of a 2-second drain of 200k rows.
+func TestRates(t *testing.T) {
+	load := loadInfo{Rows: 200000, WALBytes: 100e6, PayloadBytes: 60e6}
+	d := drainResult{Rows: 200000, Seconds: 2, ClientCPUSeconds: 1, WalsenderCPUSeconds: 0.5, PeakRSSKB: 2048}
+	got := ratesOf(d, load)
+	want := rates{EventsPerSecond: 100000, WALMBPerSecond: 50, PayloadMBPerSecond: 30, ClientCPUPer100k: 0.5, WalsenderCPUPer100k: 0.25, PeakRSSMB: 2}
+	if got != want {
+		t.Errorf("ratesOf = %+v, want %+v", got, want)
+	}
+}

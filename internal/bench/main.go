@@ -1,0 +1,227 @@
+// Command bench is the drain benchmark `make bench` runs. It starts a private
+// PostgreSQL 15, Kafka and schema registry, builds a backlog of outbox rows
+// while nothing reads the slots, then drains the same backlog twice: with
+// pg_recvlogical into /dev/null (the raw decode ceiling: pgoutput decoding
+// with no client work at all) and with cdc-relay into Kafka, and prints both
+// side by side with their ratio.
+//
+// Every process it starts dies when it exits, also on Ctrl-C.
+//
+// Exit codes: 0 success, 1 failure, 2 bad flags, 130 interrupted.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the benchmark's flags.
+type options struct {
+	relayBin     string        // the cdc-relay binary to measure
+	schemasDir   string        // .avsc files passed to the relay
+	outboxSQL    string        // DDL of the outbox table
+	rows         int           // rows in the backlog
+	txSize       int           // rows per transaction
+	payloadBytes int           // target size of one payload's jsonb text
+	runs         int           // how often the two drains are repeated
+	partitions   int           // partitions of the auto-created topics
+	jsonPath     string        // where to write the JSON report ("" none, "-" stdout)
+	cpuProfile   string        // where to write the relay's CPU profile of run 1 ("" none)
+	relayOverlay string        // go build -overlay file for a relay built from this checkout ("" none)
+	timeout      time.Duration // bound on one drain
+	quietWait    time.Duration // how long to wait for an idle machine before each drain
+	relayArgs    []string      // extra flags for `cdc-relay run`
+}
+
+// main parses flags, runs the benchmark under a context that Ctrl-C
+// cancels, and exits with its code.
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, o)
+	stop()
+	os.Exit(code)
+}
+
+// parseFlags reads and checks the command line.
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&o.relayBin, "relay", "bin/cdc-relay", "cdc-relay binary to measure (make build)")
+	fs.StringVar(&o.schemasDir, "schemas-dir", "testdata/schemas", "directory of .avsc files for the relay")
+	fs.StringVar(&o.outboxSQL, "outbox-sql", "docs/outbox.sql", "DDL of the outbox table")
+	fs.IntVar(&o.rows, "rows", 200000, "rows in the backlog")
+	fs.IntVar(&o.txSize, "tx-size", 1000, "rows per transaction")
+	fs.IntVar(&o.payloadBytes, "payload-bytes", 300, "approximate size of one jsonb payload (its text form)")
+	fs.IntVar(&o.runs, "runs", 1, "repeat load and both drains this often with fresh slots; odd runs drain with pg_recvlogical first, even runs with the relay first")
+	fs.IntVar(&o.partitions, "partitions", 1, "partitions of the topics the relay writes (broker num.partitions)")
+	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file (- for stdout)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "build the relay from this checkout with a profiling hook added by go build -overlay (instead of using --relay) and write its CPU profile of run 1 here, allocations to FILE.allocs")
+	fs.StringVar(&o.relayOverlay, "relay-overlay", "", "build the relay from this checkout with this go build -overlay file applied (instead of using --relay), to measure a patch without editing the tree")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on one drain")
+	fs.DurationVar(&o.quietWait, "quiet-wait", 2*time.Minute, "before each drain, wait up to this long for the machine to be idle (under 0.25 CPUs busy for a second); 0 does not wait")
+	extra := fs.String("relay-args", "", "extra flags for cdc-relay run, space-separated, e.g. \"--status-interval 100ms\"")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.relayArgs = strings.Fields(*extra)
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q: settings are flags", fs.Arg(0))
+	case o.rows < 1:
+		return o, errors.New("--rows must be at least 1")
+	case o.txSize < 1:
+		return o, errors.New("--tx-size must be at least 1")
+	case o.payloadBytes < 1:
+		return o, errors.New("--payload-bytes must be at least 1")
+	case o.runs < 1:
+		return o, errors.New("--runs must be at least 1")
+	case o.partitions < 1:
+		return o, errors.New("--partitions must be at least 1")
+	}
+	for _, p := range []*string{&o.relayBin, &o.schemasDir, &o.outboxSQL, &o.relayOverlay} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return o, err
+		}
+		*p = abs
+	}
+	if _, err := os.Stat(o.relayBin); err != nil {
+		return o, fmt.Errorf("--relay: %w (run make build)", err)
+	}
+	return o, nil
+}
+
+// run starts the services, measures every run, prints the report and stops
+// everything. It returns the exit code.
+func run(ctx context.Context, o options) int {
+	fail := func(err error) int {
+		if ctx.Err() != nil {
+			fmt.Fprintln(os.Stderr, "bench: interrupted; everything started has been stopped")
+			return 130
+		}
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+	tmp, err := os.MkdirTemp("", "cdc-relay-bench-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(tmp)
+	relayBin := o.relayBin
+	if o.cpuProfile != "" || o.relayOverlay != "" {
+		progress("building the relay from this checkout (profiling hook: %t, overlay: %q)", o.cpuProfile != "", o.relayOverlay)
+		if relayBin, err = buildRelay(ctx, tmp, o.cpuProfile != "", o.relayOverlay); err != nil {
+			return fail(err)
+		}
+	}
+
+	progress("starting PostgreSQL 15, Kafka and the schema registry")
+	svc, err := startServices(o.partitions)
+	defer svc.close() // also after a partial start
+	if err != nil {
+		return fail(err)
+	}
+	if ctx.Err() != nil {
+		return fail(ctx.Err())
+	}
+	db, err := prepareDatabase(ctx, svc, o)
+	if err != nil {
+		return fail(err)
+	}
+	defer db.close()
+
+	rep := newReport(ctx, o, relayBin, svc, db)
+	for i := 1; i <= o.runs; i++ {
+		r, err := measureRun(ctx, o, svc, db, relayBin, i)
+		if err != nil {
+			return fail(fmt.Errorf("run %d: %w", i, err))
+		}
+		rep.Runs = append(rep.Runs, r)
+		printRun(os.Stdout, r)
+	}
+	rep.summarise()
+	if o.runs > 1 {
+		printMedian(os.Stdout, rep)
+	}
+	if err := rep.writeJSON(o.jsonPath); err != nil {
+		return fail(err)
+	}
+	if o.cpuProfile != "" {
+		fmt.Printf("\nCPU profile of the relay in run 1: %s (go tool pprof -top %s)\n", o.cpuProfile, o.cpuProfile)
+	}
+	return 0
+}
+
+// measureRun loads a fresh backlog behind two fresh slots and drains it with
+// both tools, pg_recvlogical first on odd runs and the relay first on even
+// runs.
+func measureRun(ctx context.Context, o options, svc *services, db *database, relayBin string, n int) (runResult, error) {
+	r := runResult{Run: n, RecvlogicalFirst: n%2 == 1}
+	slots := slotNames{relay: fmt.Sprintf("bench_relay_%d", n), recv: fmt.Sprintf("bench_recv_%d", n)}
+	progress("run %d: loading %d rows in transactions of %d", n, o.rows, o.txSize)
+	load, err := db.loadBacklog(ctx, o, slots)
+	if err != nil {
+		return r, err
+	}
+	r.Load = load
+	progress("run %d: backlog of %.1f MB WAL ready in %.1f s (%s..%s)", n, float64(load.WALBytes)/1e6, load.Seconds, load.StartLSN, load.EndLSN)
+
+	recv := func() error {
+		if err := waitQuiet(ctx, o.quietWait); err != nil {
+			return err
+		}
+		progress("run %d: draining with pg_recvlogical", n)
+		d, err := drainRecvlogical(ctx, o, svc, db, slots.recv, load)
+		r.Recvlogical = d
+		return err
+	}
+	relay := func() error {
+		if err := waitQuiet(ctx, o.quietWait); err != nil {
+			return err
+		}
+		progress("run %d: draining with cdc-relay", n)
+		profile := ""
+		if n == 1 {
+			profile = o.cpuProfile
+		}
+		d, err := drainRelay(ctx, o, svc, db, relayBin, slots.relay, n, load, profile)
+		r.Relay = d
+		return err
+	}
+	order := []func() error{recv, relay}
+	if !r.RecvlogicalFirst {
+		order = []func() error{relay, recv}
+	}
+	for _, f := range order {
+		if err := f(); err != nil {
+			return r, err
+		}
+	}
+	r.RecvlogicalRates = ratesOf(r.Recvlogical, load)
+	r.RelayRates = ratesOf(r.Relay, load)
+	return r, db.dropSlots(ctx, slots)
+}
+
+// progress prints a timestamped progress line on stderr.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}

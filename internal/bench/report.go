@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
+)
+
+// runResult is one load and its two drains.
+type runResult struct {
+	Run              int         `json:"run"`
+	RecvlogicalFirst bool        `json:"recvlogical_first"`
+	Load             loadInfo    `json:"load"`
+	Recvlogical      drainResult `json:"pg_recvlogical"`
+	RecvlogicalRates rates       `json:"pg_recvlogical_rates"`
+	Relay            drainResult `json:"cdc_relay"`
+	RelayRates       rates       `json:"cdc_relay_rates"`
+}
+
+// rates are the figures derived from a drain and its load. MB are 10^6 bytes.
+type rates struct {
+	EventsPerSecond     float64 `json:"events_per_second"`
+	WALMBPerSecond      float64 `json:"wal_mb_per_second"`
+	PayloadMBPerSecond  float64 `json:"payload_mb_per_second"`
+	ClientCPUPer100k    float64 `json:"client_cpu_seconds_per_100k"`
+	WalsenderCPUPer100k float64 `json:"walsender_cpu_seconds_per_100k"`
+	PeakRSSMB           float64 `json:"peak_rss_mb,omitempty"`
+}
+
+// ratesOf derives the rates of d over load.
+func ratesOf(d drainResult, load loadInfo) rates {
+	if d.Seconds <= 0 || d.Rows == 0 {
+		return rates{}
+	}
+	per100k := 100000 / float64(d.Rows)
+	return rates{
+		EventsPerSecond:     float64(d.Rows) / d.Seconds,
+		WALMBPerSecond:      float64(load.WALBytes) / 1e6 / d.Seconds,
+		PayloadMBPerSecond:  float64(load.PayloadBytes) / 1e6 / d.Seconds,
+		ClientCPUPer100k:    d.ClientCPUSeconds * per100k,
+		WalsenderCPUPer100k: d.WalsenderCPUSeconds * per100k,
+		PeakRSSMB:           float64(d.PeakRSSKB) / 1024,
+	}
+}
+
+// machineInfo describes where the benchmark ran.
+type machineInfo struct {
+	CPUs       int    `json:"cpus"`
+	CPUModel   string `json:"cpu_model"`
+	MemTotal   string `json:"mem_total"`
+	Kernel     string `json:"kernel"`
+	PostgreSQL string `json:"postgresql"`
+	Kafka      string `json:"kafka"`
+	Relay      string `json:"relay"`
+	Go         string `json:"go"`
+}
+
+// report is everything the benchmark prints, in JSON form.
+type report struct {
+	Machine      machineInfo  `json:"machine"`
+	Rows         int          `json:"rows"`
+	TxSize       int          `json:"tx_size"`
+	PayloadBytes int          `json:"payload_bytes_target"`
+	Partitions   int          `json:"partitions"`
+	RelayBuild   string       `json:"relay_build"`
+	RelayArgs    []string     `json:"relay_args,omitempty"`
+	Runs         []runResult  `json:"runs"`
+	Median       *medianDrain `json:"median,omitempty"`
+}
+
+// medianDrain holds the per-field medians over all runs.
+type medianDrain struct {
+	Recvlogical      drainResult `json:"pg_recvlogical"`
+	RecvlogicalRates rates       `json:"pg_recvlogical_rates"`
+	Relay            drainResult `json:"cdc_relay"`
+	RelayRates       rates       `json:"cdc_relay_rates"`
+	Ratio            float64     `json:"relay_to_recvlogical_events_ratio"`
+}
+
+// newReport collects the machine description and prints it.
+func newReport(ctx context.Context, o options, relayBin string, svc *services, db *database) *report {
+	m := machineInfo{CPUs: runtime.NumCPU(), Kafka: kafkatest.Version, Go: runtime.Version()}
+	m.CPUModel = procField("/proc/cpuinfo", "model name")
+	m.MemTotal = procField("/proc/meminfo", "MemTotal")
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	db.conn.QueryRow(ctx, "SHOW server_version").Scan(&m.PostgreSQL)
+	if out, err := exec.CommandContext(ctx, relayBin, "version").Output(); err == nil {
+		m.Relay = strings.TrimSpace(string(out))
+	}
+	r := &report{Machine: m, Rows: o.rows, TxSize: o.txSize, PayloadBytes: o.payloadBytes, Partitions: o.partitions, RelayBuild: o.relayBin, RelayArgs: o.relayArgs}
+	if o.cpuProfile != "" || o.relayOverlay != "" {
+		r.RelayBuild = "built from this checkout"
+		if o.relayOverlay != "" {
+			r.RelayBuild += " with --relay-overlay " + o.relayOverlay
+		}
+		if o.cpuProfile != "" {
+			r.RelayBuild += " plus the profiling hook"
+		}
+	}
+	fmt.Printf("machine: %d CPUs (%s), %s memory, Linux %s; PostgreSQL %s (fsync=off), Kafka %s (%d partition(s))\nrelay: %s (%s)",
+		m.CPUs, m.CPUModel, m.MemTotal, m.Kernel, m.PostgreSQL, m.Kafka, o.partitions, m.Relay, r.RelayBuild)
+	if len(o.relayArgs) > 0 {
+		fmt.Printf(" with extra flags %s", strings.Join(o.relayArgs, " "))
+	}
+	fmt.Println()
+	return r
+}
+
+// procField returns the value of the first "key: value" line of a /proc file.
+func procField(path, key string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+// printRun prints one run's table.
+func printRun(w io.Writer, r runResult) {
+	first := "pg_recvlogical drained first, then cdc-relay"
+	if !r.RecvlogicalFirst {
+		first = "cdc-relay drained first, then pg_recvlogical"
+	}
+	l := r.Load
+	fmt.Fprintf(w, "\nrun %d: %d rows in %d transactions, payload %.0f B avg (%.1f MB), WAL %.1f MB (%s..%s); %s\n",
+		r.Run, l.Rows, l.Transactions, float64(l.PayloadBytes)/float64(l.Rows), float64(l.PayloadBytes)/1e6,
+		float64(l.WALBytes)/1e6, l.StartLSN, l.EndLSN, first)
+	printTable(w, r.Recvlogical, r.RecvlogicalRates, r.Relay, r.RelayRates)
+}
+
+// printMedian prints the medians over all runs.
+func printMedian(w io.Writer, rep *report) {
+	m := rep.Median
+	fmt.Fprintf(w, "\nmedian of %d runs:\n", len(rep.Runs))
+	printTable(w, m.Recvlogical, m.RecvlogicalRates, m.Relay, m.RelayRates)
+}
+
+// printTable prints pg_recvlogical and the relay side by side, and their
+// ratio.
+func printTable(w io.Writer, recv drainResult, rr rates, relay drainResult, lr rates) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "tool\trows\tseconds\tdecoded at s\tevents/s\tWAL MB/s\tpayload MB/s\tCPU s/100k\twalsender CPU s/100k\tbroker CPU s\tother CPU s\tpeak RSS MB\tstartup s\tKafka records\t")
+	row := func(d drainResult, r rates) {
+		rss, startup, recs := "-", "-", "-"
+		if d.PeakRSSKB > 0 {
+			rss = fmt.Sprintf("%.1f", r.PeakRSSMB)
+			startup = fmt.Sprintf("%.2f", d.StartupSeconds)
+			recs = fmt.Sprint(d.KafkaRecords)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.0f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t\n",
+			d.Tool, d.Rows, d.Seconds, d.SentSeconds, r.EventsPerSecond, r.WALMBPerSecond, r.PayloadMBPerSecond,
+			r.ClientCPUPer100k, r.WalsenderCPUPer100k, d.BrokerCPUSeconds, d.OtherCPUSeconds, rss, startup, recs)
+	}
+	row(recv, rr)
+	row(relay, lr)
+	tw.Flush()
+	if relay.ProduceRequests > 0 {
+		fmt.Fprintf(w, "cdc-relay: decoded by %.2f s with %d events still in flight to Kafka; %d produce requests, %.0f records and %.1f ms each on average\n",
+			relay.SentSeconds, relay.InFlightAtSent, relay.ProduceRequests, float64(relay.Rows)/float64(relay.ProduceRequests), relay.ProduceMeanMillis)
+	}
+	if rr.EventsPerSecond > 0 {
+		fmt.Fprintf(w, "ratio cdc-relay / pg_recvlogical: %.2f (events/s)\n", lr.EventsPerSecond/rr.EventsPerSecond)
+	}
+}
+
+// summarise fills the medians.
+func (rep *report) summarise() {
+	var recv, relay []drainResult
+	var recvRates, relayRates []rates
+	for _, r := range rep.Runs {
+		recv = append(recv, r.Recvlogical)
+		relay = append(relay, r.Relay)
+		recvRates = append(recvRates, r.RecvlogicalRates)
+		relayRates = append(relayRates, r.RelayRates)
+	}
+	m := &medianDrain{
+		Recvlogical: medianDrainResult(recv), RecvlogicalRates: medianRates(recvRates),
+		Relay: medianDrainResult(relay), RelayRates: medianRates(relayRates),
+	}
+	if m.RecvlogicalRates.EventsPerSecond > 0 {
+		m.Ratio = m.RelayRates.EventsPerSecond / m.RecvlogicalRates.EventsPerSecond
+	}
+	rep.Median = m
+}
+
+// medianDrainResult takes the median of each measured field.
+func medianDrainResult(ds []drainResult) drainResult {
+	f := func(get func(drainResult) float64) float64 {
+		xs := make([]float64, len(ds))
+		for i, d := range ds {
+			xs[i] = get(d)
+		}
+		return median(xs)
+	}
+	return drainResult{
+		Tool:                ds[0].Tool,
+		Rows:                ds[0].Rows,
+		Seconds:             f(func(d drainResult) float64 { return d.Seconds }),
+		StartupSeconds:      f(func(d drainResult) float64 { return d.StartupSeconds }),
+		SentSeconds:         f(func(d drainResult) float64 { return d.SentSeconds }),
+		ClientCPUSeconds:    f(func(d drainResult) float64 { return d.ClientCPUSeconds }),
+		WalsenderCPUSeconds: f(func(d drainResult) float64 { return d.WalsenderCPUSeconds }),
+		BrokerCPUSeconds:    f(func(d drainResult) float64 { return d.BrokerCPUSeconds }),
+		OtherCPUSeconds:     f(func(d drainResult) float64 { return d.OtherCPUSeconds }),
+		PeakRSSKB:           int64(f(func(d drainResult) float64 { return float64(d.PeakRSSKB) })),
+		KafkaRecords:        int64(f(func(d drainResult) float64 { return float64(d.KafkaRecords) })),
+		DLQRecords:          int64(f(func(d drainResult) float64 { return float64(d.DLQRecords) })),
+		InFlightAtSent:      int64(f(func(d drainResult) float64 { return float64(d.InFlightAtSent) })),
+		ProduceRequests:     int64(f(func(d drainResult) float64 { return float64(d.ProduceRequests) })),
+		ProduceMeanMillis:   f(func(d drainResult) float64 { return d.ProduceMeanMillis }),
+	}
+}
+
+// medianRates takes the median of each rate.
+func medianRates(rs []rates) rates {
+	f := func(get func(rates) float64) float64 {
+		xs := make([]float64, len(rs))
+		for i, r := range rs {
+			xs[i] = get(r)
+		}
+		return median(xs)
+	}
+	return rates{
+		EventsPerSecond:     f(func(r rates) float64 { return r.EventsPerSecond }),
+		WALMBPerSecond:      f(func(r rates) float64 { return r.WALMBPerSecond }),
+		PayloadMBPerSecond:  f(func(r rates) float64 { return r.PayloadMBPerSecond }),
+		ClientCPUPer100k:    f(func(r rates) float64 { return r.ClientCPUPer100k }),
+		WalsenderCPUPer100k: f(func(r rates) float64 { return r.WalsenderCPUPer100k }),
+		PeakRSSMB:           f(func(r rates) float64 { return r.PeakRSSMB }),
+	}
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// writeJSON writes the report to path ("-" is stdout, "" nothing).
+func (rep *report) writeJSON(path string) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = os.Stdout.Write(b)
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	return nil
+}

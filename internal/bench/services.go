@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
+	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/registrytest"
+)
+
+// services are the private PostgreSQL, Kafka and schema registry.
+type services struct {
+	pg        *pgtest.Cluster
+	broker    *kafkatest.Broker
+	registry  *registrytest.Registry
+	brokerPID int // the broker's java process, for its CPU time; 0 if not found
+}
+
+// startServices starts the three services in parallel. On error the
+// services that did start are returned too, so that close stops them.
+func startServices(partitions int) (*services, error) {
+	s := &services{}
+	var wg sync.WaitGroup
+	var pgErr, kafkaErr, regErr error
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		s.pg, pgErr = pgtest.Start(pgtest.Options{})
+	}()
+	go func() {
+		defer wg.Done()
+		s.broker, kafkaErr = kafkatest.Start(kafkatest.Options{
+			ExtraConfig: map[string]string{"num.partitions": strconv.Itoa(partitions)},
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		s.registry, regErr = registrytest.Start()
+	}()
+	wg.Wait()
+	switch {
+	case pgErr != nil:
+		return s, fmt.Errorf("start PostgreSQL: %w", pgErr)
+	case kafkaErr != nil:
+		return s, fmt.Errorf("start Kafka: %w", kafkaErr)
+	case regErr != nil:
+		return s, fmt.Errorf("start schema registry: %w", regErr)
+	}
+	s.brokerPID = pidWithCwd(s.broker.Dir())
+	return s, nil
+}
+
+// close stops every service that was started and removes its files.
+func (s *services) close() {
+	if s == nil {
+		return
+	}
+	if s.pg != nil {
+		s.pg.Close()
+	}
+	if s.broker != nil {
+		s.broker.Close()
+	}
+	if s.registry != nil {
+		s.registry.Close()
+	}
+}
+
+// pidWithCwd finds the process whose working directory is dir: kafkatest
+// runs the broker's java process in its own directory. It returns 0 when
+// there is none.
+func pidWithCwd(dir string) int {
+	want, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return 0
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == want {
+			return pid
+		}
+	}
+	return 0
+}

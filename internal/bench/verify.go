@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// What lands in Kafka is checked with franz-go, independent of the relay's
+// kafka-go client and of its own decoding.
+
+// topicRecords sums the end offsets of topic's partitions, asking the broker
+// with franz-go (independent of the relay's kafka-go client). A topic that
+// does not exist holds 0 records.
+func topicRecords(ctx context.Context, broker, topic string) (int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+
+	meta := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	meta.Topics = append(meta.Topics, mt)
+	mresp, err := meta.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, fmt.Errorf("metadata for %s: %w", topic, err)
+	}
+	if len(mresp.Topics) != 1 {
+		return 0, fmt.Errorf("metadata for %s: %d topics in the answer", topic, len(mresp.Topics))
+	}
+	if err := kerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("metadata for %s: %w", topic, err)
+	}
+
+	req := kmsg.NewPtrListOffsetsRequest()
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = topic
+	for _, p := range mresp.Topics[0].Partitions {
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition = p.Partition
+		lp.Timestamp = -1 // the end offset
+		lt.Partitions = append(lt.Partitions, lp)
+	}
+	req.Topics = append(req.Topics, lt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, fmt.Errorf("list offsets of %s: %w", topic, err)
+	}
+	var sum int64
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return 0, fmt.Errorf("list offsets of %s[%d]: %w", topic, p.Partition, err)
+			}
+			sum += p.Offset
+		}
+	}
+	return sum, nil
+}
+
+// verifyIDs reads the topic's records (want of them, from the start) and
+// checks that the "id" headers cover every outbox id of the load. It
+// returns how many records repeated an id.
+func verifyIDs(ctx context.Context, broker, topic string, want int64, load loadInfo) (dups int64, err error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	seen := make([]bool, load.MaxID-load.MinID+1)
+	var got, missingHeader int64
+	for got < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return dups, fmt.Errorf("read %s: %d of %d records within the deadline: %w", topic, got, want, ctx.Err())
+		}
+		for _, fe := range fs.Errors() {
+			return dups, fmt.Errorf("read %s[%d]: %w", fe.Topic, fe.Partition, fe.Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got++
+			id := int64(-1)
+			for _, h := range r.Headers {
+				if h.Key == "id" {
+					id, _ = strconv.ParseInt(string(h.Value), 10, 64)
+				}
+			}
+			switch {
+			case id < load.MinID || id > load.MaxID:
+				missingHeader++
+			case seen[id-load.MinID]:
+				dups++
+			default:
+				seen[id-load.MinID] = true
+			}
+		})
+	}
+	var missing int64
+	for _, ok := range seen {
+		if !ok {
+			missing++
+		}
+	}
+	if missing > 0 || missingHeader > 0 {
+		return dups, fmt.Errorf("%s: %d outbox ids missing, %d records without a valid id header, %d duplicates in %d records", topic, missing, missingHeader, dups, got)
+	}
+	return dups, nil
+}
