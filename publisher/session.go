@@ -281,10 +281,11 @@ func (s *Session) produce(ctx context.Context, topic string, partition int, chun
 // between attempts and logging failures rate-limited with their count.
 func (s *Session) retry(ctx context.Context, f func() (int, error)) (int, error) {
 	var bo backoff.Backoff
+	warned := false
 	for {
 		n, err := f()
 		if err == nil {
-			if bo.Attempts() > 0 {
+			if warned {
 				s.p.log.Info("kafka recovered", "consecutive_errors", bo.Attempts())
 			}
 			return n, nil
@@ -295,7 +296,12 @@ func (s *Session) retry(ctx context.Context, f func() (int, error)) (int, error)
 		if !isRetriable(err) {
 			return 0, err
 		}
-		if a := bo.Attempts(); a < 3 || a%20 == 0 {
+		switch a := bo.Attempts(); {
+		case a < 3 && errors.Is(err, kafka.UnknownTopicOrPartition):
+			// A new topic that broker auto-creation is creating: expected.
+			s.p.log.Debug("waiting for topic creation", "err", err.Error(), "consecutive_errors", a+1)
+		case a < 3 || a%20 == 0:
+			warned = true
 			s.p.log.Warn("kafka error, retrying", "err", err.Error(), "consecutive_errors", a+1)
 		}
 		if werr := bo.Wait(ctx); werr != nil {

@@ -212,10 +212,25 @@ func (r *reader) drain() {
 // endCopyTimeout bounds the CopyDone handshake at shutdown.
 const endCopyTimeout = 5 * time.Second
 
+// AppName is the application_name the relay's connections use unless the
+// URL sets one, so they are easy to find in pg_stat_activity.
+const AppName = "cdc-relay"
+
+func setAppName(cfg *pgconn.Config) {
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = AppName
+	}
+}
+
 // prepare checks the publication and slot on a normal connection, which it
 // returns open.
 func (s *Stream) prepare(ctx context.Context, createSlot *bool) (*pgx.Conn, error) {
-	conn, err := pgx.Connect(ctx, s.cfg.URL)
+	ccfg, err := pgx.ParseConfig(s.cfg.URL)
+	if err != nil {
+		return nil, Fatal(fmt.Errorf("parse --pg-url: %w", err))
+	}
+	setAppName(&ccfg.Config)
+	conn, err := pgx.ConnectConfig(ctx, ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -267,6 +282,7 @@ func (s *Stream) connectReplication(ctx context.Context) (*pgconn.PgConn, error)
 		return nil, Fatal(fmt.Errorf("parse --pg-url: %w", err))
 	}
 	cfg.RuntimeParams["replication"] = "database"
+	setAppName(cfg)
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 10 * time.Second}
 	cfg.DialFunc = dialer.DialContext
 	conn, err := pgconn.ConnectConfig(ctx, cfg)

@@ -78,7 +78,7 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 		if h.cfg.OnInvalid == "halt" {
 			return replication.Fatal(&InvalidEventError{ID: string(id), EventType: string(eventType), AggregateType: string(aggType), Reason: reason})
 		}
-		h.deadLetter(rec, row, id, eventType, aggType, aggID, reason)
+		h.deadLetter(rec, row, id, eventType, aggType, aggID, headersJSON, reason)
 		h.metrics.dlq.WithLabelValues(kind).Inc()
 		h.log.Warn("invalid event sent to the dead-letter topic", "id", string(id), "event_type", string(eventType), "reason", reason, "dlq_topic", h.cfg.DLQTopic)
 	}
@@ -150,17 +150,20 @@ func (h *handler) build(ctx context.Context, rec *publisher.Record, row *decoder
 
 // deadLetter makes rec the dead-letter record: the raw JSON payload with
 // headers id, event_type, aggregate_type and error.
-func (h *handler) deadLetter(rec *publisher.Record, row *decoder.Row, id, eventType, aggType, aggID []byte, reason string) {
+func (h *handler) deadLetter(rec *publisher.Record, row *decoder.Row, id, eventType, aggType, aggID, headersJSON []byte, reason string) {
 	payload := append([]byte(nil), row.Payload...)
 	headers := []kafka.Header{
-		{Key: router.HeaderID, Value: id},
-		{Key: router.HeaderEventType, Value: eventType},
-		{Key: router.HeaderAggregateType, Value: aggType},
 		{Key: HeaderError, Value: []byte(reason)},
+	}
+	// The row's own headers (traceparent, ...) travel too, when they parse;
+	// the id, event_type and aggregate_type headers come from the row.
+	headers, err := router.AppendHeaders(headers, id, eventType, aggType, headersJSON)
+	if err != nil {
+		headers = headers[:4]
 	}
 	if n := publisher.Size(aggID, payload, headers); n > h.maxRecord {
 		payload = nil
-		headers[3].Value = fmt.Appendf(nil, "%s; the %d-byte payload is omitted because it does not fit in a record", reason, len(row.Payload))
+		headers[0].Value = fmt.Appendf(nil, "%s; the %d-byte payload is omitted because it does not fit in a record", reason, len(row.Payload))
 	}
 	rec.Topic, rec.Key, rec.Value, rec.Headers = h.cfg.DLQTopic, aggID, payload, headers
 }

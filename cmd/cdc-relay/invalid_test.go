@@ -47,6 +47,7 @@ func TestInvalidEventsGoToDLQ(t *testing.T) {
 	badIDs := map[string]string{} // id → wanted error substring
 	badPayload := map[string]string{}
 	for i, tc := range cases {
+		tc.ev.Headers = `{"traceparent": "00-dlq-01"}`
 		ids, err := f.insertTx(ctx, conn, []event{valid(100 + i), tc.ev, valid(200 + i)})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
@@ -76,6 +77,9 @@ func TestInvalidEventsGoToDLQ(t *testing.T) {
 		}
 		if !strings.Contains(rec.Headers["error"], want) {
 			t.Errorf("event %s: error header %q does not mention %q", id, rec.Headers["error"], want)
+		}
+		if rec.Headers["traceparent"] != "00-dlq-01" {
+			t.Errorf("event %s: the row's headers did not travel to the DLQ: %v", id, rec.Headers)
 		}
 		if rec.Headers["event_type"] == "" || rec.Headers["aggregate_type"] == "" {
 			t.Errorf("event %s: DLQ headers incomplete: %v", id, rec.Headers)
