@@ -30,6 +30,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	switch args[0] {
 	case "run":
 		return runRelay(args[1:], getenv, stdout, stderr)
+	case "status":
+		return status(args[1:], getenv, stdout, stderr)
+	case "check":
+		return check(args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(args[1:], getenv, stderr)
 	case "version", "--version", "-version":
@@ -39,7 +43,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		usage(stdout)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "cdc-relay: unknown command %q: use run or version\n", args[0])
+	fmt.Fprintf(stderr, "cdc-relay: unknown command %q: use run, check, status, healthcheck or version\n", args[0])
 	return exitConfig
 }
 
@@ -48,6 +52,8 @@ func usage(w io.Writer) {
 
 Usage:
   cdc-relay run [flags]   stream until SIGTERM or SIGINT (cdc-relay run -h lists the flags)
+  cdc-relay check [flags] preflight: check PostgreSQL, the slot, the table, Kafka, the registry and the schemas
+  cdc-relay status        print the slot's state and lag from pg_replication_slots (--json)
   cdc-relay version       print the version
   cdc-relay healthcheck   exit 0 when the relay on --metrics-addr answers /healthz (for Docker HEALTHCHECK)
 `)

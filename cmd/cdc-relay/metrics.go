@@ -19,7 +19,10 @@ type metrics struct {
 	errors    *prometheus.CounterVec
 }
 
-func newMetrics(stats *replication.Stats) *metrics {
+// roles are the values of the role label of cdc_relay_role.
+var roles = []string{"active", "standby"}
+
+func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
 		reg: reg,
@@ -58,8 +61,71 @@ func newMetrics(stats *replication.Stats) *metrics {
 			}
 			return 0
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_slot_lag_growth_bytes_per_second", Help: "Growth of the slot lag over the last minute (negative while it shrinks)."}, lag.BytesPerSecond),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_replication_delay_seconds", Help: "Now minus the commit time of the newest acknowledged transaction; 0 when nothing is in flight."}, func() float64 {
+			return replicationDelay(stats, time.Now()).Seconds()
+		}),
+		&stateCollector{stats: stats},
 	)
 	return m
+}
+
+// replicationDelay is how far behind the commits Kafka has acknowledged are.
+func replicationDelay(stats *replication.Stats, now time.Time) time.Duration {
+	if events, _ := stats.InFlight(); events == 0 {
+		return 0
+	}
+	ct := stats.ConfirmedCommitTime()
+	if ct.IsZero() || now.Before(ct) {
+		return 0
+	}
+	return now.Sub(ct)
+}
+
+// stateCollector reports the role, the lifecycle state and reconnects by
+// cause, read from the stream's stats at scrape time.
+type stateCollector struct {
+	stats *replication.Stats
+}
+
+var (
+	roleDesc       = prometheus.NewDesc("cdc_relay_role", "1 for the role this instance has: active (holds the slot) or standby.", []string{"role"}, nil)
+	stateDesc      = prometheus.NewDesc("cdc_relay_state", "1 for the current lifecycle state.", []string{"state"}, nil)
+	reconnectsDesc = prometheus.NewDesc("cdc_relay_reconnects_total", "Reconnects to PostgreSQL, by cause.", []string{"cause"}, nil)
+	haltedDesc     = prometheus.NewDesc("cdc_relay_halted", "1 once the relay halted on a fatal error.", nil, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- roleDesc
+	ch <- stateDesc
+	ch <- reconnectsDesc
+	ch <- haltedDesc
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	state := c.stats.State()
+	role := "standby"
+	if state == replication.StateStreaming {
+		role = "active"
+	}
+	for _, r := range roles {
+		ch <- prometheus.MustNewConstMetric(roleDesc, prometheus.GaugeValue, boolFloat(r == role), r)
+	}
+	for _, s := range []replication.State{replication.StateStarting, replication.StateStreaming, replication.StateStandby,
+		replication.StateReconnecting, replication.StateHalted, replication.StateStopped} {
+		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, boolFloat(s == state), s.String())
+	}
+	for cause, n := range c.stats.Reconnects() {
+		ch <- prometheus.MustNewConstMetric(reconnectsDesc, prometheus.CounterValue, float64(n), cause)
+	}
+	ch <- prometheus.MustNewConstMetric(haltedDesc, prometheus.GaugeValue, boolFloat(state == replication.StateHalted))
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func unixSeconds(t time.Time) float64 {

@@ -65,7 +65,8 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		MaxInFlightBytes:  cfg.MaxInFlightBytes,
 		Logger:            log,
 	}, nil)
-	m := newMetrics(stats())
+	lag := newLagRate(stats().LagBytes)
+	m := newMetrics(stats(), lag)
 	pub, err := publisher.New(publisher.Config{
 		Brokers:        cfg.KafkaBrokers,
 		Compression:    compression(cfg.KafkaCompression),
@@ -107,6 +108,10 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "cdc-relay: schema registry: %v\n", err)
 		return exitFailed
 	}
+
+	lagCtx, stopLag := context.WithCancel(context.Background())
+	defer stopLag()
+	go lag.Run(lagCtx)
 
 	if err := stream.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error()))

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/schemaregistry"
+)
+
+// checker runs the preflight checks of `cdc-relay check` and prints one line
+// per check: "ok" and what was found, or "FAIL", the problem and the fix.
+type checker struct {
+	out    io.Writer
+	failed int
+}
+
+func (c *checker) ok(format string, args ...any) {
+	fmt.Fprintf(c.out, "ok    %s\n", fmt.Sprintf(format, args...))
+}
+
+func (c *checker) fail(format string, args ...any) {
+	c.failed++
+	fmt.Fprintf(c.out, "FAIL  %s\n", fmt.Sprintf(format, args...))
+}
+
+// check is `cdc-relay check`: a preflight with the same flags as run. It
+// reads only catalogs, never the outbox table, and changes nothing.
+func check(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg, err := LoadConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
+		return exitConfig
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := &checker{out: stdout}
+	c.postgres(ctx, cfg)
+	c.kafka(ctx, cfg)
+	c.registry(ctx, cfg)
+	if c.failed > 0 {
+		fmt.Fprintf(stdout, "%d check(s) failed\n", c.failed)
+		return exitFailed
+	}
+	fmt.Fprintln(stdout, "all checks passed")
+	return exitOK
+}
+
+func (c *checker) postgres(ctx context.Context, cfg *Config) {
+	conn, err := pgx.Connect(ctx, cfg.PGURL)
+	if err != nil {
+		c.fail("PostgreSQL: cannot connect (%s): check --pg-url, the network and pg_hba.conf", Redact(err.Error()))
+		return
+	}
+	defer conn.Close(context.Background())
+	c.ok("PostgreSQL: connected to %s", Redact(cfg.PGURL))
+
+	setting := func(name string) string {
+		var v string
+		conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+		return v
+	}
+	if lvl := setting("wal_level"); lvl == "logical" {
+		c.ok("wal_level = logical")
+	} else {
+		c.fail("wal_level is %q: set wal_level = logical in postgresql.conf (or ALTER SYSTEM SET wal_level = logical) and restart PostgreSQL", lvl)
+	}
+	var maxSlots, usedSlots, maxSenders, usedSenders int
+	conn.QueryRow(ctx, `SELECT current_setting('max_replication_slots')::int, (SELECT count(*) FROM pg_catalog.pg_replication_slots),
+		current_setting('max_wal_senders')::int, (SELECT count(*) FROM pg_catalog.pg_stat_replication)`).Scan(&maxSlots, &usedSlots, &maxSenders, &usedSenders)
+	info, slotExists, slotErr := replication.LookupSlot(ctx, conn, cfg.Slot)
+	switch {
+	case slotExists || usedSlots < maxSlots:
+		c.ok("max_replication_slots = %d (%d in use)", maxSlots, usedSlots)
+	default:
+		c.fail("max_replication_slots = %d and all are in use: raise max_replication_slots (restart needed) or drop an unused slot", maxSlots)
+	}
+	if usedSenders < maxSenders {
+		c.ok("max_wal_senders = %d (%d in use)", maxSenders, usedSenders)
+	} else {
+		c.fail("max_wal_senders = %d and all are in use: raise max_wal_senders (restart needed)", maxSenders)
+	}
+	var role string
+	var canReplicate bool
+	conn.QueryRow(ctx, `SELECT current_user, rolreplication OR rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user`).Scan(&role, &canReplicate)
+	if canReplicate {
+		c.ok("role %s has the REPLICATION attribute", role)
+	} else {
+		c.fail("role %s lacks the REPLICATION attribute: run ALTER ROLE %s WITH REPLICATION", role, pgx.Identifier{role}.Sanitize())
+	}
+	c.table(ctx, conn, cfg)
+	c.publication(ctx, conn, cfg)
+	switch {
+	case slotErr != nil:
+		c.fail("slot %s: %v", cfg.Slot, slotErr)
+	case !slotExists:
+		c.ok("slot %s does not exist yet: the relay creates it (pgoutput) on start", cfg.Slot)
+	default:
+		var db string
+		conn.QueryRow(ctx, "SELECT current_database()").Scan(&db)
+		switch {
+		case info.Type != "logical" || info.Plugin != "pgoutput":
+			c.fail("slot %s uses plugin %q (%s): the relay needs a logical pgoutput slot; drop it (SELECT pg_drop_replication_slot('%s')) if unused, or set --slot", cfg.Slot, info.Plugin, info.Type, cfg.Slot)
+		case info.Database != db:
+			c.fail("slot %s belongs to database %s, not %s: point --pg-url at %s or set --slot", cfg.Slot, info.Database, db, info.Database)
+		case info.WALStatus == "lost":
+			c.fail("slot %s is lost (wal_status = lost): PostgreSQL removed WAL it needed, events may have been lost; drop the slot to start over", cfg.Slot)
+		case info.ActivePID != 0:
+			c.ok("slot %s: pgoutput, wal_status %s, confirmed %s, active in pid %d (a relay streams from it; another instance would be a standby)", cfg.Slot, info.WALStatus, info.Confirmed, info.ActivePID)
+		default:
+			c.ok("slot %s: pgoutput, wal_status %s, confirmed %s, not active", cfg.Slot, info.WALStatus, info.Confirmed)
+		}
+	}
+}
+
+// table checks that the outbox table has the columns the relay maps, from
+// the catalog: the table itself is never read.
+func (c *checker) table(ctx context.Context, conn *pgx.Conn, cfg *Config) {
+	schema, name := replication.SplitTable(cfg.Table)
+	rows, err := conn.Query(ctx, `SELECT a.attname FROM pg_catalog.pg_attribute a
+		JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, schema, name)
+	if err != nil {
+		c.fail("table %s: %v", cfg.Table, err)
+		return
+	}
+	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(cols) == 0 {
+		c.fail("table %s does not exist: create it (docs/outbox.sql) or set --table", cfg.Table)
+		return
+	}
+	have := map[string]bool{}
+	for _, col := range cols {
+		have[col] = true
+	}
+	required := []struct{ field, col string }{
+		{"id", cfg.Columns.ID}, {"aggregate_type", cfg.Columns.AggregateType}, {"aggregate_id", cfg.Columns.AggregateID},
+		{"event_type", cfg.Columns.EventType}, {"payload", cfg.Columns.Payload},
+	}
+	var missing []string
+	for _, r := range required {
+		if !have[r.col] {
+			missing = append(missing, r.col)
+		}
+	}
+	if len(missing) > 0 {
+		c.fail("table %s lacks column(s) %s: add them (docs/outbox.sql) or map them with columns: in --config", cfg.Table, strings.Join(missing, ", "))
+		return
+	}
+	optional := ""
+	if !have[cfg.Columns.Headers] {
+		optional = " (no headers column: only id, event_type and aggregate_type headers)"
+	}
+	c.ok("table %s has the required columns%s", cfg.Table, optional)
+}
+
+func (c *checker) publication(ctx context.Context, conn *pgx.Conn, cfg *Config) {
+	schema, name := replication.SplitTable(cfg.Table)
+	var exists, publishes, inserts bool
+	conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1),
+		EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3),
+		coalesce((SELECT pubinsert FROM pg_catalog.pg_publication WHERE pubname = $1), false)`, cfg.Publication, schema, name).
+		Scan(&exists, &publishes, &inserts)
+	switch {
+	case !exists:
+		c.ok("publication %s does not exist yet: the relay creates it on start (needs ownership of %s)", cfg.Publication, cfg.Table)
+	case !publishes:
+		c.fail("publication %s does not publish %s: run ALTER PUBLICATION %s ADD TABLE %s", cfg.Publication, cfg.Table, cfg.Publication, cfg.Table)
+	case !inserts:
+		c.fail("publication %s does not publish INSERTs: run ALTER PUBLICATION %s SET (publish = 'insert')", cfg.Publication, cfg.Publication)
+	default:
+		c.ok("publication %s publishes inserts of %s", cfg.Publication, cfg.Table)
+	}
+}
+
+func (c *checker) kafka(ctx context.Context, cfg *Config) {
+	client := &kafka.Client{Addr: kafka.TCP(cfg.KafkaBrokers...), Timeout: 10 * time.Second}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{})
+	if err != nil {
+		c.fail("Kafka: brokers %s unreachable (%v): check --kafka-brokers and the network", strings.Join(cfg.KafkaBrokers, ","), err)
+		return
+	}
+	c.ok("Kafka: %d broker(s) reachable via %s", len(md.Brokers), strings.Join(cfg.KafkaBrokers, ","))
+	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeBroker, ResourceName: fmt.Sprint(md.Controller.ID), ConfigNames: []string{"auto.create.topics.enable"},
+	}}})
+	auto := ""
+	if err == nil && len(res.Resources) == 1 {
+		for _, e := range res.Resources[0].ConfigEntries {
+			if e.ConfigName == "auto.create.topics.enable" {
+				auto = e.ConfigValue
+			}
+		}
+	}
+	topics := map[string]bool{}
+	for _, t := range md.Topics {
+		topics[t.Name] = true
+	}
+	switch {
+	case auto == "true":
+		c.ok("Kafka: broker auto-creation is on: topics are created on first use")
+	case topics[cfg.DLQTopic]:
+		c.ok("Kafka: auto-creation is %s; dead-letter topic %s exists (create every %s topic before its first event)", orUnknown(auto), cfg.DLQTopic, cfg.TopicTemplate)
+	default:
+		c.fail("Kafka: auto-creation is %s and dead-letter topic %s does not exist: create it (and every %s topic) or enable auto.create.topics.enable", orUnknown(auto), cfg.DLQTopic, cfg.TopicTemplate)
+	}
+}
+
+func orUnknown(s string) string {
+	switch s {
+	case "":
+		return "unknown"
+	case "false":
+		return "off"
+	}
+	return s
+}
+
+func (c *checker) registry(ctx context.Context, cfg *Config) {
+	schemas, err := schemaregistry.LoadDir(cfg.SchemasDir)
+	if err != nil {
+		c.fail("schemas: %v", err)
+	} else {
+		c.ok("schemas: %d .avsc file(s) in %s compile", len(schemas), cfg.SchemasDir)
+	}
+	u, err := url.Parse(cfg.SchemaRegistryURL)
+	if err != nil {
+		c.fail("schema registry: %v", err)
+		return
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.SchemaRegistryURL, "/")+"/subjects", nil)
+	if u.User != nil {
+		pass, _ := u.User.Password()
+		req.SetBasicAuth(u.User.Username(), pass)
+		u.User = nil
+		req.URL.User = nil
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		c.fail("schema registry %s unreachable (%v): check --schema-registry-url", u.Redacted(), err)
+		return
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		c.fail("schema registry %s answered %s to GET /subjects: check the URL and credentials", u.Redacted(), resp.Status)
+		return
+	}
+	c.ok("schema registry %s reachable", u.Redacted())
+	if schemas == nil {
+		return
+	}
+	c.compatibility(ctx, cfg, schemas)
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+)
+
+// commandArgs turns a fixture's run flags into another subcommand's.
+func commandArgs(cmd string, args []string) []string {
+	out := append([]string{cmd}, args[1:]...)
+	return append(out, "--metrics-addr", "127.0.0.1:0")
+}
+
+func runCommand(args []string) (int, string) {
+	var out bytes.Buffer
+	code := run(args, env(nil), &out, &out)
+	return code, out.String()
+}
+
+func TestCheckPasses(t *testing.T) {
+	f := newFixture(t, "")
+	code, out := runCommand(commandArgs("check", f.args()))
+	if code != 0 || !strings.Contains(out, "all checks passed") {
+		t.Fatalf("check = %d:\n%s", code, out)
+	}
+	for _, want := range []string{"ok    wal_level = logical", "REPLICATION attribute", "has the required columns", "broker(s) reachable", "schema registry", "compile"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestCheckFailures(t *testing.T) {
+	replica, err := pgtest.Start(pgtest.Options{Settings: map[string]string{"wal_level": "replica"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { replica.Close() })
+
+	tests := []struct {
+		name  string
+		setup func(f *fixture) []string // returns the check args
+		want  string
+	}{
+		{"wal_level replica", func(f *fixture) []string {
+			args := f.args()
+			setFlag(args, "--pg-url", replica.URL(""))
+			return args
+		}, "wal_level is \"replica\""},
+		{"no REPLICATION attribute", func(f *fixture) []string {
+			role := "norepl_" + f.name
+			f.exec(fmt.Sprintf("CREATE ROLE %s LOGIN", role))
+			args := f.args()
+			setFlag(args, "--pg-url", strings.Replace(dbURL, "postgres://postgres@", "postgres://"+role+"@", 1))
+			return args
+		}, "lacks the REPLICATION attribute"},
+		{"slot with another plugin", func(f *fixture) []string {
+			f.exec("SELECT pg_create_logical_replication_slot($1, 'test_decoding')", f.slot)
+			return f.args()
+		}, "uses plugin \"test_decoding\""},
+		{"missing column", func(f *fixture) []string {
+			f.exec(fmt.Sprintf("ALTER TABLE %s DROP COLUMN event_type", f.table))
+			return f.args()
+		}, "lacks column(s) event_type"},
+		{"unreachable broker", func(f *fixture) []string {
+			args := f.args()
+			setFlag(args, "--kafka-brokers", "127.0.0.1:1")
+			return args
+		}, "unreachable"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "")
+			code, out := runCommand(commandArgs("check", tc.setup(f)))
+			if code != exitFailed {
+				t.Fatalf("check = %d, want %d:\n%s", code, exitFailed, out)
+			}
+			found := false
+			for _, line := range strings.Split(out, "\n") {
+				if strings.HasPrefix(line, "FAIL") && strings.Contains(line, tc.want) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("no FAIL line with %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+func setFlag(args []string, name, value string) {
+	for i := range args {
+		if args[i] == name {
+			args[i+1] = value
+			return
+		}
+	}
+	panic("no flag " + name)
+}
+
+func TestStatus(t *testing.T) {
+	f := newFixture(t, "")
+	r := startRelay(t, f.args())
+	r.waitStreaming(60 * time.Second)
+	code, out := runCommand([]string{"status", "--pg-url", dbURL, "--slot", f.slot, "--json"})
+	if code != 0 {
+		t.Fatalf("status = %d:\n%s", code, out)
+	}
+	var st slotStatus
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json is not JSON: %v\n%s", err, out)
+	}
+	if st.Slot != f.slot || st.Plugin != "pgoutput" || !st.Active || st.ActivePID == nil || st.ConfirmedFlushLSN == "" || st.WALStatus == "" {
+		t.Fatalf("status = %+v", st)
+	}
+	code, out = runCommand([]string{"status", "--pg-url", dbURL, "--slot", f.slot})
+	if code != 0 || !strings.Contains(out, "confirmed_flush_lsn") || !strings.Contains(out, "lag ") {
+		t.Fatalf("status text = %d:\n%s", code, out)
+	}
+	if code, out := runCommand([]string{"status", "--pg-url", dbURL, "--slot", "no_such_slot"}); code != exitFailed || !strings.Contains(out, "no_such_slot") {
+		t.Fatalf("status of a missing slot = %d:\n%s", code, out)
+	}
+}
