@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"syscall"
@@ -141,5 +142,42 @@ func TestHealthcheckCommand(t *testing.T) {
 	r.kill()
 	if code := run([]string{"healthcheck", "--metrics-addr", r.metricsAddr}, env(nil), &out, &out); code != exitFailed {
 		t.Fatalf("healthcheck against a dead relay = %d, want %d", code, exitFailed)
+	}
+}
+
+// TestSecretsNeverLogged: a password in --pg-url (and in the registry URL)
+// appears neither in the logs, JSON or text, nor in /metrics, also when a
+// connection fails.
+func TestSecretsNeverLogged(t *testing.T) {
+	const secret = "s3cr3t-Pa55"
+	f := newFixture(t, "")
+	args := f.args("--log-format", "json")
+	setFlag(args, "--pg-url", strings.Replace(dbURL, "postgres://postgres@", "postgres://postgres:"+secret+"@", 1))
+	setFlag(args, "--schema-registry-url", strings.Replace(registry.URL(), "http://", "http://user:"+secret+"@", 1))
+	r := startRelay(t, args)
+	r.waitStreaming(60 * time.Second)
+	resp, err := http.Get("http://" + r.metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body strings.Builder
+	io.Copy(&body, resp.Body)
+	resp.Body.Close()
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	// A failing connection: the error text must be redacted too.
+	bad := f.args()
+	setFlag(bad, "--pg-url", "postgres://postgres:"+secret+"@127.0.0.1:1/nodb?connect_timeout=1")
+	r2 := startRelay(t, bad)
+	waitFor(t, 20*time.Second, "a reconnect line", func() bool { return strings.Contains(r2.Output(), "reconnect") })
+	r2.kill()
+	for name, text := range map[string]string{"log": r.Output(), "metrics": body.String(), "failing log": r2.Output()} {
+		if strings.Contains(text, secret) {
+			t.Fatalf("the password appears in the %s:\n%s", name, tailString(text, 2000))
+		}
+	}
+	if !strings.Contains(r.Output(), `"pg_url":"postgres://postgres:xxxxx@`) {
+		t.Fatalf("start line does not show the redacted URL:\n%s", tailString(r.Output(), 2000))
 	}
 }
