@@ -144,8 +144,8 @@ func querySlotStatus(ctx context.Context, conn *pgx.Conn, slot string) (*slotSta
 	if err != nil {
 		return nil, fmt.Errorf("read pg_replication_slots: %w", err)
 	}
-	st.Plugin, st.Database, st.WALStatus = deref(plugin), deref(database), deref(walStatus)
-	st.ConfirmedFlushLSN, st.RestartLSN = deref(confirmed), deref(restart)
+	st.Plugin, st.Database, st.WALStatus = strOrEmpty(plugin), strOrEmpty(database), strOrEmpty(walStatus)
+	st.ConfirmedFlushLSN, st.RestartLSN = strOrEmpty(confirmed), strOrEmpty(restart)
 	if lag != nil {
 		st.LagBytes = *lag
 	}
@@ -155,7 +155,7 @@ func querySlotStatus(ctx context.Context, conn *pgx.Conn, slot string) (*slotSta
 	return st, nil
 }
 
-func deref(s *string) string {
+func strOrEmpty(s *string) string {
 	if s == nil {
 		return ""
 	}

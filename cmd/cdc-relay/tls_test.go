@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+)
+
+// testCA is a certificate authority made for one test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "cdc-relay test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue returns a PEM certificate and key for the given host names and IPs.
+func (ca *testCA) issue(t *testing.T, cn string, hosts ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+}
+
+// writeOwned writes a file the PostgreSQL server (run as postgres) can read.
+func writeOwned(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(path, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPostgresTLSVerifyFull: the relay streams over TLS with sslmode=verify-full
+// against a CA made in the test, and refuses a server its CA did not sign.
+func TestPostgresTLSVerifyFull(t *testing.T) {
+	ca := newTestCA(t)
+	cluster, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cluster.Close() })
+	certPEM, keyPEM := ca.issue(t, "localhost", "localhost", "127.0.0.1")
+	writeOwned(t, filepath.Join(cluster.Dir(), "server.crt"), certPEM)
+	writeOwned(t, filepath.Join(cluster.Dir(), "server.key"), keyPEM)
+	ctx := context.Background()
+	for _, sql := range []string{
+		fmt.Sprintf("ALTER SYSTEM SET ssl_cert_file = '%s'", filepath.Join(cluster.Dir(), "server.crt")),
+		fmt.Sprintf("ALTER SYSTEM SET ssl_key_file = '%s'", filepath.Join(cluster.Dir(), "server.key")),
+		"ALTER SYSTEM SET ssl = on",
+		"SELECT pg_reload_conf()",
+	} {
+		if err := cluster.Exec(ctx, "", sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dbURL, err := cluster.CreateDatabase(ctx, "tlsdb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, ca.pem, 0o644)
+	tlsURL := strings.Replace(dbURL, "127.0.0.1", "localhost", 1)
+	tlsURL = strings.Replace(tlsURL, "sslmode=disable", "sslmode=verify-full&sslrootcert="+caFile, 1)
+	waitFor(t, 10*time.Second, "TLS on the server", func() bool {
+		conn, err := pgx.Connect(ctx, tlsURL)
+		if err != nil {
+			return false
+		}
+		defer conn.Close(ctx)
+		var on bool
+		return conn.QueryRow(ctx, "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&on) == nil && on
+	})
+
+	s := randSuffix()
+	table := "outbox_" + s
+	if err := cluster.Exec(ctx, "tlsdb", fmt.Sprintf(outboxDDL, "public."+table)); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, name: s, table: table, slot: "slot_" + s, publication: "pub_" + s, topicPrefix: "t" + s, dlq: "t" + s + ".dlq"}
+	args := f.args()
+	setFlag(args, "--pg-url", tlsURL)
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, args)
+	r.waitStreaming(60 * time.Second)
+
+	conn, err := pgx.Connect(ctx, tlsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	agg := uuidFor(1)
+	ids, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitIDs(60*time.Second, ids)
+	// The replication connection itself is encrypted.
+	var sslRepl bool
+	if err := conn.QueryRow(ctx, `SELECT bool_and(s.ssl) FROM pg_stat_ssl s JOIN pg_stat_replication r ON r.pid = s.pid`).Scan(&sslRepl); err != nil || !sslRepl {
+		t.Fatalf("replication connection not over TLS: %v %v", sslRepl, err)
+	}
+	r.terminate()
+
+	// Another CA: verify-full must refuse the server, and say why.
+	other := newTestCA(t)
+	otherFile := filepath.Join(t.TempDir(), "other.pem")
+	os.WriteFile(otherFile, other.pem, 0o644)
+	setFlag(args, "--pg-url", strings.Replace(tlsURL, caFile, otherFile, 1))
+	r2 := startRelay(t, args)
+	waitFor(t, 20*time.Second, "a certificate error", func() bool {
+		return strings.Contains(r2.Output(), "certificate")
+	})
+	if v, _ := r2.metric("cdc_relay_active"); v != 0 {
+		t.Fatalf("relay streams although the server certificate is not trusted")
+	}
+}
