@@ -38,6 +38,10 @@ type drainResult struct {
 	// WalsenderCPUSeconds is the CPU of the PostgreSQL walsender that
 	// decoded the slot, sampled every 20 ms (the last sample counts).
 	WalsenderCPUSeconds float64 `json:"walsender_cpu_seconds"`
+	// ClientPID and WalsenderPID identify the processes, e.g. in a
+	// system-wide perf profile.
+	ClientPID    int `json:"client_pid"`
+	WalsenderPID int `json:"walsender_pid"`
 	// BrokerCPUSeconds is the Kafka broker's CPU during the drain.
 	BrokerCPUSeconds float64 `json:"broker_cpu_seconds"`
 	// OtherCPUSeconds is the machine's busy CPU during the drain minus
@@ -55,7 +59,8 @@ type drainResult struct {
 	// relay's cdc_relay_produce_latency_seconds at the end of the drain.
 	ProduceRequests   int64   `json:"produce_requests,omitempty"`
 	ProduceMeanMillis float64 `json:"produce_mean_ms,omitempty"`
-	// DLQRecords is the same for the dead-letter topic (relay only).
+	// DLQRecords is the sum of the dead-letter topic's end offsets (relay
+	// only).
 	DLQRecords int64 `json:"dlq_records"`
 	// Duplicates counts records whose id header was seen before (relay
 	// only; at-least-once delivery allows them, a clean drain has none).
@@ -76,6 +81,7 @@ func drainRecvlogical(ctx context.Context, o options, svc *services, db *databas
 		return d, err
 	}
 	defer c.kill()
+	d.ClientPID = c.pid()
 	tick := time.NewTicker(slotPoll)
 	defer tick.Stop()
 	deadline := time.NewTimer(o.timeout)
@@ -94,7 +100,7 @@ func drainRecvlogical(ctx context.Context, o options, svc *services, db *databas
 				return d, err
 			}
 			if cpu := cpuOrZero(st.activePID); cpu > 0 {
-				d.WalsenderCPUSeconds = cpu
+				d.WalsenderCPUSeconds, d.WalsenderPID = cpu, st.activePID
 			}
 			if d.SentSeconds == 0 && st.sent >= load.EndLSN {
 				d.SentSeconds = time.Since(c.start).Seconds()
@@ -160,6 +166,7 @@ func drainRelay(ctx context.Context, o options, svc *services, db *database, bin
 		return d, err
 	}
 	defer c.kill()
+	d.ClientPID = c.pid()
 	rss := sampleRSS(c.pid(), rssPoll)
 	defer rss.Stop()
 
@@ -241,7 +248,7 @@ func waitConfirmed(ctx context.Context, o options, db *database, c *child, slot,
 				d.StartupSeconds = now.Sub(c.start).Seconds()
 			}
 			if cpu := cpuOrZero(st.activePID); cpu > 0 {
-				d.WalsenderCPUSeconds = cpu
+				d.WalsenderCPUSeconds, d.WalsenderPID = cpu, st.activePID
 			}
 		}
 		if d.SentSeconds == 0 && st.sent >= load.EndLSN {

@@ -84,7 +84,7 @@ func prepareDatabase(ctx context.Context, svc *services, o options) (*database, 
 	}
 	if pad := o.payloadBytes - int(math.Round(base)); pad > 0 {
 		db.pad = strings.Repeat("x", pad)
-	} else {
+	} else if pad < 0 {
 		progress("note: the smallest payload is %.0f bytes, more than --payload-bytes %d", base, o.payloadBytes)
 	}
 	return db, nil

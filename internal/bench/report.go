@@ -87,7 +87,7 @@ type medianDrain struct {
 }
 
 // newReport collects the machine description and prints it.
-func newReport(ctx context.Context, o options, relayBin string, svc *services, db *database) *report {
+func newReport(ctx context.Context, o options, relayBin string, db *database) *report {
 	m := machineInfo{CPUs: runtime.NumCPU(), Kafka: kafkatest.Version, Go: runtime.Version()}
 	m.CPUModel = procField("/proc/cpuinfo", "model name")
 	m.MemTotal = procField("/proc/meminfo", "MemTotal")

@@ -15,9 +15,8 @@ import (
 // What lands in Kafka is checked with franz-go, independent of the relay's
 // kafka-go client and of its own decoding.
 
-// topicRecords sums the end offsets of topic's partitions, asking the broker
-// with franz-go (independent of the relay's kafka-go client). A topic that
-// does not exist holds 0 records.
+// topicRecords sums the end offsets of topic's partitions. A topic that does
+// not exist holds 0 records.
 func topicRecords(ctx context.Context, broker, topic string) (int64, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
 	if err != nil {
