@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 )
@@ -126,4 +129,43 @@ func TestStatus(t *testing.T) {
 	if code, out := runCommand([]string{"status", "--pg-url", dbURL, "--slot", "no_such_slot"}); code != exitFailed || !strings.Contains(out, "no_such_slot") {
 		t.Fatalf("status of a missing slot = %d:\n%s", code, out)
 	}
+}
+
+// TestLeastPrivilegeRole: a role with only LOGIN and REPLICATION, no
+// privilege on the outbox table, streams once an admin made the publication.
+func TestLeastPrivilegeRole(t *testing.T) {
+	f := newFixture(t, "")
+	role := "relay_" + f.name
+	f.exec(fmt.Sprintf("CREATE ROLE %s LOGIN REPLICATION", role))
+	f.exec(fmt.Sprintf("REVOKE ALL ON public.%s FROM PUBLIC", f.table))
+	f.exec(fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE public.%s WITH (publish = 'insert', publish_via_partition_root = true)", f.publication, f.table))
+	args := f.args()
+	setFlag(args, "--pg-url", strings.Replace(dbURL, "postgres://postgres@", "postgres://"+role+"@", 1))
+	// The role really cannot read the table.
+	conn := connectAs(t, strings.Replace(dbURL, "postgres://postgres@", "postgres://"+role+"@", 1))
+	if _, err := conn.Exec(context.Background(), fmt.Sprintf("SELECT 1 FROM public.%s LIMIT 1", f.table)); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("the test role can read the outbox table: %v", err)
+	}
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, args)
+	r.waitStreaming(60 * time.Second)
+	agg := uuidFor(4)
+	ids, err := f.insertTx(context.Background(), connect(t), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitIDs(60*time.Second, ids)
+	if code, out := runCommand(commandArgs("check", args)); code != 0 {
+		t.Fatalf("check as the least-privilege role = %d:\n%s", code, out)
+	}
+}
+
+func connectAs(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }
