@@ -233,13 +233,13 @@ func TestRelationChanges(t *testing.T) {
 	}
 	err := decode(insertMsg(outboxID, text("3"), text("A"), text("k"), text("{}")))
 	var mce *MissingColumnError
-	if !errors.As(err, &mce) || mce.Table != "public.outbox" || mce.Column != "event_type" {
-		t.Fatalf("err = %v, want MissingColumnError{public.outbox, event_type}", err)
+	if !errors.As(err, &mce) || mce.Table != "public.outbox" || mce.Column != "event_type" || mce.ID != "3" {
+		t.Fatalf("err = %v, want MissingColumnError{public.outbox, event_type, row 3}", err)
 	}
 	if !errors.Is(err, ErrMissingColumn) {
 		t.Error("MissingColumnError does not unwrap to ErrMissingColumn")
 	}
-	for _, s := range []string{"public.outbox", `"event_type"`, "column-name config"} {
+	for _, s := range []string{"public.outbox", `"event_type"`, "row id=3", "column-name config"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not mention %s", err, s)
 		}

@@ -54,10 +54,18 @@ var (
 type MissingColumnError struct {
 	Table  string // "schema.table"
 	Column string // the configured column name that is missing
+	// ID is the text of the row's id column, so the message can name the
+	// row; "" when the id column is the missing one or the tuple is corrupt.
+	ID string
 }
 
 func (e *MissingColumnError) Error() string {
-	return fmt.Sprintf("decoder: outbox table %s has no column %q: fix the table or the column-name configuration", e.Table, e.Column)
+	row := ""
+	if e.ID != "" {
+		row = " (row id=" + e.ID + ")"
+	}
+	return fmt.Sprintf("decoder: outbox table %s has no column %q%s: was it dropped or renamed? Restore it, or map the new name in the column-name configuration (columns: in --config)",
+		e.Table, e.Column, row)
 }
 
 // Unwrap returns ErrMissingColumn.

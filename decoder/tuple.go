@@ -40,7 +40,13 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 		return nil
 	}
 	if rel.missing != nil {
-		return rel.missing
+		// Name the row when its id is still there (an error path: the
+		// copy's allocation does not matter).
+		e := *rel.missing
+		if id := rowID(rel, data); id != nil {
+			e.ID = string(id)
+		}
+		return &e
 	}
 	if n := int(binary.BigEndian.Uint16(data[6:])); n != len(rel.slots) {
 		return fmt.Errorf("decode insert: %d columns, relation %d has %d: %w", n, id, len(rel.slots), ErrColumnCount)
@@ -103,6 +109,41 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 		Headers:           vals[fieldHeaders],
 		CreatedAt:         vals[fieldCreatedAt],
 		RelationID:        id,
+	}
+	return nil
+}
+
+// rowID returns the id column's text from an outbox insert, or nil when the
+// relation has no id column or the tuple does not parse.
+func rowID(rel *relation, data []byte) []byte {
+	if len(data) < insertHeaderLen || int(binary.BigEndian.Uint16(data[6:])) != len(rel.slots) {
+		return nil
+	}
+	off := insertHeaderLen
+	for _, slot := range rel.slots {
+		if off >= len(data) {
+			return nil
+		}
+		kind := data[off]
+		off++
+		switch kind {
+		case 't', 'b':
+			if len(data)-off < 4 {
+				return nil
+			}
+			n := binary.BigEndian.Uint32(data[off:])
+			off += 4
+			if uint64(n) > uint64(len(data)-off) {
+				return nil
+			}
+			if kind == 't' && slot&(1<<fieldID) != 0 {
+				return data[off : off+int(n)]
+			}
+			off += int(n)
+		case 'n', 'u':
+		default:
+			return nil
+		}
 	}
 	return nil
 }

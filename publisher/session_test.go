@@ -203,3 +203,44 @@ func TestSessionTerminalErrorFailsEnqueue(t *testing.T) {
 		t.Fatalf("Enqueue after a terminal error succeeded")
 	}
 }
+
+// TestSessionUnansweredProduceTimesOut: the broker never answers one produce
+// request (a dead connection that stays open). The request fails at
+// RequestTimeout, the session retries it on a new connection and carries on
+// in order; when the stuck request is finally processed, it only adds
+// duplicates after the retried records.
+func TestSessionUnansweredProduceTimesOut(t *testing.T) {
+	const topic, n = "orders", 500
+	c := newCluster(t, topic)
+	release := make(chan struct{})
+	var calls atomic.Int64
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if calls.Add(1) == 1 {
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	p, err := New(Config{Brokers: c.ListenAddrs(), RequestTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	acker := &fakeAcker{t: t}
+	s := p.NewSession(context.Background(), acker)
+	defer s.Close()
+	publishAll(t, s, topic, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	began := time.Now()
+	if err := s.Drain(ctx); err != nil {
+		t.Fatalf("drain with one produce request never answered: %v", err)
+	}
+	t.Logf("drained in %s", time.Since(began).Round(time.Millisecond))
+	if got := acker.acked(); got != n {
+		t.Fatalf("acked up to %d, want %d", got, n)
+	}
+	close(release)
+	dups := readBack(t, c.ListenAddrs(), topic, n)
+	t.Logf("produce calls %d, duplicates %d", calls.Load(), dups)
+}

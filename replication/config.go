@@ -25,7 +25,7 @@ type Config struct {
 	StatusInterval time.Duration
 	// ReadTimeout is how long the stream may stay silent before it is treated
 	// as dead and reconnected. Default 60 s; raised to the server's
-	// wal_sender_timeout/2 + 15 s when that is longer.
+	// wal_sender_timeout/2 + 5 s when that is longer.
 	ReadTimeout time.Duration
 	// DrainTimeout bounds how long shutdown waits for Kafka to acknowledge
 	// what is in flight before the final status update. Default 30 s.
@@ -35,6 +35,10 @@ type Config struct {
 	MaxInFlightEvents int
 	// MaxInFlightBytes bounds their bytes. Default 64 MiB.
 	MaxInFlightBytes int64
+	// RecreateLostSlot drops and recreates a slot whose wal_status is "lost"
+	// instead of halting, logging at ERROR level that events may have been
+	// lost. Default false: a lost slot halts the relay.
+	RecreateLostSlot bool
 	// Logger receives lifecycle lines. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -148,7 +148,21 @@ func EnsureSlot(ctx context.Context, conn *pgx.Conn, slot string, create bool) (
 		return info, created, Fatal(&SlotError{Slot: slot, Reason: fmt.Sprintf("it belongs to database %q, not %q", info.Database, db),
 			Fix: "point --pg-url at database " + info.Database + " or choose another --slot"})
 	case info.WALStatus == "lost":
-		return info, created, Fatal(fmt.Errorf("slot %q: %w (fix: find the events that were not published, then drop the slot so the relay creates a new one)", slot, ErrSlotLost))
+		return info, created, Fatal(fmt.Errorf("slot %q (confirmed LSN %s): %w (fix: find the events that were not published, then drop the slot so the relay creates a new one, or start the relay once with --recreate-lost-slot)",
+			slot, info.Confirmed, ErrSlotLost))
 	}
 	return info, created, nil
+}
+
+// RecreateLostSlot drops the slot if its wal_status is still "lost" and
+// creates it again, returning the new slot's state. Checking and dropping in
+// one statement keeps it from dropping a slot that a peer has just recreated;
+// a peer that created the new slot first is fine.
+func RecreateLostSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotInfo, error) {
+	if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM pg_catalog.pg_replication_slots
+		WHERE slot_name = $1 AND wal_status = 'lost'`, slot); err != nil {
+		return SlotInfo{}, fmt.Errorf("drop lost slot %s: %w", slot, err)
+	}
+	info, _, err := EnsureSlot(ctx, conn, slot, true)
+	return info, err
 }

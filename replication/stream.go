@@ -60,9 +60,11 @@ func (s *Stream) Run(ctx context.Context) error {
 		if errors.Is(err, ErrSlotActive) {
 			if s.stats.State() != StateStandby {
 				s.log.Info("standby: slot is active in another process; retrying", "slot", s.cfg.Slot)
+			} else {
+				s.log.Debug("standby: slot still active", "slot", s.cfg.Slot, "attempts", bo.Attempts()+1)
 			}
 			s.stats.state.Store(int32(StateStandby))
-			bo.Max = 2 * time.Second
+			bo.Max = standbyRetryMax
 		} else {
 			cause := classify(err)
 			s.stats.countReconnect(cause)
@@ -97,6 +99,11 @@ func classify(err error) string {
 	return "other"
 }
 
+// standbyRetryMax caps a standby's wait between attempts. The backoff adds
+// up to 20 % jitter, so a standby tries again at least every 2 s (1.92 s
+// plus the attempt itself) and takes over soon after the slot is released.
+const standbyRetryMax = 1600 * time.Millisecond
+
 var (
 	errStreamSilent = errors.New("no message from PostgreSQL within the read timeout: stream considered dead")
 	errSession      = errors.New("session failed")
@@ -109,13 +116,17 @@ const progressAfter = 30 * time.Second
 // connectAndStream runs one connection. progressed reports whether it got
 // anywhere: the confirmed LSN moved or it streamed for progressAfter.
 func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progressed bool, err error) {
-	conn, err := s.prepare(ctx, createSlot)
+	// Everything up to streaming is bounded (see dial.go): on a blackholed
+	// connection a query would otherwise wait forever.
+	setupCtx, cancelSetup := context.WithTimeout(ctx, setupTimeout)
+	defer cancelSetup()
+	conn, err := s.prepare(ctx, setupCtx, createSlot)
 	if err != nil {
 		return false, err
 	}
 	defer conn.Close(context.Background())
-	readTimeout := s.readTimeout(ctx, conn)
-	rconn, err := s.connectReplication(ctx)
+	readTimeout := s.readTimeout(setupCtx, conn)
+	rconn, err := s.connectReplication(setupCtx)
 	if err != nil {
 		return false, err
 	}
@@ -123,7 +134,7 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 
 	// The publication name is quoted so that its case survives.
 	pluginArgs := []string{"proto_version '1'", fmt.Sprintf(`publication_names '"%s"'`, s.cfg.Publication)}
-	if err := pglogrepl.StartReplication(ctx, rconn, s.cfg.Slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: pluginArgs}); err != nil {
+	if err := pglogrepl.StartReplication(setupCtx, rconn, s.cfg.Slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: pluginArgs}); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "55006" {
 			return false, fmt.Errorf("%w: %s", ErrSlotActive, pgErr.Message)
@@ -136,7 +147,7 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	// Read the slot only now that this instance holds it: a previous holder
 	// may have confirmed more just before it let go, and confirming less
 	// would move the slot backwards.
-	info, ok, err := LookupSlot(ctx, conn, s.cfg.Slot)
+	info, ok, err := LookupSlot(setupCtx, conn, s.cfg.Slot)
 	if err != nil {
 		return false, err
 	}
@@ -144,6 +155,7 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 		return false, Fatal(fmt.Errorf("slot %q: %w", s.cfg.Slot, ErrSlotDropped))
 	}
 	conn.Close(context.Background())
+	cancelSetup()
 	if s.stats.State() == StateStandby {
 		s.log.Info("takeover: this instance now holds the slot", "slot", s.cfg.Slot)
 	}
@@ -212,25 +224,17 @@ func (r *reader) drain() {
 // endCopyTimeout bounds the CopyDone handshake at shutdown.
 const endCopyTimeout = 5 * time.Second
 
-// AppName is the application_name the relay's connections use unless the
-// URL sets one, so they are easy to find in pg_stat_activity.
-const AppName = "cdc-relay"
-
-func setAppName(cfg *pgconn.Config) {
-	if cfg.RuntimeParams["application_name"] == "" {
-		cfg.RuntimeParams["application_name"] = AppName
-	}
-}
-
 // prepare checks the publication and slot on a normal connection, which it
-// returns open.
-func (s *Stream) prepare(ctx context.Context, createSlot *bool) (*pgx.Conn, error) {
+// returns open. Its queries are bounded by setupCtx, except the creation of a
+// missing slot on first start, which only ctx (shutdown) ends: it waits for
+// the transactions running at that moment, however long they take.
+func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool) (*pgx.Conn, error) {
 	ccfg, err := pgx.ParseConfig(s.cfg.URL)
 	if err != nil {
 		return nil, Fatal(fmt.Errorf("parse --pg-url: %w", err))
 	}
-	setAppName(&ccfg.Config)
-	conn, err := pgx.ConnectConfig(ctx, ccfg)
+	configureConn(&ccfg.Config)
+	conn, err := pgx.ConnectConfig(setupCtx, ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -238,14 +242,28 @@ func (s *Stream) prepare(ctx context.Context, createSlot *bool) (*pgx.Conn, erro
 		conn.Close(context.Background())
 		return nil, err
 	}
-	created, err := EnsurePublication(ctx, conn, s.cfg.Publication, s.cfg.Table)
+	created, err := EnsurePublication(setupCtx, conn, s.cfg.Publication, s.cfg.Table)
 	if err != nil {
 		return fail(err)
 	}
 	if created {
 		s.log.Info("publication created", "publication", s.cfg.Publication, "table", s.cfg.Table)
 	}
-	info, created, err := EnsureSlot(ctx, conn, s.cfg.Slot, *createSlot)
+	slotCtx := setupCtx
+	if *createSlot {
+		slotCtx = ctx
+	}
+	info, created, err := EnsureSlot(slotCtx, conn, s.cfg.Slot, *createSlot)
+	if errors.Is(err, ErrSlotLost) && s.cfg.RecreateLostSlot {
+		lost := info
+		if info, err = RecreateLostSlot(slotCtx, conn, s.cfg.Slot); err != nil {
+			return fail(err)
+		}
+		created = false
+		s.log.Error("replication slot was LOST and has been DROPPED AND RECREATED because --recreate-lost-slot is set: "+
+			"events committed after the lost slot's confirmed LSN and before the new slot's start may never have been published; find them in the outbox table and publish them again",
+			"slot", s.cfg.Slot, "lost_confirmed_lsn", lost.Confirmed.String(), "new_confirmed_lsn", info.Confirmed.String())
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -256,17 +274,27 @@ func (s *Stream) prepare(ctx context.Context, createSlot *bool) (*pgx.Conn, erro
 	return conn, nil
 }
 
-// readTimeout is the configured read timeout, raised when the server's
-// wal_sender_timeout could keep a healthy walsender silent for longer: while
-// it decodes a large transaction that sends nothing, it answers only every
-// wal_sender_timeout/2.
+// readTimeoutMargin is what the read timeout keeps above wal_sender_timeout/2.
+//
+// A healthy walsender answers each status update (every --status-interval,
+// each asking for a reply) at once, except while it decodes a large
+// transaction that sends nothing: then it sends a keepalive only
+// wal_sender_timeout/2 after the last reply it processed. The margin covers
+// scheduling delay on a loaded host. It was 15 s; 5 s is enough for that, and
+// a larger margin only delays noticing a dead stream (a blackholed
+// connection): with wal_sender_timeout = 10 s the relay now notices after
+// 10 s instead of 20 s. A false alarm costs one reconnect, never an event.
+const readTimeoutMargin = 5 * time.Second
+
+// readTimeout is the configured read timeout, raised to
+// wal_sender_timeout/2 + readTimeoutMargin when that is longer.
 func (s *Stream) readTimeout(ctx context.Context, conn *pgx.Conn) time.Duration {
 	rt := s.cfg.ReadTimeout
 	var ms int64
 	if err := conn.QueryRow(ctx, `SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'wal_sender_timeout'`).Scan(&ms); err != nil || ms <= 0 {
 		return rt
 	}
-	if need := time.Duration(ms)*time.Millisecond/2 + 15*time.Second; rt < need {
+	if need := time.Duration(ms)*time.Millisecond/2 + readTimeoutMargin; rt < need {
 		if !s.raisedTimeout {
 			s.log.Info("read timeout raised to cover the server's wal_sender_timeout", "read_timeout", need.String(), "wal_sender_timeout_ms", ms)
 			s.raisedTimeout = true
@@ -282,9 +310,7 @@ func (s *Stream) connectReplication(ctx context.Context) (*pgconn.PgConn, error)
 		return nil, Fatal(fmt.Errorf("parse --pg-url: %w", err))
 	}
 	cfg.RuntimeParams["replication"] = "database"
-	setAppName(cfg)
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 10 * time.Second}
-	cfg.DialFunc = dialer.DialContext
+	configureConn(cfg)
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect for replication: %w", err)
@@ -365,9 +391,15 @@ func (r *reader) loop(ctx context.Context) error {
 			}
 		case *pgproto3.ErrorResponse:
 			pgErr := pgconn.ErrorResponseToPgError(m)
-			if pgErr.Code == "42704" || pgErr.Code == "55000" {
-				return Fatal(fmt.Errorf("stream: %w (slot %q may have been dropped or invalidated)", pgErr, r.s.cfg.Slot))
+			if pgErr.Code == "42704" {
+				// Something the stream needs does not exist (e.g. the
+				// publication, as of the WAL being decoded: it was created
+				// after the slot, or dropped). Retrying cannot help.
+				return Fatal(fmt.Errorf("stream: %w", pgErr))
 			}
+			// 55000 (e.g. the slot was invalidated) is not fatal here: the
+			// reconnect looks the slot up and halts on a lost slot, or
+			// recreates it under --recreate-lost-slot.
 			return fmt.Errorf("stream: %w", pgErr)
 		case *pgproto3.CopyDone:
 			return errors.New("stream: server ended the copy")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -17,14 +18,26 @@ const (
 )
 
 // internedKeys keeps header key strings from allocating per event.
-var internedKeys sync.Map // string → string
+var (
+	internedKeys  sync.Map // string → string
+	internedCount atomic.Int64
+)
+
+// maxInterned bounds internedKeys: header keys come from user rows, and a
+// key that differs per event (a hostile or careless row) must not grow the
+// process without limit. Past the bound, new keys are allocated per event.
+const maxInterned = 4096
 
 func intern(b []byte) string {
 	if v, ok := internedKeys.Load(string(b)); ok {
 		return v.(string)
 	}
 	s := string(b)
-	internedKeys.Store(s, s)
+	if internedCount.Load() < maxInterned {
+		if _, loaded := internedKeys.LoadOrStore(s, s); !loaded {
+			internedCount.Add(1)
+		}
+	}
 	return s
 }
 
@@ -32,7 +45,8 @@ func intern(b []byte) string {
 // per top-level key of headersJSON (the row's headers jsonb; nil or JSON null
 // adds none). String values are unescaped; numbers and booleans keep their
 // text; nested objects and arrays become their JSON text; null gives a header
-// with a null value. Values alias id, eventType, aggregateType and
+// with a null value. A key id, event_type or aggregate_type is an error
+// wrapping ErrReservedHeader. Values alias id, eventType, aggregateType and
 // headersJSON: copy them before the input is reused.
 func AppendHeaders(dst []kafka.Header, id, eventType, aggregateType, headersJSON []byte) ([]kafka.Header, error) {
 	dst = append(dst,
@@ -70,6 +84,11 @@ func AppendHeaders(dst []kafka.Header, id, eventType, aggregateType, headersJSON
 		key, err := unquote(headersJSON[i:kEnd])
 		if err != nil {
 			return dst, err
+		}
+		switch string(key) {
+		case HeaderID, HeaderEventType, HeaderAggregateType:
+			// Never a second id/event_type/aggregate_type header (see ErrReservedHeader).
+			return dst, fmt.Errorf("headers column sets %q, %w", key, ErrReservedHeader)
 		}
 		i = skipSpace(headersJSON, kEnd)
 		if i >= len(headersJSON) || headersJSON[i] != ':' {

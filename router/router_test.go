@@ -1,9 +1,14 @@
 package router
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -86,6 +91,9 @@ func TestAppendHeaders(t *testing.T) {
 		{"string", `"x"`, nil, ErrHeadersNotObject},
 		{"garbage", `{"a": }`, nil, ErrBadJSON},
 		{"trailing", `{"a": 1} x`, nil, ErrBadJSON},
+		{"reserved id", `{"tenant": "t", "id": "spoofed"}`, nil, ErrReservedHeader},
+		{"reserved event_type", `{"event_type": 1}`, nil, ErrReservedHeader},
+		{"reserved escaped", `{"aggregate\u005ftype": "x"}`, nil, ErrReservedHeader},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,11 +134,89 @@ func TestAppendHeaders(t *testing.T) {
 	}
 }
 
+// FuzzAppendHeaders is seeded with the headers column of every row in
+// testdata/pgoutput (real jsonb text) and hand-made edge cases. AppendHeaders
+// must never panic; for a valid UTF-8 JSON object it must succeed (or refuse
+// a reserved key) and give each key the value encoding/json reads.
 func FuzzAppendHeaders(f *testing.F) {
-	for _, s := range []string{`{"a": "b"}`, `{"o": {"x": [1, {"y": "}"}]}}`, `[1]`, `"\u00e9"`, `{`} {
+	for _, s := range []string{`{"a": "b"}`, `{"o": {"x": [1, {"y": "}"}]}}`, `[1]`, `"\u00e9"`, `{`,
+		`{"n": 42, "f": -1.5e3, "b": true, "z": null}`, `{"k\"q": "a\u00e9\n"}`, `{"id": "x"}`, `null`, ` { } `} {
 		f.Add([]byte(s))
 	}
+	files, _ := filepath.Glob("../testdata/pgoutput/*/golden.json")
+	if len(files) == 0 {
+		f.Fatal("no seeds in ../testdata/pgoutput")
+	}
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		var g struct {
+			Messages []struct {
+				Row *struct {
+					Headers *string `json:"headers"`
+				} `json:"row"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(b, &g); err != nil {
+			f.Fatalf("%s: %v", file, err)
+		}
+		for _, m := range g.Messages {
+			if m.Row != nil && m.Row.Headers != nil {
+				f.Add([]byte(*m.Row.Headers))
+			}
+		}
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		AppendHeaders(nil, nil, nil, nil, b)
+		hs, err := AppendHeaders(nil, []byte("1"), []byte("E"), []byte("A"), b)
+		if len(hs) < 3 || hs[0].Key != HeaderID || hs[1].Key != HeaderEventType || hs[2].Key != HeaderAggregateType {
+			t.Fatalf("fixed headers missing: %v", hs)
+		}
+		trimmed := bytes.TrimLeft(b, " \t\r\n")
+		if !utf8.Valid(b) || !json.Valid(b) || len(trimmed) == 0 || trimmed[0] != '{' {
+			return // jsonb text is always valid UTF-8 JSON: only "no panic" holds here
+		}
+		if errors.Is(err, ErrReservedHeader) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("valid object %q: %v", b, err)
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(b, &obj); err != nil {
+			t.Fatal(err)
+		}
+		if len(hs)-3 != len(obj) {
+			return // duplicate keys: encoding/json keeps only the last (jsonb has none)
+		}
+		for _, h := range hs[3:] {
+			raw, ok := obj[h.Key]
+			if !ok {
+				t.Fatalf("header %q not a key of %q", h.Key, b)
+			}
+			var want []byte
+			switch {
+			case raw[0] == '"':
+				var s string
+				json.Unmarshal(raw, &s)
+				want = []byte(s)
+			case string(raw) == "null":
+				want = nil
+			default:
+				want = raw
+			}
+			if raw[0] == '{' || raw[0] == '[' {
+				var w, g bytes.Buffer
+				json.Compact(&w, want)
+				if err := json.Compact(&g, h.Value); err != nil {
+					t.Fatalf("header %q value %q is not JSON: %v", h.Key, h.Value, err)
+				}
+				want, h.Value = w.Bytes(), g.Bytes()
+			}
+			if !bytes.Equal(h.Value, want) || (want == nil) != (h.Value == nil) {
+				t.Fatalf("header %q = %q, want %q (input %q)", h.Key, h.Value, want, b)
+			}
+		}
 	})
 }

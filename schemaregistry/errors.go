@@ -1,6 +1,7 @@
 package schemaregistry
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -10,6 +11,19 @@ import (
 // Registry.Encoder when the schemas directory has no .avsc file for an
 // event type. It is permanent until the relay is restarted with the file.
 var ErrNoSchema = errors.New("no schema for event type")
+
+// Permanent reports whether err, returned by Encoder or Preflight, is one
+// that retrying cannot fix: ErrNoSchema, an *IncompatibleError, or an answer
+// of the registry refusing the request (a 4xx other than 408 and 429: bad
+// credentials, a schema or subject the registry considers invalid). Network
+// errors, timeouts, 5xx and a cancelled context are not permanent.
+func Permanent(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ie *IncompatibleError
+	return errors.Is(err, ErrNoSchema) || errors.As(err, &ie) || !retriable(err)
+}
 
 // FileError is an error in one .avsc file; LoadDir returns it (joined with
 // the others when several files are bad).

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -274,6 +276,32 @@ func TestNoRetryOnClientErrors(t *testing.T) {
 		}
 		if n := f.requests.Load(); n != 1 {
 			t.Errorf("HTTP %d: %d requests, want 1", status, n)
+		}
+		if !Permanent(err) {
+			t.Errorf("HTTP %d: Permanent(%v) = false", status, err)
+		}
+	}
+}
+
+func TestPermanent(t *testing.T) {
+	down := newFake(t, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 503, map[string]any{"message": "down"}) })
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err5xx := newTestRegistry(t, down.URL, nil, nil).Encoder(ctx, "orders", []byte("OrderCreated"))
+	_, errNoSchema := newTestRegistry(t, down.URL, nil, nil).Encoder(context.Background(), "orders", []byte("Nope"))
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"5xx until the deadline", err5xx, false},
+		{"network", &url.Error{Op: "Post", URL: "http://x", Err: errors.New("connection refused")}, false},
+		{"no schema", errNoSchema, true},
+		{"incompatible", fmt.Errorf("wrapped: %w", &IncompatibleError{Subject: "s"}), true},
+	} {
+		if got := Permanent(tc.err); got != tc.want {
+			t.Errorf("%s: Permanent(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -187,7 +188,12 @@ func (c *checker) publication(ctx context.Context, conn *pgx.Conn, cfg *Config) 
 }
 
 func (c *checker) kafka(ctx context.Context, cfg *Config) {
-	client := &kafka.Client{Addr: kafka.TCP(cfg.KafkaBrokers...), Timeout: 10 * time.Second}
+	tr, err := kafkaTransport(cfg)
+	if err != nil {
+		c.fail("Kafka: %v", err)
+		return
+	}
+	client := &kafka.Client{Addr: kafka.TCP(cfg.KafkaBrokers...), Timeout: 10 * time.Second, Transport: tr}
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{})
 	if err != nil {
 		c.fail("Kafka: brokers %s unreachable (%v): check --kafka-brokers and the network", strings.Join(cfg.KafkaBrokers, ","), err)
@@ -248,7 +254,16 @@ func (c *checker) registry(ctx context.Context, cfg *Config) {
 		u.User = nil
 		req.URL.User = nil
 	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	hc, err := registryHTTPClient(cfg)
+	if err != nil {
+		c.fail("schema registry: %v", err)
+		return
+	}
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	hc.Timeout = 10 * time.Second
+	resp, err := hc.Do(req)
 	if err != nil {
 		c.fail("schema registry %s unreachable (%v): check --schema-registry-url", u.Redacted(), err)
 		return
@@ -264,3 +279,5 @@ func (c *checker) registry(ctx context.Context, cfg *Config) {
 	}
 	c.compatibility(ctx, cfg, schemas)
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -3,10 +3,41 @@ package main
 import (
 	"context"
 
+	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
 
-// compatibility checks local schemas against the registry without
-// registering anything. (Filled in once schemaregistry exposes a dry-run check.)
+// compatibility checks the local schemas against the subjects that exist in
+// the registry, without registering anything.
 func (c *checker) compatibility(ctx context.Context, cfg *Config, schemas map[string]*schemaregistry.Schema) {
+	hc, err := registryHTTPClient(cfg)
+	if err != nil {
+		c.fail("schema registry: %v", err)
+		return
+	}
+	reg, err := schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, HTTPClient: hc, Logger: discardLogger()})
+	if err != nil {
+		c.fail("schema registry: %v", err)
+		return
+	}
+	rt, err := router.New(cfg.TopicTemplate)
+	if err != nil {
+		c.fail("%v", err)
+		return
+	}
+	results, err := reg.CheckCompatibility(ctx, rt.Matcher(), nil)
+	if err != nil {
+		c.fail("schema registry: compatibility check failed: %v", err)
+		return
+	}
+	existing := 0
+	for _, r := range results {
+		switch {
+		case !r.Compatible:
+			c.fail("schema %s (%s) is incompatible with subject %s under %s: %s; make the change compatible (e.g. give new fields defaults)", r.EventType, r.File, r.Subject, r.Level, r.Reason)
+		case r.Exists:
+			existing++
+		}
+	}
+	c.ok("schemas: compatible with %d existing subject(s)", existing)
 }

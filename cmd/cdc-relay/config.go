@@ -46,6 +46,15 @@ type Config struct {
 	StatusInterval    time.Duration
 	ReadTimeout       time.Duration
 	ShutdownTimeout   time.Duration
+	RecreateLostSlot  bool
+	KafkaTLS          bool
+	KafkaTLSCAFile    string
+	KafkaTLSCertFile  string
+	KafkaTLSKeyFile   string
+	KafkaSASL         string
+	KafkaSASLUser     string
+	KafkaSASLPassword string
+	RegistryCAFile    string
 	Columns           decoder.Columns
 }
 
@@ -62,9 +71,18 @@ var settings = []setting{
 	{"config", "", "YAML file with the same keys as the flags (and columns:)", false},
 	{"pg-url", "", "libpq URL or DSN of the database; the relay adds replication=database for the stream", true},
 	{"slot", "cdc_relay", "logical replication slot (pgoutput), created if missing", false},
+	{"recreate-lost-slot", "false", "true: drop and recreate a slot whose WAL was removed (wal_status lost) instead of halting; events may have been lost, and the relay logs it at ERROR", false},
 	{"publication", "cdc_relay", "publication, created if missing", false},
 	{"table", "public.outbox", "the outbox table", false},
 	{"kafka-brokers", "", "comma-separated Kafka bootstrap list", true},
+	{"kafka-tls", "false", "true: connect to the brokers over TLS", false},
+	{"kafka-tls-ca-file", "", "PEM CA bundle that signs the brokers' certificates (default: the system roots)", false},
+	{"kafka-tls-cert-file", "", "PEM client certificate, for brokers that require mutual TLS", false},
+	{"kafka-tls-key-file", "", "PEM key of the client certificate", false},
+	{"kafka-sasl-mechanism", "none", "SASL mechanism: none, plain, scram-sha-256 or scram-sha-512", false},
+	{"kafka-sasl-username", "", "SASL user name", false},
+	{"kafka-sasl-password", "", "SASL password; prefer CDC_RELAY_KAFKA_SASL_PASSWORD or CDC_RELAY_KAFKA_SASL_PASSWORD_FILE", false},
+	{"schema-registry-ca-file", "", "PEM CA bundle for an https registry (default: the system roots); basic auth goes in the URL, http://user:pass@host", false},
 	{"topic-template", router.DefaultTemplate, "topic name; placeholders {aggregate_type} and {event_type}", false},
 	{"schema-registry-url", "", "Confluent-compatible schema registry", true},
 	{"schemas-dir", "", "directory of .avsc files, one per event_type", true},
@@ -181,6 +199,7 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (*Conf
 
 	resolved := map[string]string{}
 	source := map[string]string{}
+	var fileErr error
 	get := func(name string) string {
 		if setByFlag[name] {
 			source[name] = "flag"
@@ -189,6 +208,16 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (*Conf
 		if v, ok := lookupEnv(getenv, EnvName(name)); ok {
 			source[name] = "env"
 			return v
+		}
+		// Secrets from files (Docker and Kubernetes secrets): CDC_RELAY_<NAME>_FILE.
+		if path, ok := lookupEnv(getenv, EnvName(name)+"_FILE"); ok {
+			source[name] = "env"
+			b, err := os.ReadFile(path)
+			if err != nil {
+				fileErr = cfgErr(name, "cannot read %s_FILE %s: %v", EnvName(name), path, err)
+				return ""
+			}
+			return strings.TrimRight(string(b), "\r\n")
 		}
 		return ""
 	}
@@ -210,6 +239,9 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (*Conf
 			}
 		}
 		resolved[s.name] = strings.TrimSpace(v)
+	}
+	if fileErr != nil {
+		return nil, fileErr
 	}
 	return buildConfig(resolved, y)
 }
@@ -349,6 +381,22 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 			return nil, cfgErr(d.key, "%q is not a duration between %s and %s, e.g. 1s", v[d.key], d.min, d.max)
 		}
 		*d.dst = x
+	}
+	if err := kafkaSecurity(c, v); err != nil {
+		return nil, err
+	}
+	c.RegistryCAFile = v["schema-registry-ca-file"]
+	if c.RegistryCAFile != "" {
+		if _, err := os.Stat(c.RegistryCAFile); err != nil {
+			return nil, cfgErr("schema-registry-ca-file", "%v", err)
+		}
+	}
+	switch v["recreate-lost-slot"] {
+	case "true":
+		c.RecreateLostSlot = true
+	case "false":
+	default:
+		return nil, cfgErr("recreate-lost-slot", "%q is not true or false", v["recreate-lost-slot"])
 	}
 	if c.ReadTimeout < 3*c.StatusInterval {
 		return nil, cfgErr("read-timeout", "%s must be at least 3 × --status-interval (%s): the server answers every status update", c.ReadTimeout, c.StatusInterval)

@@ -144,3 +144,39 @@ func TestVersionAndUnknownCommand(t *testing.T) {
 		t.Fatalf("unknown command exit = %d, want 2", code)
 	}
 }
+
+func TestKafkaSecuritySettings(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	os.WriteFile(pw, []byte("from-file\n"), 0o600)
+	c, err := LoadConfig(append(append([]string{}, required...), "--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-username", "relay"),
+		env(map[string]string{"CDC_RELAY_KAFKA_SASL_PASSWORD_FILE": pw}), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.KafkaSASLPassword != "from-file" {
+		t.Fatalf("password from the _FILE env = %q", c.KafkaSASLPassword)
+	}
+	if _, err := kafkaTransport(c); err != nil {
+		t.Fatal(err)
+	}
+	bad := []struct {
+		args []string
+		key  string
+	}{
+		{[]string{"--kafka-sasl-mechanism", "gssapi"}, "--kafka-sasl-mechanism"},
+		{[]string{"--kafka-sasl-mechanism", "plain", "--kafka-sasl-username", "u"}, "--kafka-sasl-password"},
+		{[]string{"--kafka-tls-ca-file", pw}, "--kafka-tls-ca-file"},
+		{[]string{"--kafka-tls", "true", "--kafka-tls-ca-file", "/nonexistent"}, "--kafka-tls-ca-file"},
+		{[]string{"--kafka-tls", "true", "--kafka-tls-cert-file", pw}, "--kafka-tls-cert-file"},
+	}
+	for _, b := range bad {
+		_, err := LoadConfig(append(append([]string{}, required...), b.args...), env(nil), &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), b.key) {
+			t.Errorf("%v: err = %v, want one naming %s", b.args, err, b.key)
+		}
+	}
+	if _, err := LoadConfig(required, env(map[string]string{"CDC_RELAY_PG_URL_FILE": "/nonexistent"}), &bytes.Buffer{}); err != nil {
+		t.Errorf("a flag must win over a _FILE env: %v", err)
+	}
+}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/segmentio/kafka-go"
 
@@ -75,8 +78,12 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 		return err
 	}
 	if reason != "" {
+		// A reason may quote the row (a bad uuid, an enum symbol, a map
+		// key): keep headers, logs and the halt message a sane size.
+		reason = clip(reason, maxReasonBytes)
 		if h.cfg.OnInvalid == "halt" {
-			return replication.Fatal(&InvalidEventError{ID: string(id), EventType: string(eventType), AggregateType: string(aggType), Reason: reason})
+			return replication.Fatal(&InvalidEventError{ID: clip(string(id), maxNameBytes), EventType: clip(string(eventType), maxNameBytes),
+				AggregateType: clip(string(aggType), maxNameBytes), Reason: reason})
 		}
 		h.deadLetter(rec, row, id, eventType, aggType, aggID, headersJSON, reason)
 		h.metrics.dlq.WithLabelValues(kind).Inc()
@@ -134,6 +141,12 @@ func (h *handler) build(ctx context.Context, rec *publisher.Record, row *decoder
 			return fmt.Sprintf("no schema for event_type %q: add %s.avsc to --schemas-dir", eventType, eventType), reasonNoSchema, nil
 		case errors.As(eerr, &incompatible):
 			return "", "", replication.Fatal(eerr)
+		case schemaregistry.Permanent(eerr):
+			// The registry refuses the request (bad credentials, a schema or
+			// subject it considers invalid): every event of this type would
+			// hit it, and reconnecting would retry it forever without a
+			// word beyond "reconnect". Halt and say why.
+			return "", "", replication.Fatal(fmt.Errorf("schema registry refused to register event_type %q for topic %q: %w", eventType, topic, eerr))
 		}
 		return "", "", fmt.Errorf("schema registry: %w", eerr)
 	}
@@ -149,23 +162,96 @@ func (h *handler) build(ctx context.Context, rec *publisher.Record, row *decoder
 }
 
 // deadLetter makes rec the dead-letter record: the raw JSON payload with
-// headers id, event_type, aggregate_type and error.
+// the row's headers, then id, event_type, aggregate_type and error. When the
+// record would be larger than --max-record-bytes, it drops the largest of
+// the payload, the row's own headers and the key until the record fits (then,
+// if need be, the tail of the id, event_type and aggregate_type values), and
+// says so in the error header: a dead letter the broker refuses would stop
+// the relay instead.
 func (h *handler) deadLetter(rec *publisher.Record, row *decoder.Row, id, eventType, aggType, aggID, headersJSON []byte, reason string) {
 	payload := append([]byte(nil), row.Payload...)
-	headers := []kafka.Header{
-		{Key: HeaderError, Value: []byte(reason)},
-	}
 	// The row's own headers (traceparent, ...) travel too, when they parse;
 	// the id, event_type and aggregate_type headers come from the row.
-	headers, err := router.AppendHeaders(headers, id, eventType, aggType, headersJSON)
+	headers, err := router.AppendHeaders(make([]kafka.Header, 0, 8), id, eventType, aggType, headersJSON)
+	rowHeaders := len(headersJSON)
 	if err != nil {
-		headers = headers[:4]
+		headers, rowHeaders = headers[:3], 0
 	}
-	if n := publisher.Size(aggID, payload, headers); n > h.maxRecord {
-		payload = nil
-		headers[0].Value = fmt.Appendf(nil, "%s; the %d-byte payload is omitted because it does not fit in a record", reason, len(row.Payload))
+	// The error header goes last: a row header also named "error" must not
+	// mask the reason for consumers that read the last header of a name
+	// (Java's Headers.lastHeader).
+	headers = append(headers, kafka.Header{Key: HeaderError, Value: []byte(reason)})
+	key := aggID
+	var omitted []string
+	fits := func() bool {
+		headers[len(headers)-1].Value = omittedReason(reason, omitted)
+		return publisher.Size(key, payload, headers) <= h.maxRecord
 	}
-	rec.Topic, rec.Key, rec.Value, rec.Headers = h.cfg.DLQTopic, aggID, payload, headers
+	parts := []struct {
+		size int
+		drop func()
+	}{
+		{len(payload), func() {
+			payload = nil
+			omitted = append(omitted, fmt.Sprintf("the %d-byte payload", len(row.Payload)))
+		}},
+		{rowHeaders, func() {
+			headers = append(headers[:3], headers[len(headers)-1])
+			omitted = append(omitted, fmt.Sprintf("the %d-byte headers column", len(headersJSON)))
+		}},
+		{len(key), func() {
+			omitted = append(omitted, fmt.Sprintf("the %d-byte key", len(key)))
+			key = nil
+		}},
+	}
+	sort.SliceStable(parts, func(i, j int) bool { return parts[i].size > parts[j].size })
+	for _, p := range parts {
+		if fits() {
+			break
+		}
+		if p.size > 0 {
+			p.drop()
+		}
+	}
+	if !fits() {
+		for i := range headers[:3] {
+			headers[i].Value = []byte(clip(string(headers[i].Value), maxNameBytes))
+		}
+		omitted = append(omitted, "the end of the id, event_type and aggregate_type headers")
+		fits()
+	}
+	rec.Topic, rec.Key, rec.Value, rec.Headers = h.cfg.DLQTopic, key, payload, headers
+}
+
+// Size caps for what the relay quotes from a row in messages.
+const (
+	maxReasonBytes = 1024 // the error header and the halt reason
+	maxNameBytes   = 256  // an id, event_type or aggregate_type in a message
+)
+
+// clip cuts s to at most n bytes on a UTF-8 boundary, marking the cut with "…".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n -= len("…")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// omittedReason is the dead-letter error header: the reason, and what of
+// the row was left out to make the record fit.
+func omittedReason(reason string, omitted []string) []byte {
+	switch len(omitted) {
+	case 0:
+		return []byte(reason)
+	case 1:
+		return fmt.Appendf(nil, "%s; %s is omitted because it does not fit in a record", reason, omitted[0])
+	}
+	return fmt.Appendf(nil, "%s; %s and %s are omitted because they do not fit in a record",
+		reason, strings.Join(omitted[:len(omitted)-1], ", "), omitted[len(omitted)-1])
 }
 
 // Drain waits for Kafka to acknowledge everything handed over.

@@ -34,6 +34,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return status(args[1:], getenv, stdout, stderr)
 	case "check":
 		return check(args[1:], getenv, stdout, stderr)
+	case "schemas":
+		return schemasCommand(args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(args[1:], getenv, stderr)
 	case "version", "--version", "-version":
@@ -43,7 +45,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		usage(stdout)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "cdc-relay: unknown command %q: use run, check, status, healthcheck or version\n", args[0])
+	fmt.Fprintf(stderr, "cdc-relay: unknown command %q: use run, check, status, schemas, healthcheck or version\n", args[0])
 	return exitConfig
 }
 
@@ -53,6 +55,7 @@ func usage(w io.Writer) {
 Usage:
   cdc-relay run [flags]   stream until SIGTERM or SIGINT (cdc-relay run -h lists the flags)
   cdc-relay check [flags] preflight: check PostgreSQL, the slot, the table, Kafka, the registry and the schemas
+  cdc-relay schemas check test local .avsc files against the registry's compatibility, registering nothing
   cdc-relay status        print the slot's state and lag from pg_replication_slots (--json)
   cdc-relay version       print the version
   cdc-relay healthcheck   exit 0 when the relay on --metrics-addr answers /healthz (for Docker HEALTHCHECK)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -168,4 +170,59 @@ func connectAs(t *testing.T, url string) *pgx.Conn {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
+}
+
+// TestSchemasCheck: the CI gate passes compatible schemas, fails an
+// incompatible one with the subject and the reason, and registers nothing.
+func TestSchemasCheck(t *testing.T) {
+	f := newFixture(t, "")
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args())
+	r.waitStreaming(60 * time.Second)
+	agg := uuidFor(8)
+	ids, err := f.insertTx(context.Background(), connect(t), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitIDs(60*time.Second, ids)
+	r.terminate()
+	subject := f.topic("Order") + "-com.example.orders.OrderCreated"
+	base := []string{"schemas", "check", "--schema-registry-url", registry.URL(), "--topic-template", f.topicPrefix + ".{aggregate_type}"}
+
+	code, out := runCommand(append(base, "--schemas-dir", schemaDir, "--aggregate-types", "Invoice"))
+	if code != 0 || !strings.Contains(out, "ok    "+subject+": OrderCreated is compatible under BACKWARD") || !strings.Contains(out, f.topic("Invoice")+"-com.example.orders.OrderCreated: OrderCreated is a new subject") {
+		t.Fatalf("schemas check = %d:\n%s", code, out)
+	}
+	dir := incompatibleSchemaDir(t)
+	code, out = runCommand(append(base, "--schemas-dir", dir))
+	if code != exitFailed || !strings.Contains(out, "FAIL  "+subject) || !strings.Contains(out, "BACKWARD") {
+		t.Fatalf("schemas check of an incompatible schema = %d:\n%s", code, out)
+	}
+	if n := len(subjectVersions(t, subject)); n != 1 {
+		t.Fatalf("schemas check registered something: %s has %d versions", subject, n)
+	}
+	// `check` reports it too.
+	args := f.args()
+	setFlag(args, "--schemas-dir", dir)
+	if code, out := runCommand(commandArgs("check", args)); code != exitFailed || !strings.Contains(out, "incompatible with subject "+subject) {
+		t.Fatalf("check with an incompatible schema = %d:\n%s", code, out)
+	}
+}
+
+// incompatibleSchemaDir copies the test schemas with a required field added
+// to OrderCreated, which BACKWARD rejects.
+func incompatibleSchemaDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"OrderCreated.avsc", "OrderCancelled.avsc"} {
+		b, err := os.ReadFile(filepath.Join(schemaDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "OrderCreated.avsc" {
+			b = bytes.Replace(b, []byte(`"fields": [`), []byte(`"fields": [{"name": "warehouse", "type": "string"},`), 1)
+		}
+		os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}
+	return dir
 }

@@ -41,7 +41,17 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 		return exitConfig
 	}
-	reg, err := schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log})
+	httpClient, err := registryHTTPClient(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
+		return exitConfig
+	}
+	transport, err := kafkaTransport(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: --kafka-tls: %v\n", err)
+		return exitConfig
+	}
+	reg, err := schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log, HTTPClient: httpClient})
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-url: %v\n", err)
 		return exitConfig
@@ -63,6 +73,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		DrainTimeout:      cfg.ShutdownTimeout,
 		MaxInFlightEvents: cfg.MaxInFlightEvents,
 		MaxInFlightBytes:  cfg.MaxInFlightBytes,
+		RecreateLostSlot:  cfg.RecreateLostSlot,
 		Logger:            log,
 	}, nil)
 	lag := newLagRate(stats().LagBytes)
@@ -72,6 +83,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		Compression:    compression(cfg.KafkaCompression),
 		BatchBytes:     cfg.KafkaBatchBytes,
 		MaxRecordBytes: cfg.MaxRecordBytes,
+		Transport:      transport,
 		Observer:       m,
 		Logger:         log,
 	})

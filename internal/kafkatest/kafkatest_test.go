@@ -4,16 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"io"
-	"net"
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/tcpproxy"
 )
 
 func TestVersionMatchesPom(t *testing.T) {
@@ -94,20 +93,24 @@ func TestBrokerLifecycle(t *testing.T) {
 // TestAdvertisedHost routes clients through a TCP proxy that the broker
 // advertises, as outage tests do.
 func TestAdvertisedHost(t *testing.T) {
-	p := newProxy(t)
-	b, err := Start(Options{AdvertisedHost: p.addr(), ExtraConfig: map[string]string{"num.partitions": "2"}})
+	p, err := tcpproxy.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	b, err := Start(Options{AdvertisedHost: p.Addr(), ExtraConfig: map[string]string{"num.partitions": "2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closeBroker(t, b) })
-	p.setTarget(b.Addr())
+	p.SetTarget(b.Addr())
 
 	topic := randomTopic(t)
-	produce(t, p.addr(), topic, "k", "v")
-	if got := consumeFirst(t, p.addr(), topic); got != "k=v" {
+	produce(t, p.Addr(), topic, "k", "v")
+	if got := consumeFirst(t, p.Addr(), topic); got != "k=v" {
 		t.Fatalf("got %q, want k=v", got)
 	}
-	if p.conns() == 0 {
+	if p.Accepted() == 0 {
 		t.Fatal("no client connection went through the proxy")
 	}
 }
@@ -172,94 +175,4 @@ func consumeFirst(t *testing.T, addr, topic string) string {
 			return string(recs[0].Key) + "=" + string(recs[0].Value)
 		}
 	}
-}
-
-// proxy forwards TCP connections to a target set after it starts listening.
-type proxy struct {
-	ln     net.Listener
-	mu     sync.Mutex
-	target string
-	open   map[net.Conn]bool
-	n      int
-}
-
-func newProxy(t *testing.T) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, open: map[net.Conn]bool{}}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for c := range p.open {
-			c.Close()
-		}
-		p.mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() { defer wg.Done(); p.forward(c) }()
-		}
-	}()
-	return p
-}
-
-func (p *proxy) addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) setTarget(addr string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.target = addr
-}
-
-func (p *proxy) conns() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.n
-}
-
-// track records c as open (or forgets it) so that cleanup can close it.
-func (p *proxy) track(c net.Conn, open bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if open {
-		p.open[c] = true
-	} else {
-		delete(p.open, c)
-	}
-}
-
-// forward copies bytes both ways until either side closes.
-func (p *proxy) forward(c net.Conn) {
-	p.mu.Lock()
-	target := p.target
-	p.n++
-	p.mu.Unlock()
-	up, err := net.DialTimeout("tcp", target, 5*time.Second)
-	if err != nil {
-		c.Close()
-		return
-	}
-	for _, x := range []net.Conn{c, up} {
-		p.track(x, true)
-		defer func() { x.Close(); p.track(x, false) }()
-	}
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(up, c); done <- struct{}{} }()
-	go func() { io.Copy(c, up); done <- struct{}{} }()
-	<-done
-	c.Close()
-	up.Close()
-	<-done
 }

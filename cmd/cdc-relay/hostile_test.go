@@ -1,0 +1,898 @@
+package main
+
+// The hostile input matrix (issue 3) beyond invalid_test.go: each kind of bad
+// row goes to the dead-letter topic with a precise error header, or halts the
+// relay under --on-invalid halt; valid rows around it arrive; odd but valid
+// input (NULL or non-string headers, non-ASCII text, int64 limits) survives
+// exactly; the outbox table changing mid-stream; a dead-letter publish that
+// fails is retried and never confirmed early.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/publisher"
+	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/router"
+	"github.com/cdc-relay/cdc-relay/schemaregistry"
+)
+
+// nullableDDL is an outbox table whose user allows NULL in aggregate_id,
+// payload and headers.
+const nullableDDL = `CREATE TABLE %s (
+	id bigserial PRIMARY KEY,
+	aggregate_type text NOT NULL,
+	aggregate_id text,
+	event_type text NOT NULL,
+	payload jsonb,
+	headers jsonb,
+	created_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// nrow is one outbox row for insertRows; a nil field inserts NULL.
+type nrow struct {
+	AggregateType, AggregateID, EventType, Payload, Headers *string
+}
+
+func sp(s string) *string { return &s }
+
+// validRow is a valid OrderCreated row with "{}" headers.
+func validRow(agg string, n int) nrow {
+	return nrow{sp("Order"), sp(agg), sp("OrderCreated"), sp(orderCreated(agg, n)), sp("{}")}
+}
+
+// insertRows inserts rows in one transaction. It returns their ids and
+// pg_current_wal_insert_lsn() read inside the transaction after the inserts,
+// just before COMMIT: the commit record starts at or after it. (A position
+// inside an open transaction may be confirmed by the idle rule, which is
+// safe: PostgreSQL resends every transaction that commits after the
+// confirmed LSN; so "before" must be read after the inserts.)
+func (f *fixture) insertRows(ctx context.Context, conn *pgx.Conn, rows []nrow) (ids []int64, beforeCommit uint64) {
+	f.t.Helper()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, r := range rows {
+		var id int64
+		if err := tx.QueryRow(ctx, fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload, headers)
+			VALUES ($1, $2, $3, $4::jsonb, $5::jsonb) RETURNING id`, f.table), r.AggregateType, r.AggregateID, r.EventType, r.Payload, r.Headers).Scan(&id); err != nil {
+			f.t.Fatalf("insert: %v", err)
+		}
+		ids = append(ids, id)
+	}
+	var lsn string
+	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	return ids, parseLSN(f.t, lsn)
+}
+
+// consumeFast is the harness's consume with a short fetch wait: franz-go
+// adds a topic that appears while a fetch is in flight (a dead-letter topic
+// created by the relay) only to the next fetch, which by default waits up to
+// 5 s on the quiet topics first.
+func consumeFast(t *testing.T, topicRegex string) *consumer {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr()), kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250*time.Millisecond), kgo.MetadataMaxAge(time.Second),
+		kgo.FetchMaxWait(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &consumer{t: t, client: cl, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				h := map[string]string{}
+				for _, x := range r.Headers {
+					h[x.Key] = string(x.Value)
+				}
+				c.mu.Lock()
+				c.recs = append(c.recs, record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: r.Value, Headers: h})
+				c.mu.Unlock()
+			})
+		}
+	}()
+	t.Cleanup(func() { cancel(); cl.Close(); <-c.done })
+	return c
+}
+
+// byID returns the first record of each id.
+func byID(recs []record) map[string]record {
+	m := map[string]record{}
+	for _, r := range recs {
+		if _, ok := m[r.Headers["id"]]; !ok {
+			m[r.Headers["id"]] = r
+		}
+	}
+	return m
+}
+
+// hostileCase is one bad row and what the relay must do with it.
+type hostileCase struct {
+	name string
+	row  nrow
+	// wantError is the exact error header, or, starting with "~", a regexp
+	// it must match.
+	wantError string
+}
+
+func (tc hostileCase) checkError(t *testing.T, got string) {
+	t.Helper()
+	if re, ok := strings.CutPrefix(tc.wantError, "~"); ok {
+		if !regexp.MustCompile(re).MatchString(got) {
+			t.Errorf("%s: error %q does not match %q", tc.name, got, re)
+		}
+		return
+	}
+	if got != tc.wantError {
+		t.Errorf("%s: error %q, want %q", tc.name, got, tc.wantError)
+	}
+}
+
+// hostileCases are the invalid rows that invalid_test.go does not cover.
+func hostileCases(f *fixture, agg string) []hostileCase {
+	long := strings.Repeat("A", 250-len(f.topicPrefix)-1) // topic of 250 characters
+	withPayload := func(p string) nrow { r := validRow(agg, 1); r.Payload = sp(p); return r }
+	withHeaders := func(h string) nrow { r := validRow(agg, 2); r.Headers = sp(h); return r }
+	withAggType := func(a string) nrow { r := validRow(agg, 3); r.AggregateType = sp(a); return r }
+	nullAgg := validRow(agg, 4)
+	nullAgg.AggregateID = nil
+	nullPayload := validRow(agg, 5)
+	nullPayload.Payload = nil
+	// ~1.2 MB: above the default --max-record-bytes (1,000,000) and the
+	// broker's default message.max.bytes (1,048,588).
+	huge := strings.Replace(orderCreated(agg, 6), `"c-6"`, `"`+strings.Repeat("H", 1200000)+`"`, 1)
+	return []hostileCase{
+		{name: "float for int", row: withPayload(strings.Replace(orderCreated(agg, 7), `"quantity": 1`, `"quantity": 1.5`, 1)),
+			wantError: `payload of OrderCreated: field "items[0].quantity": 1.5 is not an integer`},
+		{name: "float for long", row: withPayload(strings.Replace(orderCreated(agg, 8), `"amount_cents": 8`, `"amount_cents": 8.25`, 1)),
+			wantError: `payload of OrderCreated: field "amount_cents": 8.25 is not an integer`},
+		{name: "payload is a number", row: withPayload(`42`), wantError: `payload of OrderCreated: payload is a JSON number, want object`},
+		{name: "payload is a string", row: withPayload(`"an order"`), wantError: `payload of OrderCreated: payload is a JSON string, want object`},
+		{name: "payload is JSON null", row: withPayload(`null`), wantError: `payload of OrderCreated: payload is a JSON null, want object`},
+		{name: "payload is NULL", row: nullPayload, wantError: `payload is NULL`},
+		{name: "aggregate_id NULL", row: nullAgg, wantError: `aggregate_id is NULL`},
+		{name: "aggregate_type empty", row: withAggType(""), wantError: `invalid topic name: aggregate_type is empty`},
+		{name: "topic with slash", row: withAggType("Or/der"),
+			wantError: `invalid topic name: "` + f.topic("Or/der") + `" has character '/'; Kafka allows only a-z A-Z 0-9 . _ -`},
+		{name: "topic of 250 characters", row: withAggType(long), wantError: `invalid topic name: 250 characters, Kafka allows at most 249`},
+		{name: "larger than message.max.bytes", row: withPayload(huge),
+			wantError: `~^record is \d+ bytes, larger than the broker accepts \(--max-record-bytes 1000000\); the \d+-byte payload is omitted because it does not fit in a record$`},
+		// Parts of a too-large row that the dead-letter record must drop too.
+		{name: "headers larger than a record", row: withHeaders(`{"blob": "` + strings.Repeat("h", 1100000) + `"}`),
+			wantError: `~^record is \d+ bytes, larger than the broker accepts \(--max-record-bytes 1000000\); the 11000\d\d-byte headers column is omitted because it does not fit in a record$`},
+		{name: "aggregate_id larger than a record", row: nrow{sp("Order"), sp(strings.Repeat("k", 1100000)), sp("OrderCreated"), sp(orderCreated(agg, 9)), sp("{}")},
+			wantError: `~^record is \d+ bytes, larger than the broker accepts \(--max-record-bytes 1000000\); the 1100000-byte key is omitted because it does not fit in a record$`},
+		{name: "headers an array", row: withHeaders(`["traceparent", "00-x-01"]`), wantError: `headers column is not a JSON object: got an array`},
+		{name: "headers a string", row: withHeaders(`"traceparent"`), wantError: `headers column is not a JSON object: got a string`},
+		// The row's own "error" header must not mask the relay's reason:
+		// consumers read the last header of a name (Java's lastHeader).
+		{name: "row header named error", row: nrow{sp("Order"), sp(agg), sp("OrderCreated"), sp(`7`), sp(`{"error": "the row's own"}`)},
+			wantError: `payload of OrderCreated: payload is a JSON number, want object`},
+		{name: "headers set the id header", row: withHeaders(`{"id": "spoofed", "tenant": "t1"}`),
+			wantError: `headers column sets "id", a header the relay reserves for the outbox id, event_type and aggregate_type`},
+	}
+}
+
+// TestHostileInputDLQ: every hostile row lands in the dead-letter topic
+// with its exact reason, the raw payload (unless it cannot fit) and the
+// fixed headers; the valid rows in the same transactions arrive; odd but
+// valid rows arrive exactly.
+func TestHostileInputDLQ(t *testing.T) {
+	f := newFixture(t, nullableDDL)
+	c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
+	// --max-record-bytes is left at its default.
+	r := startRelay(t, f.args())
+	r.waitStreaming(60 * time.Second)
+	ctx := context.Background()
+	conn := connect(t)
+	agg := uuidFor(301)
+
+	cases := hostileCases(f, agg)
+	var validIDs []int64
+	bad := map[string]hostileCase{}
+	for i, tc := range cases {
+		ids, _ := f.insertRows(ctx, conn, []nrow{validRow(agg, 1000+i), tc.row, validRow(agg, 2000+i)})
+		validIDs = append(validIDs, ids[0], ids[2])
+		bad[strconv.FormatInt(ids[1], 10)] = tc
+	}
+
+	// Valid rows that look hostile.
+	// 1. headers NULL: only the fixed headers.
+	nullHeaders := validRow(agg, 3001)
+	nullHeaders.Headers = nil
+	// 2. Non-string header values: numbers and booleans become their text,
+	// nested values their JSON text (as jsonb prints it), strings unescaped.
+	mixed := validRow(agg, 3002)
+	mixed.Headers = sp(`{"n": 42, "neg": -7, "dec": 1.50, "big": 123456789012345678901234567890, "t": true, "f": false,
+		"o": {"b": {"c": null}, "a": [1, "x"]}, "arr": [1, 2.5, "}"], "s": "q\"uote\\ \u00e9 😀", "ce_source": "/ö/😀"}`)
+	// 3. A topic of exactly 249 characters is valid.
+	longest := validRow(agg, 3003)
+	longest.AggregateType = sp(strings.Repeat("B", 249-len(f.topicPrefix)-1))
+	odd, _ := f.insertRows(ctx, conn, []nrow{nullHeaders, mixed, longest})
+	// 4. Non-ASCII text, emoji, escapes and the int64 and int32 limits.
+	uni := unicodeRows(agg)
+	uniIDs, _ := f.insertRows(ctx, conn, uni)
+
+	all := append(append(append([]int64(nil), validIDs...), odd...), uniIDs...)
+	for id := range bad {
+		n, _ := strconv.ParseInt(id, 10, 64)
+		all = append(all, n)
+	}
+	recs := byID(c.waitIDs(120*time.Second, all))
+
+	for _, id := range validIDs {
+		if rec := recs[strconv.FormatInt(id, 10)]; rec.Topic != f.topic("Order") {
+			t.Errorf("valid event %d went to %q", id, rec.Topic)
+		}
+	}
+	for id, tc := range bad {
+		rec := recs[id]
+		if rec.Topic != f.dlq {
+			t.Errorf("%s: event %s went to %q, want the DLQ %q", tc.name, id, rec.Topic, f.dlq)
+			continue
+		}
+		tc.checkError(t, rec.Headers[HeaderError])
+		if rec.Headers["event_type"] != "OrderCreated" || rec.Headers["aggregate_type"] != deref(tc.row.AggregateType) {
+			t.Errorf("%s: DLQ headers %v", tc.name, rec.Headers)
+		}
+		wantKey := deref(tc.row.AggregateID)
+		if strings.Contains(rec.Headers[HeaderError], "-byte key is omitted") {
+			wantKey = ""
+		}
+		if rec.Key != wantKey {
+			t.Errorf("%s: DLQ key %.40q, want %.40q", tc.name, rec.Key, wantKey)
+		}
+		if strings.Contains(rec.Headers[HeaderError], "headers column is omitted") && len(rec.Headers) != 4 {
+			t.Errorf("%s: DLQ headers %.200q, want only id, event_type, aggregate_type and error", tc.name, rec.Headers)
+		}
+		switch {
+		case strings.Contains(rec.Headers[HeaderError], "-byte payload is omitted") || tc.row.Payload == nil:
+			if len(rec.Value) != 0 {
+				t.Errorf("%s: DLQ value has %d bytes, want none", tc.name, len(rec.Value))
+			}
+		case !jsonEqual(rec.Value, []byte(*tc.row.Payload)):
+			t.Errorf("%s: DLQ value %.200q, want the raw payload %.200q", tc.name, rec.Value, *tc.row.Payload)
+		}
+	}
+
+	// headers NULL: exactly the three fixed headers.
+	rec := recs[strconv.FormatInt(odd[0], 10)]
+	wantFixed := map[string]string{"id": strconv.FormatInt(odd[0], 10), "event_type": "OrderCreated", "aggregate_type": "Order"}
+	if rec.Topic != f.topic("Order") || !mapsEqual(rec.Headers, wantFixed) {
+		t.Errorf("headers NULL: topic %q headers %v, want %v", rec.Topic, rec.Headers, wantFixed)
+	}
+	// Non-string header values, compared exactly.
+	rec = recs[strconv.FormatInt(odd[1], 10)]
+	wantMixed := map[string]string{"id": strconv.FormatInt(odd[1], 10), "event_type": "OrderCreated", "aggregate_type": "Order",
+		"n": "42", "neg": "-7", "dec": "1.50", "big": "123456789012345678901234567890", "t": "true", "f": "false",
+		"o": `{"a": [1, "x"], "b": {"c": null}}`, "arr": `[1, 2.5, "}"]`, "s": "q\"uote\\ é 😀", "ce_source": "/ö/😀"}
+	if rec.Topic != f.topic("Order") || !mapsEqual(rec.Headers, wantMixed) {
+		t.Errorf("non-string headers: topic %q\n got %q\nwant %q", rec.Topic, rec.Headers, wantMixed)
+	}
+	if rec := recs[strconv.FormatInt(odd[2], 10)]; rec.Topic != f.topic(*longest.AggregateType) || len(rec.Topic) != 249 {
+		t.Errorf("249-character topic: event went to %q (%d characters)", rec.Topic, len(rec.Topic))
+	}
+	checkUnicode(t, uni, uniIDs, recs)
+
+	want := float64(len(cases))
+	if got := r.waitMetric("cdc_relay_dlq_events_total", 10*time.Second, func(v float64) bool { return v >= want }); got != want {
+		t.Fatalf("cdc_relay_dlq_events_total = %v, want %v", got, want)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// unicodeRows are valid OrderCreated rows with non-ASCII text, emoji (also
+// as escaped surrogate pairs), escapes, and the limits of long and int.
+func unicodeRows(agg string) []nrow {
+	payloads := []string{
+		`{"order_id": "` + agg + `", "customer_id": "Zoë Ünïcødé — 東京の注文 — 🚀👩‍👩‍👧 — \"q\" \\ \t \u0001 \u00e9 \ud83d\ude00 end",
+		  "status": "PENDING", "amount_cents": 9223372036854775807, "currency": "€",
+		  "items": [{"sku": "ß-ø-😀", "quantity": 2147483647, "unit_price_cents": -9223372036854775808}],
+		  "coupon_code": "ünï ✓", "created_at": 1700000000000}`,
+		`{"order_id": "` + agg + `", "customer_id": "مرحبا שלום नमस्ते 🇺🇦", "status": "CONFIRMED",
+		  "amount_cents": -9223372036854775808, "currency": "¥",
+		  "items": [{"sku": "Ω", "quantity": -2147483648, "unit_price_cents": 9223372036854775807}],
+		  "created_at": 1700000000001}`,
+	}
+	rows := make([]nrow, len(payloads))
+	for i, p := range payloads {
+		rows[i] = nrow{sp("Order"), sp(agg), sp("OrderCreated"), sp(p), sp(`{"note": "Grüße 🙂"}`)}
+	}
+	return rows
+}
+
+// checkUnicode decodes the records with goavro (schema fetched by id) and
+// compares every field with the payload as encoding/json reads it: strings
+// byte for byte, integers exactly.
+func checkUnicode(t *testing.T, rows []nrow, ids []int64, recs map[string]record) {
+	t.Helper()
+	dec := newAvroDecoder()
+	for i, row := range rows {
+		rec := recs[strconv.FormatInt(ids[i], 10)]
+		if rec.Headers["note"] != "Grüße 🙂" {
+			t.Errorf("unicode %d: header note = %q", i, rec.Headers["note"])
+		}
+		got, _, err := dec.decode(rec.Value)
+		if err != nil {
+			t.Fatalf("unicode %d: %v", i, err)
+		}
+		var want map[string]any
+		d := json.NewDecoder(strings.NewReader(*row.Payload))
+		d.UseNumber()
+		if err := d.Decode(&want); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"customer_id", "currency"} {
+			if got[k] != want[k] {
+				t.Errorf("unicode %d: %s = %q, want %q", i, k, got[k], want[k])
+			}
+			if !bytes.Contains(rec.Value, []byte(want[k].(string))) {
+				t.Errorf("unicode %d: the Avro body does not hold the UTF-8 bytes of %s", i, k)
+			}
+		}
+		if wantAmount, _ := want["amount_cents"].(json.Number).Int64(); got["amount_cents"] != wantAmount {
+			t.Errorf("unicode %d: amount_cents = %v, want %d", i, got["amount_cents"], wantAmount)
+		}
+		gotItem := got["items"].([]any)[0].(map[string]any)
+		wantItem := want["items"].([]any)[0].(map[string]any)
+		wantQty, _ := wantItem["quantity"].(json.Number).Int64()
+		wantPrice, _ := wantItem["unit_price_cents"].(json.Number).Int64()
+		if gotItem["sku"] != wantItem["sku"] || gotItem["quantity"] != int32(wantQty) || gotItem["unit_price_cents"] != wantPrice {
+			t.Errorf("unicode %d: item %v, want %v", i, gotItem, wantItem)
+		}
+		wantCoupon := any(nil)
+		if s, ok := want["coupon_code"].(string); ok {
+			wantCoupon = map[string]any{"string": s}
+		}
+		if fmt.Sprint(got["coupon_code"]) != fmt.Sprint(wantCoupon) {
+			t.Errorf("unicode %d: coupon_code = %v, want %v", i, got["coupon_code"], wantCoupon)
+		}
+	}
+}
+
+// TestHostileInputHalt: under --on-invalid halt each kind of bad row stops
+// the relay (exit 1) with a message naming its id and the reason; what came
+// before is confirmed, nothing past it; restarted in dlq mode the relay
+// delivers the row to the DLQ and the valid rows around it.
+func TestHostileInputHalt(t *testing.T) {
+	agg := uuidFor(302)
+	// The cases, picked by name: one per family (payload, NULL key, topic,
+	// size, headers).
+	for _, name := range []string{"float for int", "payload is a number", "aggregate_id NULL", "topic with slash",
+		"topic of 250 characters", "larger than message.max.bytes", "headers an array"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nullableDDL)
+			var tc hostileCase
+			for _, c := range hostileCases(f, agg) {
+				if c.name == name {
+					tc = c
+				}
+			}
+			c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
+			r := startRelay(t, f.args("--on-invalid", "halt"))
+			r.waitStreaming(60 * time.Second)
+			ctx := context.Background()
+			conn := connect(t)
+			good, _ := f.insertRows(ctx, conn, []nrow{validRow(agg, 1)})
+			afterGood := currentLSN(t, conn)
+			ids, before := f.insertRows(ctx, conn, []nrow{validRow(agg, 2), tc.row, validRow(agg, 3)})
+			if code := r.wait(60 * time.Second); code != exitFailed {
+				t.Fatalf("exit code = %d, want %d", code, exitFailed)
+			}
+			out := r.Output()
+			if !strings.Contains(out, fmt.Sprintf("id=%d ", ids[1])) {
+				t.Errorf("halt output does not name event %d:\n%s", ids[1], tailString(out, 3000))
+			}
+			reason := tc.wantError
+			if strings.HasPrefix(reason, "~") {
+				reason = "larger than the broker accepts"
+			}
+			if !strings.Contains(out, reason) {
+				t.Errorf("halt output does not give the reason %q:\n%s", reason, tailString(out, 3000))
+			}
+			if got := f.confirmedFlush(); got > before {
+				t.Fatalf("confirmed_flush_lsn %X passed the invalid event's transaction (its commit starts after %X)", got, before)
+			}
+			// What came before was drained and confirmed.
+			waitFor(t, 10*time.Second, "the earlier transaction confirmed", func() bool { return f.confirmedFlush() >= afterGood })
+			c.waitIDs(30*time.Second, good)
+
+			r2 := startRelay(t, f.args())
+			recs := byID(c.waitIDs(60*time.Second, ids))
+			if got := recs[strconv.FormatInt(ids[1], 10)].Topic; got != f.dlq {
+				t.Errorf("after restart in dlq mode the bad event went to %q", got)
+			}
+			for _, id := range []int64{ids[0], ids[2]} {
+				if got := recs[strconv.FormatInt(id, 10)].Topic; got != f.topic("Order") {
+					t.Errorf("valid event %d went to %q", id, got)
+				}
+			}
+			if code := r2.terminate(); code != 0 {
+				t.Fatalf("exit code %d", code)
+			}
+		})
+	}
+}
+
+// TestUnparsableSchemaRefusesStart: a .avsc that is not JSON, or not Avro,
+// stops the relay before it connects anywhere (exit 2), naming each file.
+func TestUnparsableSchemaRefusesStart(t *testing.T) {
+	f := newFixture(t, "")
+	dir := t.TempDir()
+	copySchemas(t, dir)
+	files := map[string]string{
+		"Broken.avsc":  `{"type": "record", "name": "Broken", "fields": [`,
+		"BadType.avsc": `{"type": "record", "name": "BadType", "fields": [{"name": "a", "type": "no_such_type"}]}`,
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := withSchemasDir(f.args(), dir)
+	start := time.Now()
+	r := startRelay(t, args)
+	if code := r.wait(30 * time.Second); code != exitConfig {
+		t.Fatalf("exit code = %d, want %d; output:\n%s", code, exitConfig, r.Output())
+	}
+	out := r.Output()
+	for name, why := range map[string]string{"Broken.avsc": "invalid JSON", "BadType.avsc": "no_such_type"} {
+		path := filepath.Join(dir, name)
+		if !regexp.MustCompile(regexp.QuoteMeta(path) + `: [^\n]*` + regexp.QuoteMeta(why)).MatchString(out) {
+			t.Errorf("output does not name %s with %q:\n%s", path, why, out)
+		}
+	}
+	// It refused before creating anything.
+	var n int
+	connect(t).QueryRow(context.Background(), "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&n)
+	if n != 0 {
+		t.Errorf("a slot was created although the schemas are bad")
+	}
+	t.Logf("refused in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// copySchemas copies testdata/schemas/*.avsc into dir.
+func copySchemas(t *testing.T, dir string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(schemaDir, "*.avsc"))
+	if len(files) == 0 {
+		t.Fatalf("no schemas in %s", schemaDir)
+	}
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(file)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// withSchemasDir returns args with --schemas-dir replaced by dir.
+func withSchemasDir(args []string, dir string) []string {
+	out := append([]string(nil), args...)
+	for i := range out {
+		if out[i] == "--schemas-dir" {
+			out[i+1] = dir
+		}
+	}
+	return out
+}
+
+// TestOutboxTableChanges: ADD COLUMN (and dropping an optional column) needs
+// no restart; dropping or renaming a required column halts with exit 1 and a
+// message naming the column, with nothing confirmed past the event.
+func TestOutboxTableChanges(t *testing.T) {
+	agg := uuidFor(303)
+	t.Run("add column, drop optional column", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, "")
+		c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
+		r := startRelay(t, f.args())
+		r.waitStreaming(60 * time.Second)
+		ctx := context.Background()
+		conn := connect(t)
+		first, _ := f.insertRows(ctx, conn, []nrow{validRow(agg, 1)})
+		c.waitIDs(60*time.Second, first)
+
+		f.exec(fmt.Sprintf("ALTER TABLE public.%s ADD COLUMN tenant text NOT NULL DEFAULT 'acme', ADD COLUMN extra jsonb", f.table))
+		afterAdd, _ := f.insertRows(ctx, conn, []nrow{validRow(agg, 2), validRow(agg, 3)})
+		// A row that sets the new columns, in the same transaction as a DDL.
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx.Exec(ctx, fmt.Sprintf("ALTER TABLE public.%s ADD COLUMN region text", f.table))
+		var inTx int64
+		if err := tx.QueryRow(ctx, fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload, headers, tenant, extra, region)
+			VALUES ('Order', $1, 'OrderCreated', $2::jsonb, '{"h": "1"}', 'globex', '{"x": 1}', 'eu') RETURNING id`, f.table), agg, orderCreated(agg, 4)).Scan(&inTx); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.exec(fmt.Sprintf("ALTER TABLE public.%s DROP COLUMN headers", f.table))
+		var noHeaders int64
+		if err := conn.QueryRow(ctx, fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload)
+			VALUES ('Order', $1, 'OrderCreated', $2::jsonb) RETURNING id`, f.table), agg, orderCreated(agg, 5)).Scan(&noHeaders); err != nil {
+			t.Fatal(err)
+		}
+		recs := byID(c.waitIDs(60*time.Second, append(afterAdd, inTx, noHeaders)))
+		if h := recs[strconv.FormatInt(inTx, 10)].Headers; h["h"] != "1" {
+			t.Errorf("row inserted with the DDL lost its headers: %v", h)
+		}
+		if h := recs[strconv.FormatInt(noHeaders, 10)].Headers; len(h) != 3 {
+			t.Errorf("row without a headers column: headers %v, want only the fixed three", h)
+		}
+		for _, id := range append(afterAdd, inTx, noHeaders) {
+			if got := recs[strconv.FormatInt(id, 10)].Topic; got != f.topic("Order") {
+				t.Errorf("event %d went to %q", id, got)
+			}
+		}
+		select {
+		case <-r.done:
+			t.Fatalf("the relay exited after ALTER TABLE:\n%s", tailString(r.Output(), 3000))
+		default:
+		}
+		if code := r.terminate(); code != 0 {
+			t.Fatalf("exit code %d", code)
+		}
+	})
+	for _, tt := range []struct {
+		name, ddl, column string
+		insert            string // the insert after the change
+		args              func(agg, payload string) []any
+	}{
+		{"drop payload", "ALTER TABLE public.%s DROP COLUMN payload", "payload",
+			"INSERT INTO public.%s (aggregate_type, aggregate_id, event_type) VALUES ('Order', $1, 'OrderCreated') RETURNING id",
+			func(agg, _ string) []any { return []any{agg} }},
+		{"rename event_type", "ALTER TABLE public.%s RENAME COLUMN event_type TO type", "event_type",
+			"INSERT INTO public.%s (aggregate_type, aggregate_id, type, payload) VALUES ('Order', $1, 'OrderCreated', $2::jsonb) RETURNING id",
+			func(agg, payload string) []any { return []any{agg, payload} }},
+		{"drop aggregate_id", "ALTER TABLE public.%s DROP COLUMN aggregate_id", "aggregate_id",
+			"INSERT INTO public.%s (aggregate_type, event_type, payload) VALUES ('Order', 'OrderCreated', $1::jsonb) RETURNING id",
+			func(_, payload string) []any { return []any{payload} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, "")
+			c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
+			r := startRelay(t, f.args()) // dlq mode: a missing column halts all the same
+			r.waitStreaming(60 * time.Second)
+			ctx := context.Background()
+			conn := connect(t)
+			first, _ := f.insertRows(ctx, conn, []nrow{validRow(agg, 1)})
+			c.waitIDs(60*time.Second, first)
+			f.exec(fmt.Sprintf(tt.ddl, f.table))
+
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var id int64
+			if err := tx.QueryRow(ctx, fmt.Sprintf(tt.insert, f.table), tt.args(agg, orderCreated(agg, 2))...).Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			var before string // the commit record starts at or after it
+			if err := tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&before); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if code := r.wait(60 * time.Second); code != exitFailed {
+				t.Fatalf("exit code = %d, want %d", code, exitFailed)
+			}
+			out := r.Output()
+			want := fmt.Sprintf("has no column %q (row id=%d)", tt.column, id)
+			if !strings.Contains(out, want) || !strings.Contains(out, f.table) {
+				t.Fatalf("halt output does not name table %s and say %s:\n%s", f.table, want, tailString(out, 3000))
+			}
+			if got := f.confirmedFlush(); got > parseLSN(t, before) {
+				t.Fatalf("confirmed_flush_lsn %X passed the event after the change (its commit starts after %s)", got, before)
+			}
+			// The proof that matters: started again, the relay meets the
+			// same row and stops again.
+			r2 := startRelay(t, f.args())
+			if code := r2.wait(60 * time.Second); code != exitFailed || !strings.Contains(r2.Output(), want) {
+				t.Fatalf("restarted relay: exit code %d, want %d and %s again:\n%s", code, exitFailed, want, tailString(r2.Output(), 3000))
+			}
+		})
+	}
+}
+
+// TestUpdateDeleteTruncateIgnored: UPDATE (also of a TOASTed row, and with
+// REPLICA IDENTITY FULL), DELETE and TRUNCATE on the outbox change nothing:
+// no error, no DLQ record, no extra record; with the relay's own publication
+// (inserts only) and with a user-made one that publishes every operation.
+func TestUpdateDeleteTruncateIgnored(t *testing.T) {
+	agg := uuidFor(304)
+	for _, userPub := range []bool{false, true} {
+		name := "relay publication"
+		if userPub {
+			name = "user publication for all operations"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, "")
+			if userPub {
+				f.exec(fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE public.%s", f.publication, f.table))
+			}
+			c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
+			r := startRelay(t, f.args())
+			r.waitStreaming(60 * time.Second)
+			ctx := context.Background()
+			conn := connect(t)
+
+			// A payload large enough to be stored out of line (TOAST), so an
+			// UPDATE of another column sends it as "unchanged".
+			big := `{"order_id": "` + agg + `", "customer_id": "c", "status": "PENDING", "amount_cents": 1, "created_at": 1, "coupon_code": "`
+			var toasted int64
+			if err := conn.QueryRow(ctx, fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload)
+				VALUES ('Order', $1, 'OrderCreated', ($2 || (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 2000) i) || '"}')::jsonb) RETURNING id`, f.table),
+				agg, big).Scan(&toasted); err != nil {
+				t.Fatal(err)
+			}
+			first, _ := f.insertRows(ctx, conn, []nrow{validRow(agg, 1), validRow(agg, 2), validRow(agg, 3)})
+			first = append(first, toasted)
+			c.waitIDs(60*time.Second, first)
+
+			for _, sql := range []string{
+				`UPDATE public.%s SET headers = '{"changed": true}' WHERE id = ` + strconv.FormatInt(toasted, 10),
+				`UPDATE public.%s SET aggregate_id = 'moved', payload = '[1]'`,
+				`UPDATE public.%s SET id = id + 1000 WHERE id = ` + strconv.FormatInt(first[0], 10),
+				`DELETE FROM public.%s WHERE id = ` + strconv.FormatInt(first[1], 10),
+				`ALTER TABLE public.%s REPLICA IDENTITY FULL`,
+				`UPDATE public.%s SET event_type = 'NoSuchEvent'`,
+				`DELETE FROM public.%s WHERE id = ` + strconv.FormatInt(first[2], 10),
+				`TRUNCATE public.%s`,
+			} {
+				f.exec(fmt.Sprintf(sql, f.table))
+			}
+			last, _ := f.insertRows(ctx, conn, []nrow{validRow(agg, 4)})
+			end := currentLSN(t, conn)
+			c.waitIDs(60*time.Second, last)
+			waitFor(t, 30*time.Second, "confirmed_flush_lsn to pass the changes", func() bool { return f.confirmedFlush() >= end })
+
+			recs := c.records()
+			if len(recs) != len(first)+len(last) {
+				t.Errorf("%d records, want %d (one per insert):", len(recs), len(first)+len(last))
+				for _, rec := range recs {
+					t.Logf("  %s id=%s error=%q", rec.Topic, rec.Headers["id"], rec.Headers[HeaderError])
+				}
+			}
+			if n, err := r.metric("cdc_relay_dlq_events_total"); err == nil && n != 0 {
+				t.Errorf("cdc_relay_dlq_events_total = %v, want 0", n)
+			}
+			if n, _ := r.metric("cdc_relay_events_read_total"); n != float64(len(first)+len(last)) {
+				t.Errorf("cdc_relay_events_read_total = %v, want %d", n, len(first)+len(last))
+			}
+			if code := r.terminate(); code != 0 {
+				t.Fatalf("exit code %d:\n%s", code, tailString(r.Output(), 3000))
+			}
+		})
+	}
+}
+
+// TestDLQPublishFailureRetried: a dead-letter record that cannot be written
+// (the broker is down) is retried; while it is not in Kafka the slot is not
+// confirmed past its transaction; once Kafka is back it arrives and only
+// then the confirmed LSN moves past it.
+func TestDLQPublishFailureRetried(t *testing.T) {
+	f := newFixture(t, "")
+	r := startRelay(t, f.args())
+	r.waitStreaming(60 * time.Second)
+	ctx := context.Background()
+	conn := connect(t)
+	agg := uuidFor(305)
+	good, _ := f.insertRows(ctx, conn, []nrow{validRow(agg, 1)})
+	afterGood := currentLSN(t, conn)
+	waitFor(t, 60*time.Second, "the valid event confirmed", func() bool { return f.confirmedFlush() >= afterGood })
+
+	if err := broker.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	up := false
+	t.Cleanup(func() {
+		if !up {
+			broker.Restart() // other tests share the broker
+		}
+	})
+	badRow := validRow(agg, 2)
+	badRow.EventType = sp("NoSuchEvent")
+	bad, before := f.insertRows(ctx, conn, []nrow{badRow})
+	after, _ := f.insertRows(ctx, conn, []nrow{validRow(agg, 3)})
+	r.waitMetric("cdc_relay_events_read_total", 60*time.Second, func(v float64) bool { return v >= 3 })
+	// The dead-letter publish fails and is retried (these failures are in
+	// the topic's metadata lookup, which cdc_relay_produce_errors_total
+	// does not count: the log says it)...
+	waitFor(t, 60*time.Second, "the dead-letter publish to be retried", func() bool {
+		return regexp.MustCompile(`kafka error, retrying[^\n]*` + regexp.QuoteMeta(f.dlq) + `[^\n]*consecutive_errors=[2-9]`).MatchString(r.Output())
+	})
+	// ...and status updates keep going out without confirming it.
+	read := float64(time.Now().UnixNano()) / 1e9
+	r.waitMetric("cdc_relay_last_status_update_timestamp_seconds", 30*time.Second, func(v float64) bool { return v > read+1 })
+	if got := f.confirmedFlush(); got > before {
+		t.Fatalf("confirmed_flush_lsn %X passed the dead-letter event's transaction (its commit starts after %X) while Kafka was down", got, before)
+	}
+	select {
+	case <-r.done:
+		t.Fatalf("the relay exited while Kafka was down:\n%s", tailString(r.Output(), 3000))
+	default:
+	}
+
+	if err := broker.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	up = true
+	c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
+	recs := byID(c.waitIDs(120*time.Second, append(append(good, bad...), after...)))
+	rec := recs[strconv.FormatInt(bad[0], 10)]
+	if rec.Topic != f.dlq || !strings.Contains(rec.Headers[HeaderError], `no schema for event_type "NoSuchEvent"`) {
+		t.Fatalf("dead-letter record: topic %q error %q", rec.Topic, rec.Headers[HeaderError])
+	}
+	end := currentLSN(t, conn)
+	waitFor(t, 60*time.Second, "confirmed_flush_lsn to pass the dead-letter event", func() bool { return f.confirmedFlush() >= end })
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
+
+// TestDeadLetterFits: a dead-letter record never exceeds --max-record-bytes
+// (the broker would refuse it and the relay could not get past the event):
+// the largest parts of the row are dropped first, and the error says which.
+func TestDeadLetterFits(t *testing.T) {
+	const max = 2000
+	h := &handler{cfg: &Config{DLQTopic: "dlq"}, maxRecord: max}
+	big := func(n int) []byte { return bytes.Repeat([]byte("x"), n) }
+	tests := []struct {
+		name                 string
+		payload, headers     []byte
+		key, aggType         []byte
+		wantOmitted          string // "" when nothing is
+		wantPayload, wantKey bool
+		wantRowHeader        bool
+	}{
+		{"fits", []byte(`{"a": 1}`), []byte(`{"h": "v"}`), []byte("k"), []byte("Order"), "", true, true, true},
+		{"payload too large", big(3000), []byte(`{"h": "v"}`), []byte("k"), []byte("Order"),
+			"; the 3000-byte payload is omitted because it does not fit in a record", false, true, true},
+		{"headers too large", []byte(`{"a": 1}`), []byte(`{"h": "` + string(big(3000)) + `"}`), []byte("k"), []byte("Order"),
+			"; the 3009-byte headers column is omitted because it does not fit in a record", true, true, false},
+		{"key too large", []byte(`{"a": 1}`), []byte(`{"h": "v"}`), big(3000), []byte("Order"),
+			"; the 3000-byte key is omitted because it does not fit in a record", true, false, true},
+		{"everything too large", big(1500), []byte(`{"h": "` + string(big(1400)) + `"}`), big(1300), big(5000),
+			"; the 1500-byte payload, the 1409-byte headers column, the 1300-byte key and the end of the id, event_type and aggregate_type headers are omitted because they do not fit in a record",
+			false, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			row := &decoder.Row{Payload: tc.payload}
+			rec := &publisher.Record{}
+			h.deadLetter(rec, row, []byte("42"), []byte("OrderCreated"), tc.aggType, tc.key, tc.headers, "the reason")
+			if n := publisher.Size(rec.Key, rec.Value, rec.Headers); n > max {
+				t.Fatalf("dead letter is %d bytes, more than %d", n, max)
+			}
+			last := rec.Headers[len(rec.Headers)-1]
+			if last.Key != HeaderError || string(last.Value) != "the reason"+tc.wantOmitted {
+				t.Fatalf("last header %s=%q, want error=%q", last.Key, last.Value, "the reason"+tc.wantOmitted)
+			}
+			if got := rec.Value != nil; got != tc.wantPayload {
+				t.Errorf("payload kept = %v, want %v", got, tc.wantPayload)
+			}
+			if got := rec.Key != nil; got != tc.wantKey {
+				t.Errorf("key kept = %v, want %v", got, tc.wantKey)
+			}
+			if got := len(rec.Headers) == 5; got != tc.wantRowHeader {
+				t.Errorf("row header kept = %v, want %v (headers %d)", got, tc.wantRowHeader, len(rec.Headers))
+			}
+			if rec.Topic != "dlq" || rec.Headers[0].Key != "id" || string(rec.Headers[0].Value) != "42" {
+				t.Errorf("topic %q, first header %s=%q", rec.Topic, rec.Headers[0].Key, rec.Headers[0].Value)
+			}
+		})
+	}
+}
+
+func TestClip(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"abcdefghijkl", 10, "abcdefg…"},
+		{"ééééé", 8, "éé…"}, // never cuts inside a rune
+	} {
+		if got := clip(tc.in, tc.n); got != tc.want || len(got) > tc.n {
+			t.Errorf("clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestRegistryRefusalHalts: a registry that refuses a registration at
+// runtime (a 4xx such as 422 or 401) halts the relay with the reason instead
+// of reconnecting forever; a registry that is down (5xx) is retried (an
+// ordinary error: the stream reconnects and tries again).
+func TestRegistryRefusalHalts(t *testing.T) {
+	for _, tc := range []struct {
+		status    int
+		wantFatal bool
+	}{{422, true}, {401, true}, {503, false}} {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				fmt.Fprintf(w, `{"error_code": %d, "message": "refused by the test"}`, tc.status*100+1)
+			}))
+			t.Cleanup(srv.Close)
+			schemas, err := schemaregistry.LoadDir(schemaDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg, err := schemaregistry.New(schemaregistry.Config{URL: srv.URL, Schemas: schemas, Timeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt, _ := router.New(router.DefaultTemplate)
+			h := &handler{cfg: &Config{DLQTopic: "dlq", OnInvalid: "dlq"}, router: rt, registry: reg, maxRecord: 1000000}
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			agg := uuidFor(306)
+			row := &decoder.Row{ID: []byte("1"), AggregateType: []byte("Order"), AggregateID: []byte(agg), EventType: []byte("OrderCreated"),
+				Payload: []byte(orderCreated(agg, 1))}
+			reason, _, err := h.build(ctx, &publisher.Record{}, row, row.ID, row.EventType, row.AggregateType, row.AggregateID, nil)
+			if reason != "" || err == nil {
+				t.Fatalf("reason %q, err %v; want an error", reason, err)
+			}
+			if got := replication.IsFatal(err); got != tc.wantFatal {
+				t.Fatalf("fatal = %v, want %v: %v", got, tc.wantFatal, err)
+			}
+			if tc.wantFatal && (!strings.Contains(err.Error(), "refused by the test") || !strings.Contains(err.Error(), `event_type "OrderCreated"`)) {
+				t.Fatalf("error does not say what was refused and why: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,193 @@
+package main
+
+// Slot safety: a slot dropped while the relay runs, or one whose WAL
+// PostgreSQL removed (wal_status lost), stops the relay with exit 1 and a
+// message saying events may have been lost. It is never recreated silently;
+// --recreate-lost-slot recreates a lost slot, loudly.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/freeport"
+	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+)
+
+// TestSlotDroppedWhileRunning: the walsender is terminated and the slot
+// dropped before the relay reconnects: the relay exits 1 saying events may
+// have been lost, and does not create the slot again.
+func TestSlotDroppedWhileRunning(t *testing.T) {
+	f := newFixture(t, "")
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args())
+	r.waitStreaming(60 * time.Second)
+	conn := connect(t)
+	ctx := context.Background()
+	agg := uuidFor(1)
+	ids, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitIDs(60*time.Second, ids)
+
+	// pg_terminate_backend waits (up to 5 s) for the walsender to exit; the
+	// relay waits about 250 ms before reconnecting, so the drop usually
+	// wins at once. If the relay got the slot back first, go again.
+	waitFor(t, 30*time.Second, "the slot to be dropped", func() bool {
+		conn.Exec(ctx, "SELECT pg_terminate_backend(active_pid, 5000) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", f.slot)
+		_, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", f.slot)
+		return err == nil
+	})
+	if code := r.wait(60 * time.Second); code != exitFailed {
+		t.Fatalf("exit code %d after the slot was dropped, want %d", code, exitFailed)
+	}
+	out := r.Output()
+	if !strings.Contains(out, "dropped") || !strings.Contains(out, "events may have been lost") {
+		t.Fatalf("the exit message does not say the slot was dropped and events may have been lost:\n%s", tailString(out, 3000))
+	}
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("the relay created the dropped slot again")
+	}
+}
+
+// lostSlotCluster is a PostgreSQL cluster of the test's own that keeps at
+// most 1 MB of WAL for slots, so a slot that falls behind is invalidated.
+func lostSlotCluster(t *testing.T) (*pgtest.Cluster, string) {
+	t.Helper()
+	c, err := pgtest.Start(pgtest.Options{Settings: map[string]string{
+		"max_slot_wal_keep_size": "1MB",
+		"wal_keep_size":          "0",
+		"min_wal_size":           "32MB",
+		"max_wal_size":           "32MB",
+		"wal_sender_timeout":     "10s",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	url, err := c.CreateDatabase(context.Background(), "slot_lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, url
+}
+
+// walStatusOf returns the slot's wal_status ("" when the slot is missing).
+func walStatusOf(t *testing.T, conn *pgx.Conn, slot string) string {
+	t.Helper()
+	var st *string
+	err := conn.QueryRow(context.Background(), "SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&st)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st == nil {
+		return "null"
+	}
+	return *st
+}
+
+// makeSlotLost writes WAL in whole segments and checkpoints until
+// PostgreSQL invalidates the slot (wal_status lost).
+func makeSlotLost(t *testing.T, conn *pgx.Conn, f *fixture) {
+	t.Helper()
+	ctx := context.Background()
+	waitFor(t, 60*time.Second, "the slot to be lost", func() bool {
+		for _, q := range []string{
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS churn_%s (v text)", f.name),
+			fmt.Sprintf("INSERT INTO churn_%s SELECT repeat('w', 1000) FROM generate_series(1, 100)", f.name),
+			"SELECT pg_switch_wal()",
+			"CHECKPOINT",
+		} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		return walStatusOf(t, conn, f.slot) == "lost"
+	})
+}
+
+// TestSlotLost: a slot that falls behind max_slot_wal_keep_size while the
+// relay runs (Kafka unreachable, so nothing is confirmed) is invalidated;
+// the relay exits 1 saying events may have been lost. Started again, it
+// refuses to start the same way and leaves the slot alone. With
+// --recreate-lost-slot it drops and recreates the slot, says so at ERROR
+// level, and streams new events.
+func TestSlotLost(t *testing.T) {
+	_, url := lostSlotCluster(t)
+	s := randSuffix()
+	f := &fixture{t: t, name: s, table: "outbox_" + s, slot: "slot_" + s, publication: "pub_" + s, topicPrefix: "t" + s, dlq: "t" + s + ".dlq"}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(ctx, fmt.Sprintf(outboxDDL, "public."+f.table)); err != nil {
+		t.Fatal(err)
+	}
+	wantLostMessage := func(r *relay) {
+		t.Helper()
+		if code := r.wait(60 * time.Second); code != exitFailed {
+			t.Fatalf("exit code %d with a lost slot, want %d", code, exitFailed)
+		}
+		out := r.Output()
+		if !strings.Contains(out, "slot lost") || !strings.Contains(out, "events may have been lost") || !strings.Contains(out, "--recreate-lost-slot") {
+			t.Fatalf("the exit message does not say the slot is lost, that events may have been lost, and how to go on:\n%s", tailString(out, 3000))
+		}
+	}
+
+	// Nothing listens on this port: the event stays in flight, unconfirmed.
+	deadKafka, err := freeport.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRelay(t, f.args("--pg-url", url, "--kafka-brokers", "127.0.0.1:"+strconv.Itoa(deadKafka)))
+	r.waitStreaming(60 * time.Second)
+	agg := uuidFor(7)
+	if _, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitMetric("cdc_relay_events_read_total", 30*time.Second, func(v float64) bool { return v >= 1 })
+	makeSlotLost(t, conn, f)
+	wantLostMessage(r)
+
+	r2 := startRelay(t, f.args("--pg-url", url))
+	wantLostMessage(r2)
+	if st := walStatusOf(t, conn, f.slot); st != "lost" {
+		t.Fatalf("after the refusal the slot's wal_status is %q, want it left lost", st)
+	}
+
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r3 := startRelay(t, f.args("--pg-url", url, "--recreate-lost-slot", "true"))
+	r3.waitStreaming(60 * time.Second)
+	out := r3.Output()
+	if !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "RECREATED") || !strings.Contains(out, "lost_confirmed_lsn=") {
+		t.Fatalf("no ERROR line saying the lost slot was recreated:\n%s", tailString(out, 3000))
+	}
+	if st := walStatusOf(t, conn, f.slot); st != "reserved" {
+		t.Fatalf("the recreated slot's wal_status is %q, want reserved", st)
+	}
+	agg = uuidFor(8)
+	ids, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitIDs(60*time.Second, ids)
+	if code := r3.terminate(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
