@@ -14,18 +14,18 @@ import (
 
 // slotStatus is one row of pg_replication_slots, as `cdc-relay status` prints it.
 type slotStatus struct {
-	Slot              string  `json:"slot"`
-	Plugin            string  `json:"plugin"`
-	Database          string  `json:"database"`
-	Active            bool    `json:"active"`
-	ActivePID         *int32  `json:"active_pid"`
-	ConfirmedFlushLSN string  `json:"confirmed_flush_lsn"`
-	RestartLSN        string  `json:"restart_lsn"`
-	CurrentWALLSN     string  `json:"current_wal_lsn"`
-	LagBytes          int64   `json:"lag_bytes"`
-	RetainedBytes     int64   `json:"retained_bytes"`
-	WALStatus         string  `json:"wal_status"`
-	SafeWALSizeBytes  *int64  `json:"safe_wal_size_bytes"`
+	Slot              string `json:"slot"`
+	Plugin            string `json:"plugin"`
+	Database          string `json:"database"`
+	Active            bool   `json:"active"`
+	ActivePID         *int32 `json:"active_pid"`
+	ConfirmedFlushLSN string `json:"confirmed_flush_lsn"`
+	RestartLSN        string `json:"restart_lsn"`
+	CurrentWALLSN     string `json:"current_wal_lsn"`
+	LagBytes          int64  `json:"lag_bytes"`
+	RetainedBytes     int64  `json:"retained_bytes"`
+	WALStatus         string `json:"wal_status"`
+	SafeWALSizeBytes  *int64 `json:"safe_wal_size_bytes"`
 }
 
 // status is `cdc-relay status`: the slot's row from the catalog (never the
