@@ -238,8 +238,14 @@ func connect(t *testing.T) *pgx.Conn {
 func (f *fixture) confirmedFlush() uint64 {
 	f.t.Helper()
 	var s *string
-	conn := connect(f.t)
-	err := conn.QueryRow(context.Background(), "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL) // closed here: callers poll this
+	if err != nil {
+		return 0
+	}
+	defer conn.Close(context.Background())
+	err = conn.QueryRow(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&s)
 	if err != nil || s == nil {
 		return 0
 	}
