@@ -3,6 +3,7 @@ package decoder
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -54,6 +55,8 @@ func FuzzDecode(f *testing.F) {
 		var m Message
 		if err := d.Decode(data, &m); err == nil {
 			checkMessage(t, data, &m)
+		} else {
+			checkError(t, err)
 		}
 
 		// The same bytes as a length-prefixed stream.
@@ -67,12 +70,27 @@ func FuzzDecode(f *testing.F) {
 			b = b[4+n:]
 			if err := d.Decode(msg, &m); err == nil {
 				checkMessage(t, msg, &m)
+			} else {
+				checkError(t, err)
 			}
 		}
 		if !bytes.Equal(data, orig) {
 			t.Fatal("Decode modified its input")
 		}
 	})
+}
+
+// checkError checks that a Decode error is one Decode documents: a sentinel
+// (wrapped), a *MissingColumnError or a *ColumnError.
+func checkError(t *testing.T, err error) {
+	t.Helper()
+	for _, sentinel := range []error{ErrShort, ErrTrailingBytes, ErrUnknownMessage, ErrUnknownRelation, ErrColumnCount,
+		ErrTupleFormat, ErrUnchangedToast, ErrBinaryColumn, ErrMissingColumn} {
+		if errors.Is(err, sentinel) {
+			return
+		}
+	}
+	t.Fatalf("undocumented error %T: %v", err, err)
 }
 
 // checkMessage checks a successfully decoded message.

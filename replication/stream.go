@@ -176,9 +176,19 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	defer sess.Close()
 
 	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.New(s.cfg.Table, s.cfg.Columns), readTimeout: readTimeout}
-	// Wake a blocked read when shutdown starts.
+	// Wake a blocked read when shutdown starts, and when Kafka's
+	// acknowledgements moved the confirmed LSN, so that it is reported
+	// within minStatusGap instead of at the next status tick.
 	stopWake := context.AfterFunc(ctx, func() { rconn.Conn().SetReadDeadline(time.Now()) })
+	wakeCtx, stopWaker := context.WithCancel(context.Background())
+	wakerDone := make(chan struct{})
+	go func() {
+		defer close(wakerDone)
+		wakeOnProgress(wakeCtx, tr, rconn)
+	}()
 	err = r.loop(ctx)
+	stopWaker()
+	<-wakerDone
 	stopWake()
 	if ctx.Err() != nil || IsFatal(err) {
 		r.drain()
@@ -366,6 +376,11 @@ func (r *reader) loop(ctx context.Context) error {
 		if r.nextStatus.Before(deadline) {
 			deadline = r.nextStatus
 		}
+		if r.tr.Confirmed() > r.sentLSN {
+			if due := r.lastSent.Add(minStatusGap); due.Before(deadline) {
+				deadline = due
+			}
+		}
 		if !deadline.Equal(r.deadline) {
 			if err := r.conn.Conn().SetReadDeadline(deadline); err != nil {
 				return fmt.Errorf("set read deadline: %w", err)
@@ -378,6 +393,7 @@ func (r *reader) loop(ctx context.Context) error {
 				if time.Since(r.lastRecv) >= r.readTimeout {
 					return errStreamSilent
 				}
+				r.deadline = time.Time{} // a waker may have moved it
 				continue
 			}
 			return fmt.Errorf("receive: %w", err)
@@ -487,6 +503,28 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 
 // minStatusGap spaces status updates sent because the confirmed LSN moved.
 const minStatusGap = 100 * time.Millisecond
+
+// wakeOnProgress interrupts the reader's blocked read (through the read
+// deadline) when acknowledgements move the confirmed LSN, at most once per
+// minStatusGap. Only the reader writes to the connection; this goroutine
+// only moves its read deadline, which is safe from another goroutine.
+func wakeOnProgress(ctx context.Context, tr *Tracker, conn *pgconn.PgConn) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tr.Progress():
+		}
+		conn.Conn().SetReadDeadline(time.Now())
+		t := time.NewTimer(minStatusGap)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
 
 // statusTimer fires when the next status update is due.
 func (r *reader) statusTimer() <-chan time.Time {

@@ -32,6 +32,7 @@ type Tracker struct {
 	confirmed LSN
 	confTime  time.Time // commit time of the newest confirmed transaction
 	room      chan struct{}
+	progress  chan struct{}
 }
 
 type commit struct {
@@ -54,6 +55,7 @@ func NewTracker(confirmed LSN, maxEvents int, maxBytes int64) *Tracker {
 		maxBytes:  maxBytes,
 		confirmed: confirmed,
 		room:      make(chan struct{}, 1),
+		progress:  make(chan struct{}, 1),
 	}
 }
 
@@ -120,13 +122,25 @@ func (t *Tracker) Ack(upTo uint64, events int, bytes int64) {
 	}
 	t.events -= events
 	t.bytes -= bytes
+	before := t.confirmed
 	t.advance()
+	moved := t.confirmed > before
 	t.mu.Unlock()
 	select {
 	case t.room <- struct{}{}:
 	default:
 	}
+	if moved {
+		select {
+		case t.progress <- struct{}{}:
+		default:
+		}
+	}
 }
+
+// Progress is signalled after an Ack moved the confirmed LSN, so the stream
+// can report it without waiting for its next status tick.
+func (t *Tracker) Progress() <-chan struct{} { return t.progress }
 
 func (t *Tracker) advance() {
 	for t.head < len(t.commits) && t.commits[t.head].lastSeq <= t.acked {

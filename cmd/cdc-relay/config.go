@@ -98,7 +98,7 @@ var settings = []setting{
 	{"kafka-batch-bytes", "1048576", "largest produce request per partition; keep it at most the broker's message.max.bytes", false},
 	{"kafka-compression", "none", "record batch compression: none, gzip, snappy, lz4 or zstd", false},
 	{"status-interval", "1s", "how often the confirmed LSN is reported to PostgreSQL (at most 10s)", false},
-	{"read-timeout", "60s", "a stream silent this long is treated as dead and reconnected (raised to wal_sender_timeout/2 + 15s if that is longer)", false},
+	{"read-timeout", "60s", "a stream silent this long is treated as dead and reconnected (raised to wal_sender_timeout/2 + 5s if that is longer)", false},
 	{"shutdown-timeout", "30s", "how long shutdown waits for Kafka to acknowledge in-flight events", false},
 }
 
