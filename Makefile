@@ -35,8 +35,13 @@ bench: setup build microbench
 microbench:
 	$(GO) test -run '^$$' -bench . -benchmem ./decoder/ ./router/ ./replication/ ./publisher/ ./schemaregistry/
 
+# Short fuzz runs of the decoder, the header router and the Avro encoder,
+# seeded from testdata (FUZZTIME=60s for longer).
+FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 60s ./decoder/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./decoder/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendHeaders$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./router/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppend$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./schemaregistry/
 
 vet:
 	$(GO) vet ./...

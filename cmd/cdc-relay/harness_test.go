@@ -426,7 +426,8 @@ type consumer struct {
 func consume(t *testing.T, topicRegex string) *consumer {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr()), kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250*time.Millisecond), kgo.MetadataMaxAge(time.Second))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250*time.Millisecond), kgo.MetadataMaxAge(time.Second),
+		kgo.FetchMaxWait(250*time.Millisecond)) // new topics join the next fetch sooner
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,11 +119,23 @@ func TestHaltOnInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitIDs(60*time.Second, good)
-	before := currentLSN(t, conn)
-	bad, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: `{"order_id": 5}`}})
+	// The bad transaction's commit starts after `before`, read inside it.
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	bad := make([]int64, 1)
+	if err := tx.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %s (aggregate_type, aggregate_id, event_type, payload) VALUES ('Order', $1, 'OrderCreated', '{"order_id": 5}') RETURNING id`, f.table), agg).Scan(&bad[0]); err != nil {
+		t.Fatal(err)
+	}
+	var beforeText string
+	if err := tx.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&beforeText); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := parseLSN(t, beforeText)
 	if code := r.wait(60 * time.Second); code != exitFailed {
 		t.Fatalf("exit code = %d, want %d", code, exitFailed)
 	}
