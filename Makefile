@@ -20,6 +20,7 @@ setup:
 test: setup
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 2 -timeout 45m ./...
+	$(MAKE) fuzz FUZZTIME=10s
 
 # Tests that need no services.
 unit:

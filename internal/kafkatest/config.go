@@ -43,21 +43,26 @@ func libsDir() (string, error) {
 }
 
 // properties renders server.properties for a combined broker and controller
-// listening on port (PLAINTEXT) and cport (CONTROLLER).
-func properties(opts Options, dataDir string, port, cport int) string {
-	listen := "127.0.0.1:" + strconv.Itoa(port)
-	ctrl := "127.0.0.1:" + strconv.Itoa(cport)
+// listening on ports.plain (PLAINTEXT) and ports.controller (CONTROLLER),
+// plus the SASL and TLS listeners whose ports are set; dir holds their key
+// and trust stores.
+func properties(opts Options, dir, dataDir string, ports listenerPorts) string {
+	listen := "127.0.0.1:" + strconv.Itoa(ports.plain)
+	ctrl := "127.0.0.1:" + strconv.Itoa(ports.controller)
 	adv := listen
 	if opts.AdvertisedHost != "" {
 		adv = opts.AdvertisedHost
 	}
+	// The extra listeners advertise their real address; PLAINTEXT stays the
+	// inter-broker listener, so the single node never authenticates to itself.
+	extra, protocols := securityListeners(ports)
 	p := map[string]string{
 		"process.roles":                       "broker,controller",
 		"node.id":                             "1",
 		"controller.quorum.bootstrap.servers": ctrl,
-		"listeners":                           "PLAINTEXT://" + listen + ",CONTROLLER://" + ctrl,
-		"advertised.listeners":                "PLAINTEXT://" + adv + ",CONTROLLER://" + ctrl,
-		"listener.security.protocol.map":      "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"listeners":                           strings.Join(append([]string{"PLAINTEXT://" + listen, "CONTROLLER://" + ctrl}, extra...), ","),
+		"advertised.listeners":                strings.Join(append([]string{"PLAINTEXT://" + adv, "CONTROLLER://" + ctrl}, extra...), ","),
+		"listener.security.protocol.map":      strings.Join(append([]string{"PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"}, protocols...), ","),
 		"controller.listener.names":           "CONTROLLER",
 		"inter.broker.listener.name":          "PLAINTEXT",
 		"log.dirs":                            dataDir,
@@ -81,6 +86,9 @@ func properties(opts Options, dataDir string, port, cport int) string {
 	}
 	if opts.MessageMaxBytes > 0 {
 		p["message.max.bytes"] = strconv.Itoa(opts.MessageMaxBytes)
+	}
+	for k, v := range securityProperties(opts, dir, ports) {
+		p[k] = v
 	}
 	for k, v := range opts.ExtraConfig {
 		p[k] = v
