@@ -6,4 +6,10 @@
 // directory) with the java on PATH. A Broker owns its java process, its data
 // directory and its log file; nothing else in the project starts Kafka.
 // Start fails, never skips, when the broker cannot be started.
+//
+// Every broker has a PLAINTEXT listener (Addr), also used between broker and
+// controller. Options.SASLUsers adds a SASL_PLAINTEXT listener (SASLAddr)
+// taking PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; Options.TLS adds an SSL
+// listener (SSLAddr, mutual TLS with TLS.ClientAuth) and, with users, a
+// SASL_SSL listener (SASLSSLAddr). Certificates are PEM, as Go makes them.
 package kafkatest

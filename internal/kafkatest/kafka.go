@@ -42,6 +42,18 @@ type Options struct {
 	// ExtraConfig adds or overrides server.properties entries, e.g.
 	// "num.partitions" (default "1").
 	ExtraConfig map[string]string
+	// SASLUsers, when not empty, adds a SASL_PLAINTEXT listener (SASLAddr)
+	// accepting these user names and passwords with each of Mechanisms:
+	// PLAIN users come from the listener's JAAS config, SCRAM credentials
+	// (SHA-256 and SHA-512) are written into the cluster metadata when the
+	// storage is formatted. With TLS set, a SASL_SSL listener (SASLSSLAddr)
+	// accepts them too. Names and passwords may not hold spaces, quotes,
+	// backslashes, commas, '=' or brackets. nil (the default) adds none.
+	SASLUsers map[string]string
+	// TLS, when set, adds an SSL listener (SSLAddr) serving its certificate,
+	// and a SASL_SSL listener when SASLUsers is set. nil (the default) adds
+	// none. PLAINTEXT stays the inter-broker listener either way.
+	TLS *TLS
 }
 
 // Broker is a running single-node Kafka cluster owned by a test.
@@ -50,8 +62,7 @@ type Broker struct {
 	libs    string
 	dir     string
 	tempDir bool
-	port    int
-	cport   int
+	ports   listenerPorts
 
 	mu     sync.Mutex // serialises Stop, Kill, Restart and Close
 	proc   *process   // nil while stopped
@@ -63,6 +74,9 @@ type Broker struct {
 // tail of the server log. A port taken by someone else in the meantime is
 // retried with new ports.
 func Start(opts Options) (*Broker, error) {
+	if err := checkSecurity(opts); err != nil {
+		return nil, err
+	}
 	libs, err := libsDir()
 	if err != nil {
 		return nil, err
@@ -96,16 +110,29 @@ func Start(opts Options) (*Broker, error) {
 
 // format picks ports, writes the config and formats an empty data dir.
 func (b *Broker) format() error {
-	ports, err := freeport.GetN(2)
+	hasSASL, hasTLS := len(b.opts.SASLUsers) > 0, b.opts.TLS != nil
+	ports, err := freeport.GetN(5) // fixed positions; unused ones are dropped
 	if err != nil {
 		return err
 	}
-	b.port, b.cport = ports[0], ports[1]
+	b.ports = listenerPorts{plain: ports[0], controller: ports[1]}
+	if hasSASL {
+		b.ports.sasl = ports[2]
+	}
+	if hasSASL && hasTLS {
+		b.ports.saslSSL = ports[3]
+	}
+	if hasTLS {
+		b.ports.ssl = ports[4]
+		if err := writeTLSFiles(b.dir, b.opts.TLS); err != nil {
+			return err
+		}
+	}
 	data := filepath.Join(b.dir, "data")
 	if err := os.RemoveAll(data); err != nil {
 		return err
 	}
-	if err := writeConfig(b.dir, properties(b.opts, data, b.port, b.cport)); err != nil {
+	if err := writeConfig(b.dir, properties(b.opts, b.dir, data, b.ports)); err != nil {
 		return err
 	}
 	id, err := newClusterID()
@@ -118,8 +145,9 @@ func (b *Broker) format() error {
 	}
 	defer log.Close()
 	fmt.Fprintf(log, "--- kafkatest %s: format storage, cluster id %s ---\n", stamp(), id)
+	args := append([]string{"format", "--standalone", "-t", id, "-c", "server.properties"}, scramArgs(b.opts.SASLUsers)...)
 	cmd := java(b.libs, b.dir, log, []string{"-Xmx256m", "-XX:TieredStopAtLevel=1"},
-		"kafka.tools.StorageTool", "format", "--standalone", "-t", id, "-c", "server.properties")
+		"kafka.tools.StorageTool", args...)
 	p, err := launch(cmd)
 	if err != nil {
 		return fmt.Errorf("run storage tool: %w", err)
@@ -154,7 +182,7 @@ func (b *Broker) start() error {
 	if err != nil {
 		return fmt.Errorf("run broker: %w", err)
 	}
-	if err := waitReady(p, b.Addr(), startTimeout); err != nil {
+	if err := waitReady(p, startTimeout, b.probe); err != nil {
 		p.kill()
 		return err
 	}
@@ -171,7 +199,48 @@ func (b *Broker) openLog() (*os.File, error) {
 
 // Addr returns the bootstrap address of the real PLAINTEXT listener,
 // "127.0.0.1:port".
-func (b *Broker) Addr() string { return "127.0.0.1:" + strconv.Itoa(b.port) }
+func (b *Broker) Addr() string { return hostPort(b.ports.plain) }
+
+// SASLAddr returns the address of the SASL_PLAINTEXT listener, or "" when
+// Options.SASLUsers is empty.
+func (b *Broker) SASLAddr() string { return hostPort(b.ports.sasl) }
+
+// SASLSSLAddr returns the address of the SASL_SSL listener, or "" unless
+// both Options.SASLUsers and Options.TLS are set.
+func (b *Broker) SASLSSLAddr() string { return hostPort(b.ports.saslSSL) }
+
+// SSLAddr returns the address of the SSL listener (mutual TLS when
+// Options.TLS.ClientAuth is set), or "" when Options.TLS is nil.
+func (b *Broker) SSLAddr() string { return hostPort(b.ports.ssl) }
+
+// hostPort is "127.0.0.1:port", or "" for port 0 (no such listener).
+func hostPort(port int) string {
+	if port == 0 {
+		return ""
+	}
+	return "127.0.0.1:" + strconv.Itoa(port)
+}
+
+// probe checks that the broker serves requests: a metadata request on the
+// PLAINTEXT listener, then a SASL handshake on each SASL listener that
+// must list every mechanism. The listeners start together, so the
+// SSL-only listener is not probed (it may demand a client certificate).
+func (b *Broker) probe() error {
+	if err := probe(b.Addr()); err != nil {
+		return err
+	}
+	if addr := b.SASLAddr(); addr != "" {
+		if err := probeSASL(addr, false); err != nil {
+			return fmt.Errorf("SASL_PLAINTEXT listener: %w", err)
+		}
+	}
+	if addr := b.SASLSSLAddr(); addr != "" {
+		if err := probeSASL(addr, true); err != nil {
+			return fmt.Errorf("SASL_SSL listener: %w", err)
+		}
+	}
+	return nil
+}
 
 // LogPath returns the path of the broker's log file (stdout and stderr of
 // every java process this Broker ran, appended in order).

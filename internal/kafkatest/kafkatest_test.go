@@ -34,7 +34,7 @@ func TestProperties(t *testing.T) {
 		MessageMaxBytes: 2 << 20,
 		AdvertisedHost:  "127.0.0.1:1111",
 		ExtraConfig:     map[string]string{"num.partitions": "3"},
-	}, "/d", 9092, 9093)
+	}, "/k", "/d", listenerPorts{plain: 9092, controller: 9093})
 	for _, want := range []string{
 		"listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093\n",
 		"advertised.listeners=PLAINTEXT://127.0.0.1:1111,CONTROLLER://127.0.0.1:9093\n",
@@ -135,30 +135,36 @@ func randomTopic(t *testing.T) string {
 }
 
 // produce writes one record with franz-go, letting the broker create the
-// topic (the client retries while the topic is being created).
-func produce(t *testing.T, addr, topic, key, value string) {
+// topic (the client retries while the topic is being created); opts add
+// client options such as SASL or TLS.
+func produce(t *testing.T, addr, topic, key, value string, opts ...kgo.Opt) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	rec := &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value)}
-	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	if err := tryProduce(addr, topic, key, value, 30*time.Second, opts...); err != nil {
 		t.Fatalf("produce to %s: %v", topic, err)
 	}
 }
 
+// tryProduce writes one record with franz-go and returns the error.
+func tryProduce(addr, topic, key, value string, timeout time.Duration, opts ...kgo.Opt) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation()}, opts...)...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	rec := &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value)}
+	return cl.ProduceSync(ctx, rec).FirstErr()
+}
+
 // consumeFirst reads the first record of topic with franz-go, as
-// "key=value".
-func consumeFirst(t *testing.T, addr, topic string) string {
+// "key=value"; opts add client options such as SASL or TLS.
+func consumeFirst(t *testing.T, addr, topic string, opts ...kgo.Opt) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

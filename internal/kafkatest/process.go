@@ -3,6 +3,7 @@ package kafkatest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,12 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/protocol/metadata"
+	"github.com/segmentio/kafka-go/protocol/saslhandshake"
 )
 
 // process is one running java process and its exit status.
@@ -78,23 +81,23 @@ func (p *process) kill() {
 	<-p.done
 }
 
-// waitReady polls addr with a metadata request until the broker answers
-// with itself in the broker list, the process exits, or timeout passes.
-func waitReady(p *process, addr string, timeout time.Duration) error {
+// waitReady polls ready until it succeeds, the process exits, or timeout
+// passes.
+func waitReady(p *process, timeout time.Duration, ready func() error) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
-		if last = probe(addr); last == nil {
+		if last = ready(); last == nil {
 			return nil
 		}
 		select {
 		case <-p.done:
 			return fmt.Errorf("kafka exited during startup: %v", p.err)
 		case <-deadline.C:
-			return fmt.Errorf("kafka not ready on %s after %s: %w", addr, timeout, last)
+			return fmt.Errorf("kafka not ready after %s: %w", timeout, last)
 		case <-tick.C:
 		}
 	}
@@ -122,6 +125,50 @@ func probe(addr string) error {
 	res, ok := msg.(*metadata.Response)
 	if !ok || len(res.Brokers) == 0 {
 		return errors.New("metadata response lists no broker")
+	}
+	return nil
+}
+
+// probeSASL sends one SaslHandshake request (v1) on a fresh connection to
+// addr, over TLS when useTLS is set, and checks that the answer lists every
+// one of Mechanisms. It does not authenticate.
+func probeSASL(addr string, useTLS bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var d net.Dialer
+	var conn net.Conn
+	var err error
+	if useTLS {
+		// A readiness probe: whether the certificate verifies is the
+		// client's business (and the test's), not the helper's.
+		td := tls.Dialer{NetDialer: &d, Config: &tls.Config{InsecureSkipVerify: true}}
+		conn, err = td.DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = d.DialContext(ctx, "tcp", addr)
+	}
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	deadline, _ := ctx.Deadline()
+	if err := conn.SetDeadline(deadline); err != nil {
+		return err
+	}
+	msg, err := protocol.RoundTrip(conn, 1, 1, "kafkatest", &saslhandshake.Request{Mechanism: Mechanisms[0]})
+	if err != nil {
+		return err
+	}
+	res, ok := msg.(*saslhandshake.Response)
+	if !ok {
+		return fmt.Errorf("SaslHandshake answered with %T", msg)
+	}
+	if res.ErrorCode != 0 {
+		return fmt.Errorf("SaslHandshake: error code %d, mechanisms %v", res.ErrorCode, res.Mechanisms)
+	}
+	for _, m := range Mechanisms {
+		if !slices.Contains(res.Mechanisms, m) {
+			return fmt.Errorf("SaslHandshake lists %v, not %s", res.Mechanisms, m)
+		}
 	}
 	return nil
 }
