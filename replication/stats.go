@@ -38,6 +38,7 @@ type Stats struct {
 	lastMessage   atomic.Int64
 	rowsRead      atomic.Uint64
 	confCommitNs  atomic.Int64
+	backpressure  atomic.Bool
 
 	mu         sync.Mutex
 	reconnects map[string]uint64
@@ -70,6 +71,10 @@ func (s *Stats) LastKeepalive() time.Time { return unixTime(s.lastKeepalive.Load
 
 // LastMessage is when any message last arrived from the server.
 func (s *Stats) LastMessage() time.Time { return unixTime(s.lastMessage.Load()) }
+
+// Backpressure reports whether the reader is waiting for in-flight room:
+// Kafka is slower than the WAL, and PostgreSQL holds the WAL meanwhile.
+func (s *Stats) Backpressure() bool { return s.backpressure.Load() }
 
 // RowsRead counts outbox rows read from the stream.
 func (s *Stats) RowsRead() uint64 { return s.rowsRead.Load() }

@@ -474,6 +474,10 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 		r.s.stats.rowsRead.Add(1)
 		size := RowSize(&m.Row)
 		seq, ok := r.tr.Reserve(size)
+		if !ok {
+			r.s.stats.backpressure.Store(true)
+			defer r.s.stats.backpressure.Store(false)
+		}
 		for !ok {
 			var err error
 			if seq, ok, err = r.tr.WaitRoom(ctx, size, r.statusTimer(), r.sess.Done()); err != nil {

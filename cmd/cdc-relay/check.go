@@ -196,7 +196,15 @@ func (c *checker) kafka(ctx context.Context, cfg *Config) {
 	client := &kafka.Client{Addr: kafka.TCP(cfg.KafkaBrokers...), Timeout: 10 * time.Second, Transport: tr}
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{})
 	if err != nil {
-		c.fail("Kafka: brokers %s unreachable (%v): check --kafka-brokers and the network", strings.Join(cfg.KafkaBrokers, ","), err)
+		msg := err.Error()
+		switch {
+		case strings.Contains(msg, "SASL") || strings.Contains(msg, "Authentication"):
+			c.fail("Kafka: authentication failed (%v): check --kafka-sasl-mechanism, --kafka-sasl-username and the password", err)
+		case strings.Contains(msg, "x509") || strings.Contains(msg, "tls"):
+			c.fail("Kafka: TLS failed (%v): check --kafka-tls-ca-file and the client certificate", err)
+		default:
+			c.fail("Kafka: brokers %s unreachable (%v): check --kafka-brokers and the network", strings.Join(cfg.KafkaBrokers, ","), err)
+		}
 		return
 	}
 	c.ok("Kafka: %d broker(s) reachable via %s", len(md.Brokers), strings.Join(cfg.KafkaBrokers, ","))

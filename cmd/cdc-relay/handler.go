@@ -126,7 +126,10 @@ func (h *handler) build(ctx context.Context, rec *publisher.Record, row *decoder
 	}
 	enc := h.registry.Cached(topic, eventType)
 	var eerr error
-	if enc == nil {
+	if enc != nil {
+		h.metrics.cacheHit.Inc()
+	} else {
+		h.metrics.cacheMiss.Inc()
 		// A new (topic, event type): one registration. Bound it, so a registry
 		// outage turns into a reconnect instead of a reader that stops
 		// answering PostgreSQL.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +19,12 @@ type metrics struct {
 	dlq       *prometheus.CounterVec
 	latency   prometheus.Histogram
 	errors    *prometheus.CounterVec
+	// registryRequests counts HTTP requests to the schema registry by status
+	// class; registryCache counts encoder lookups by result (hit or miss).
+	registryRequests *prometheus.CounterVec
+	registryCache    *prometheus.CounterVec
+	cacheHit         prometheus.Counter
+	cacheMiss        prometheus.Counter
 }
 
 // roles are the values of the role label of cdc_relay_role.
@@ -43,7 +51,17 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 			Name: "cdc_relay_produce_errors_total", Help: "Failed produce attempts, by kind.",
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.published, m.bytes, m.dlq, m.latency, m.errors,
+	m.registryRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cdc_relay_schema_registry_requests_total", Help: "HTTP requests to the schema registry, by result (2xx, 4xx, 5xx, error).",
+	}, []string{"result"})
+	m.registryCache = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cdc_relay_schema_cache_lookups_total", Help: "Schema id lookups per event, by result: hit (cached, no registry request) or miss.",
+	}, []string{"result"})
+	m.cacheHit, m.cacheMiss = m.registryCache.WithLabelValues("hit"), m.registryCache.WithLabelValues("miss")
+	reg.MustRegister(m.published, m.bytes, m.dlq, m.latency, m.errors, m.registryRequests, m.registryCache,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_backpressure", Help: "1 while the reader waits for in-flight room: Kafka is slower than the WAL and PostgreSQL holds the WAL."}, func() float64 {
+			return boolFloat(stats.Backpressure())
+		}),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_build_info", Help: "Build information.", ConstLabels: prometheus.Labels{"version": version}}, func() float64 { return 1 }),
@@ -144,3 +162,31 @@ func (m *metrics) Produced(topic string, records, bytes int, latency time.Durati
 
 // ProduceError implements publisher.Observer.
 func (m *metrics) ProduceError(kind string) { m.errors.WithLabelValues(kind).Inc() }
+
+// countRegistryRequests wraps the registry's HTTP client so that every
+// request is counted by result.
+func (m *metrics) countRegistryRequests(c *http.Client) *http.Client {
+	if c == nil {
+		c = &http.Client{}
+	}
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	out := *c
+	out.Transport = roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := next.RoundTrip(req)
+		switch {
+		case err != nil:
+			m.registryRequests.WithLabelValues("error").Inc()
+		default:
+			m.registryRequests.WithLabelValues(fmt.Sprintf("%dxx", resp.StatusCode/100)).Inc()
+		}
+		return resp, err
+	})
+	return &out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -51,11 +51,6 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "cdc-relay: --kafka-tls: %v\n", err)
 		return exitConfig
 	}
-	reg, err := schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log, HTTPClient: httpClient})
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-url: %v\n", err)
-		return exitConfig
-	}
 
 	ctx, stop := signalContext(log)
 	defer stop()
@@ -78,6 +73,12 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	}, nil)
 	lag := newLagRate(stats().LagBytes)
 	m := newMetrics(stats(), lag)
+	reg, err := schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log,
+		HTTPClient: m.countRegistryRequests(httpClient)})
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-url: %v\n", err)
+		return exitConfig
+	}
 	pub, err := publisher.New(publisher.Config{
 		Brokers:        cfg.KafkaBrokers,
 		Compression:    compression(cfg.KafkaCompression),
