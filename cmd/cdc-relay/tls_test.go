@@ -5,17 +5,23 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -188,5 +194,70 @@ func TestPostgresTLSVerifyFull(t *testing.T) {
 	})
 	if v, _ := r2.metric("cdc_relay_active"); v != 0 {
 		t.Fatalf("relay streams although the server certificate is not trusted")
+	}
+}
+
+// TestRegistryTLSAndBasicAuth: the relay reaches the registry over https
+// with basic auth (a TLS proxy with a certificate from a test CA, requiring
+// a password, in front of the real registry); a wrong password stops it with
+// the registry's answer and without printing the password.
+func TestRegistryTLSAndBasicAuth(t *testing.T) {
+	const user, pass = "relay", "reg-Pa55word"
+	ca := newTestCA(t)
+	certPEM, keyPEM := ca.issue(t, "localhost", "localhost", "127.0.0.1")
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse(registry.URL())
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var authed atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if !ok || u != user || p != pass {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"error_code": 401, "message": "Unauthorized"}`))
+			return
+		}
+		authed.Add(1)
+		proxy.ServeHTTP(w, r)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(caFile, ca.pem, 0o644)
+	httpsURL := strings.Replace(srv.URL, "https://", "https://"+user+":"+pass+"@", 1)
+
+	f := newFixture(t, "")
+	args := f.args("--schema-registry-ca-file", caFile)
+	setFlag(args, "--schema-registry-url", httpsURL)
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, args)
+	r.waitStreaming(60 * time.Second)
+	agg := uuidFor(6)
+	ids, err := f.insertTx(context.Background(), connect(t), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := c.waitIDs(60*time.Second, ids)
+	if _, _, err := newAvroDecoder().decode(recs[0].Value); err != nil {
+		t.Fatal(err)
+	}
+	if authed.Load() == 0 {
+		t.Fatal("no authenticated request reached the registry proxy")
+	}
+	r.terminate()
+
+	bad := f.args("--schema-registry-ca-file", caFile)
+	setFlag(bad, "--schema-registry-url", strings.Replace(httpsURL, pass, "wrong-"+pass, 1))
+	r2 := startRelay(t, bad)
+	if code := r2.wait(60 * time.Second); code == 0 {
+		t.Fatalf("relay with a wrong registry password exited 0")
+	}
+	out := r2.Output()
+	if !strings.Contains(out, "401") || strings.Contains(out, pass) {
+		t.Fatalf("want the 401 and no password in the output:\n%s", tailString(out, 2000))
 	}
 }
