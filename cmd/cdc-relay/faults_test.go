@@ -399,29 +399,7 @@ func TestFaultPostgresBlackholed(t *testing.T) {
 // consumeFrom is consume against another broker.
 func consumeFrom(t *testing.T, addr, topicRegex string) *consumer {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250*time.Millisecond), kgo.MetadataMaxAge(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &consumer{t: t, client: cl, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		for ctx.Err() == nil {
-			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-				h := map[string]string{}
-				for _, x := range r.Headers {
-					h[x.Key] = string(x.Value)
-				}
-				c.mu.Lock()
-				c.recs = append(c.recs, record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: r.Value, Headers: h})
-				c.mu.Unlock()
-			})
-		}
-	}()
-	t.Cleanup(func() { cancel(); cl.Close(); <-c.done })
-	return c
+	return consume(t, topicRegex, kgo.SeedBrokers(addr))
 }
 
 // TestFaultKafkaBlackholed: a broker of its own advertises a TCP proxy, so

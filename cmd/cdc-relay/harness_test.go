@@ -423,11 +423,12 @@ type consumer struct {
 }
 
 // consume starts reading every topic whose name matches the regex.
-func consume(t *testing.T, topicRegex string) *consumer {
+func consume(t *testing.T, topicRegex string, opts ...kgo.Opt) *consumer {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr()), kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250*time.Millisecond), kgo.MetadataMaxAge(time.Second),
-		kgo.FetchMaxWait(250*time.Millisecond)) // new topics join the next fetch sooner
+	base := []kgo.Opt{kgo.SeedBrokers(broker.Addr()), kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250 * time.Millisecond), kgo.MetadataMaxAge(time.Second),
+		kgo.FetchMaxWait(250 * time.Millisecond)} // new topics join the next fetch sooner
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,8 +437,7 @@ func consume(t *testing.T, topicRegex string) *consumer {
 	go func() {
 		defer close(c.done)
 		for ctx.Err() == nil {
-			fs := cl.PollFetches(ctx)
-			fs.EachRecord(func(r *kgo.Record) {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
 				h := map[string]string{}
 				for _, x := range r.Headers {
 					h[x.Key] = string(x.Value)

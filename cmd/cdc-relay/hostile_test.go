@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
@@ -93,30 +92,7 @@ func (f *fixture) insertRows(ctx context.Context, conn *pgx.Conn, rows []nrow) (
 // 5 s on the quiet topics first.
 func consumeFast(t *testing.T, topicRegex string) *consumer {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr()), kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250*time.Millisecond), kgo.MetadataMaxAge(time.Second),
-		kgo.FetchMaxWait(250*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &consumer{t: t, client: cl, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		for ctx.Err() == nil {
-			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-				h := map[string]string{}
-				for _, x := range r.Headers {
-					h[x.Key] = string(x.Value)
-				}
-				c.mu.Lock()
-				c.recs = append(c.recs, record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: r.Value, Headers: h})
-				c.mu.Unlock()
-			})
-		}
-	}()
-	t.Cleanup(func() { cancel(); cl.Close(); <-c.done })
-	return c
+	return consume(t, topicRegex)
 }
 
 // byID returns the first record of each id.

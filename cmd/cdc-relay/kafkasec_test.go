@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-relay/cdc-relay/internal/testca"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -26,14 +28,14 @@ import (
 // never shows in the relay's output or its metrics.
 func TestKafkaSecurity(t *testing.T) {
 	began := time.Now()
-	ca := newTestCA(t)
-	serverCert, serverKey := ca.issue(t, "kafka", "127.0.0.1", "localhost")
-	clientCert, clientKey := ca.issue(t, "cdc-relay")
+	ca := testca.New(t)
+	serverCert, serverKey := ca.Issue(t, "kafka", "127.0.0.1", "localhost")
+	clientCert, clientKey := ca.Issue(t, "cdc-relay")
 	relayPassword, readerPassword := "relay-pw-"+randSuffix(), "reader-pw-"+randSuffix()
 	sb, err := kafkatest.Start(kafkatest.Options{
 		ExtraConfig: map[string]string{"num.partitions": "3"},
 		SASLUsers:   map[string]string{"relay": relayPassword, "reader": readerPassword},
-		TLS:         &kafkatest.TLS{CertPEM: serverCert, KeyPEM: serverKey, CAPEM: ca.pem, ClientAuth: true},
+		TLS:         &kafkatest.TLS{CertPEM: serverCert, KeyPEM: serverKey, CAPEM: ca.PEM, ClientAuth: true},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -48,9 +50,9 @@ func TestKafkaSecurity(t *testing.T) {
 		sb.Close()
 	})
 	dir := t.TempDir()
-	caFile, otherCAFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "other-ca.pem")
+	caFile, otherCAFile := filepath.Join(dir, "ca.PEM"), filepath.Join(dir, "other-ca.PEM")
 	certFile, keyFile, passwordFile := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem"), filepath.Join(dir, "password")
-	for path, data := range map[string][]byte{caFile: ca.pem, otherCAFile: newTestCA(t).pem, certFile: clientCert, keyFile: clientKey,
+	for path, data := range map[string][]byte{caFile: ca.PEM, otherCAFile: testca.New(t).PEM, certFile: clientCert, keyFile: clientKey,
 		passwordFile: []byte(relayPassword + "\n")} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
@@ -199,30 +201,7 @@ func TestKafkaSecurity(t *testing.T) {
 // brokers, SASL, TLS): it reads every topic matching topicRegex from the start.
 func consumeSecured(t *testing.T, topicRegex string, opts ...kgo.Opt) *consumer {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250 * time.Millisecond), kgo.MetadataMaxAge(time.Second)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &consumer{t: t, client: cl, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		for ctx.Err() == nil {
-			fs := cl.PollFetches(ctx)
-			fs.EachRecord(func(r *kgo.Record) {
-				h := map[string]string{}
-				for _, x := range r.Headers {
-					h[x.Key] = string(x.Value)
-				}
-				c.mu.Lock()
-				c.recs = append(c.recs, record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: r.Value, Headers: h})
-				c.mu.Unlock()
-			})
-		}
-	}()
-	t.Cleanup(func() { cancel(); cl.Close(); <-c.done })
-	return c
+	return consume(t, topicRegex, opts...)
 }
 
 // metricsText returns the relay's whole /metrics page.

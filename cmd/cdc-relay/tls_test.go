@@ -2,16 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -25,73 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-relay/cdc-relay/internal/testca"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 )
-
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "cdc-relay test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a PEM certificate and key for the given host names and IPs.
-func (ca *testCA) issue(t *testing.T, cn string, hosts ...string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
-}
 
 // writeOwned writes a file the PostgreSQL server (run as postgres) can read.
 func writeOwned(t *testing.T, path string, data []byte) {
@@ -115,13 +46,13 @@ func writeOwned(t *testing.T, path string, data []byte) {
 // TestPostgresTLSVerifyFull: the relay streams over TLS with sslmode=verify-full
 // against a CA made in the test, and refuses a server its CA did not sign.
 func TestPostgresTLSVerifyFull(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testca.New(t)
 	cluster, err := pgtest.Start(pgtest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cluster.Close() })
-	certPEM, keyPEM := ca.issue(t, "localhost", "localhost", "127.0.0.1")
+	certPEM, keyPEM := ca.Issue(t, "localhost", "localhost", "127.0.0.1")
 	writeOwned(t, filepath.Join(cluster.Dir(), "server.crt"), certPEM)
 	writeOwned(t, filepath.Join(cluster.Dir(), "server.key"), keyPEM)
 	ctx := context.Background()
@@ -139,8 +70,8 @@ func TestPostgresTLSVerifyFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	os.WriteFile(caFile, ca.pem, 0o644)
+	caFile := filepath.Join(t.TempDir(), "ca.PEM")
+	os.WriteFile(caFile, ca.PEM, 0o644)
 	tlsURL := strings.Replace(dbURL, "127.0.0.1", "localhost", 1)
 	tlsURL = strings.Replace(tlsURL, "sslmode=disable", "sslmode=verify-full&sslrootcert="+caFile, 1)
 	waitFor(t, 10*time.Second, "TLS on the server", func() bool {
@@ -184,9 +115,9 @@ func TestPostgresTLSVerifyFull(t *testing.T) {
 	r.terminate()
 
 	// Another CA: verify-full must refuse the server, and say why.
-	other := newTestCA(t)
-	otherFile := filepath.Join(t.TempDir(), "other.pem")
-	os.WriteFile(otherFile, other.pem, 0o644)
+	other := testca.New(t)
+	otherFile := filepath.Join(t.TempDir(), "other.PEM")
+	os.WriteFile(otherFile, other.PEM, 0o644)
 	setFlag(args, "--pg-url", strings.Replace(tlsURL, caFile, otherFile, 1))
 	r2 := startRelay(t, args)
 	waitFor(t, 20*time.Second, "a certificate error", func() bool {
@@ -203,8 +134,8 @@ func TestPostgresTLSVerifyFull(t *testing.T) {
 // the registry's answer and without printing the password.
 func TestRegistryTLSAndBasicAuth(t *testing.T) {
 	const user, pass = "relay", "reg-Pa55word"
-	ca := newTestCA(t)
-	certPEM, keyPEM := ca.issue(t, "localhost", "localhost", "127.0.0.1")
+	ca := testca.New(t)
+	certPEM, keyPEM := ca.Issue(t, "localhost", "localhost", "127.0.0.1")
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		t.Fatal(err)
@@ -226,8 +157,8 @@ func TestRegistryTLSAndBasicAuth(t *testing.T) {
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	os.WriteFile(caFile, ca.pem, 0o644)
+	caFile := filepath.Join(t.TempDir(), "ca.PEM")
+	os.WriteFile(caFile, ca.PEM, 0o644)
 	httpsURL := strings.Replace(srv.URL, "https://", "https://"+user+":"+pass+"@", 1)
 
 	f := newFixture(t, "")

@@ -2,19 +2,14 @@ package kafkatest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/testca"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,68 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
-
-// certAuthority is a CA made for one test.
-type certAuthority struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newCertAuthority(t *testing.T) *certAuthority {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "kafkatest CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &certAuthority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a certificate for 127.0.0.1 (server and client use) and its
-// key in SEC 1 form, which Start must convert for Kafka.
-func (ca *certAuthority) issue(t *testing.T, cn string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
-}
 
 func TestSecurityProperties(t *testing.T) {
 	got := properties(Options{
@@ -117,9 +50,9 @@ func TestSecurityProperties(t *testing.T) {
 }
 
 func TestSecurityOptionsRejected(t *testing.T) {
-	ca := newCertAuthority(t)
-	certPEM, keyPEM := ca.issue(t, "broker")
-	_, otherKey := ca.issue(t, "other")
+	ca := testca.New(t)
+	certPEM, keyPEM := ca.Issue(t, "broker")
+	_, otherKey := ca.Issue(t, "other")
 	for _, tc := range []struct {
 		name string
 		opts Options
@@ -145,13 +78,13 @@ func TestSecurityOptionsRejected(t *testing.T) {
 // each with each mechanism; wrong credentials and a missing client
 // certificate are refused.
 func TestSecurityListeners(t *testing.T) {
-	ca := newCertAuthority(t)
-	serverCert, serverKey := ca.issue(t, "broker")
-	clientCert, clientKey := ca.issue(t, "client")
+	ca := testca.New(t)
+	serverCert, serverKey := ca.Issue(t, "broker")
+	clientCert, clientKey := ca.Issue(t, "client")
 	began := time.Now()
 	b, err := Start(Options{
 		SASLUsers: map[string]string{"alice": "alice-secret", "bob": "bob-secret"},
-		TLS:       &TLS{CertPEM: serverCert, KeyPEM: serverKey, CAPEM: ca.pem, ClientAuth: true},
+		TLS:       &TLS{CertPEM: serverCert, KeyPEM: serverKey, CAPEM: ca.PEM, ClientAuth: true},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +97,7 @@ func TestSecurityListeners(t *testing.T) {
 	}
 
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.pem)
+	roots.AppendCertsFromPEM(ca.PEM)
 	serverTLS := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	pair, err := tls.X509KeyPair(clientCert, clientKey)
 	if err != nil {
