@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -167,17 +165,7 @@ func TestIncompatibleSchemaRefusesStart(t *testing.T) {
 	}
 
 	// A new required field without a default breaks BACKWARD compatibility.
-	dir := t.TempDir()
-	for _, name := range []string{"OrderCreated.avsc", "OrderCancelled.avsc"} {
-		b, err := os.ReadFile(filepath.Join(schemaDir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if name == "OrderCreated.avsc" {
-			b = bytes.Replace(b, []byte(`"fields": [`), []byte(`"fields": [{"name": "warehouse", "type": "string"},`), 1)
-		}
-		os.WriteFile(filepath.Join(dir, name), b, 0o644)
-	}
+	dir := incompatibleSchemaDir(t)
 	args := f.args()
 	for i := range args {
 		if args[i] == "--schemas-dir" {
