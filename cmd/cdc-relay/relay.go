@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -121,6 +122,20 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "cdc-relay: schema registry: %v\n", err)
 		return exitFailed
 	}
+
+	// Say early when Kafka is unreachable or refuses the credentials: the
+	// publisher would otherwise only find out at the first event. The relay
+	// starts anyway and retries, as Kafka may come up later.
+	pingDone := make(chan struct{})
+	go func() {
+		defer close(pingDone)
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer pcancel()
+		if err := pub.Ping(pctx); err != nil && ctx.Err() == nil {
+			log.Error("kafka not reachable at startup; will retry when events arrive", "kafka_brokers", cfg.KafkaBrokers, "err", err.Error())
+		}
+	}()
+	defer func() { <-pingDone }()
 
 	lagCtx, stopLag := context.WithCancel(context.Background())
 	defer stopLag()

@@ -39,6 +39,12 @@ type options struct {
 	timeout      time.Duration // bound on one drain
 	quietWait    time.Duration // how long to wait for an idle machine before each drain
 	relayArgs    []string      // extra flags for `cdc-relay run`
+
+	// The steady-state latency scenario (latency.go).
+	latency  bool          // run it instead of the drain benchmark
+	rates    []int         // events per second, one measurement each
+	duration time.Duration // measured time per rate
+	warmup   time.Duration // unmeasured time per rate before it
 }
 
 // main parses flags, runs the benchmark under a context that Ctrl-C
@@ -75,11 +81,20 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.relayOverlay, "relay-overlay", "", "build the relay from this checkout with this go build -overlay file applied (instead of using --relay), to measure a patch without editing the tree")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on one drain")
 	fs.DurationVar(&o.quietWait, "quiet-wait", 2*time.Minute, "before each drain, wait up to this long for the machine to be idle (under 0.25 CPUs busy for a second); 0 does not wait")
+	fs.BoolVar(&o.latency, "latency", false, "run the steady-state latency scenario instead of the drain: the relay runs once while writers commit single-row transactions at --rates")
+	ratesFlag := fs.String("rates", "1000,5000,20000", "with --latency: commit rates to measure, events per second, comma-separated")
+	fs.DurationVar(&o.duration, "duration", 20*time.Second, "with --latency: measured time per rate")
+	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "with --latency: unmeasured warm-up per rate")
 	extra := fs.String("relay-args", "", "extra flags for cdc-relay run, space-separated, e.g. \"--status-interval 100ms\"")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	o.relayArgs = strings.Fields(*extra)
+	rs, err := parseRates(*ratesFlag)
+	if err != nil {
+		return o, err
+	}
+	o.rates = rs
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected argument %q: settings are flags", fs.Arg(0))
@@ -93,6 +108,10 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("--runs must be at least 1")
 	case o.partitions < 1:
 		return o, errors.New("--partitions must be at least 1")
+	case o.duration <= 0 || o.warmup < 0:
+		return o, errors.New("--duration must be positive and --warmup not negative")
+	case o.latency && o.cpuProfile != "":
+		return o, errors.New("--cpuprofile is for the drain benchmark")
 	}
 	for _, p := range []*string{&o.relayBin, &o.schemasDir, &o.outboxSQL, &o.relayOverlay} {
 		if *p == "" {
@@ -149,6 +168,9 @@ func run(ctx context.Context, o options) int {
 	}
 	defer db.close()
 
+	if o.latency {
+		return runLatency(ctx, o, svc, db, relayBin)
+	}
 	rep := newReport(ctx, o, relayBin, db)
 	for i := 1; i <= o.runs; i++ {
 		r, err := measureRun(ctx, o, svc, db, relayBin, i)
