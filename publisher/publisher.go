@@ -34,6 +34,12 @@ type Config struct {
 	// Transport overrides the kafka-go transport (TLS, SASL); default a
 	// transport with a 10 s dial timeout.
 	Transport *kafka.Transport
+	// Reject, when set, is called with a single record the broker refused as
+	// too large (its topic's max.message.bytes is below MaxRecordBytes). It
+	// returns the record to publish in its place — a dead letter, keeping
+	// Seq and Reserved — or an error that stops the session (a FatalError to
+	// halt). Default: the refusal is a terminal error.
+	Reject func(r *Record, err error) (*Record, error)
 	// Observer receives figures for metrics; default none.
 	Observer Observer
 	// Logger; default slog.Default().

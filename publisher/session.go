@@ -234,13 +234,55 @@ func (s *Session) publishGroup(ctx context.Context, g *group) error {
 			size += sz
 			n++
 		}
-		chunk := recs[:n]
-		if _, err := s.retry(ctx, func() (int, error) { return 0, s.produce(ctx, g.topic, g.partition, chunk, size) }); err != nil {
+		if err := s.sendChunk(ctx, g.topic, g.partition, recs[:n], false); err != nil {
 			return fmt.Errorf("produce to %s[%d]: %w", g.topic, g.partition, err)
 		}
 		recs = recs[n:]
 	}
 	return nil
+}
+
+// sendChunk writes records to one partition, retrying until it succeeds. A
+// chunk the broker refuses as too large is split in halves, sent in order;
+// a single refused record goes to Config.Reject, which supplies the record
+// to send instead (a dead letter) or an error.
+func (s *Session) sendChunk(ctx context.Context, topic string, partition int, chunk []*Record, replacement bool) error {
+	size := 0
+	for _, r := range chunk {
+		size += Size(r.Key, r.Value, r.Headers)
+	}
+	_, err := s.retry(ctx, func() (int, error) { return 0, s.produce(ctx, topic, partition, chunk, size) })
+	if err == nil || !tooLarge(err) {
+		return err
+	}
+	if len(chunk) > 1 {
+		half := len(chunk) / 2
+		if err := s.sendChunk(ctx, topic, partition, chunk[:half], replacement); err != nil {
+			return err
+		}
+		return s.sendChunk(ctx, topic, partition, chunk[half:], replacement)
+	}
+	if s.p.cfg.Reject == nil || replacement {
+		return err
+	}
+	rep, rerr := s.p.cfg.Reject(chunk[0], err)
+	if rerr != nil {
+		return rerr
+	}
+	n, perr := s.retry(ctx, func() (int, error) { return s.p.partitionCount(ctx, rep.Topic) })
+	if perr != nil {
+		return perr
+	}
+	key := rep.Key
+	if len(key) == 0 {
+		key = headerValue(rep.Headers, "id")
+	}
+	return s.sendChunk(ctx, rep.Topic, Partition(key, n), []*Record{rep}, true)
+}
+
+// tooLarge reports a broker refusal of a record or batch for its size.
+func tooLarge(err error) bool {
+	return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge)
 }
 
 func (s *Session) produce(ctx context.Context, topic string, partition int, chunk []*Record, size int) error {

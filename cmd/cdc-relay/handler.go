@@ -268,3 +268,36 @@ func (h *handler) Done() <-chan struct{} { return h.pub.Done() }
 
 // Err is the publisher session's terminal error.
 func (h *handler) Err() error { return h.pub.Err() }
+
+// rejected handles a record the broker refused as too large (its topic's
+// max.message.bytes is below --max-record-bytes): under --on-invalid dlq it
+// becomes a dead letter without its value, which cannot fit; under halt the
+// relay stops naming the event.
+func rejected(cfg *Config, m *metrics, log *slog.Logger) func(*publisher.Record, error) (*publisher.Record, error) {
+	return func(r *publisher.Record, err error) (*publisher.Record, error) {
+		id, eventType, aggType := headerOf(r, router.HeaderID), headerOf(r, router.HeaderEventType), headerOf(r, router.HeaderAggregateType)
+		reason := fmt.Sprintf("the broker refused the %d-byte record for topic %s as too large (%v); the value is omitted", publisher.Size(r.Key, r.Value, r.Headers), r.Topic, err)
+		if cfg.OnInvalid == "halt" {
+			return nil, replication.Fatal(&InvalidEventError{ID: id, EventType: eventType, AggregateType: aggType, Reason: reason})
+		}
+		headers := make([]kafka.Header, 0, len(r.Headers)+1)
+		for _, h := range r.Headers {
+			if h.Key != HeaderError {
+				headers = append(headers, h)
+			}
+		}
+		headers = append(headers, kafka.Header{Key: HeaderError, Value: []byte(reason)})
+		m.dlq.WithLabelValues(reasonTooLarge).Inc()
+		log.Warn("invalid event sent to the dead-letter topic", "id", id, "event_type", eventType, "reason", reason, "dlq_topic", cfg.DLQTopic)
+		return &publisher.Record{Topic: cfg.DLQTopic, Key: r.Key, Headers: headers, Seq: r.Seq, Reserved: r.Reserved}, nil
+	}
+}
+
+func headerOf(r *publisher.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}

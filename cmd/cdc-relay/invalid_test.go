@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // TestInvalidEventsGoToDLQ: each kind of invalid event lands in the
@@ -191,5 +193,69 @@ func TestIncompatibleSchemaRefusesStart(t *testing.T) {
 	resp.Body.Close()
 	if len(versions) != 1 {
 		t.Fatalf("subject %s has versions %v, want exactly the original one", subject, versions)
+	}
+}
+
+// TestBrokerRejectsTooLargeRecord: a topic whose max.message.bytes is below
+// --max-record-bytes refuses a record the relay's own check let through; the
+// relay dead-letters it (or halts under --on-invalid halt) and the events
+// around it still arrive, in order.
+func TestBrokerRejectsTooLargeRecord(t *testing.T) {
+	for _, mode := range []string{"dlq", "halt"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFixture(t, "")
+			cl := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 10 * time.Second}
+			res, err := cl.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+				Topic: f.topic("Order"), NumPartitions: 1, ReplicationFactor: 1,
+				ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: "20000"}},
+			}}})
+			if err != nil || res.Errors[f.topic("Order")] != nil {
+				t.Fatalf("create topic: %v %v", err, res)
+			}
+			c := consume(t, "^"+f.topicPrefix+`\..*`)
+			r := startRelay(t, f.args("--on-invalid", mode))
+			r.waitStreaming(60 * time.Second)
+			agg := uuidFor(3)
+			big := strings.Replace(orderCreated(agg, 2), `"c-2"`, `"`+strings.Repeat("B", 40000)+`"`, 1)
+			conn := connect(t)
+			first, err := f.insertTx(context.Background(), conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.waitIDs(60*time.Second, first)
+			ids, err := f.insertTx(context.Background(), conn, []event{
+				{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: big},
+				{AggregateType: "Order", AggregateID: agg, EventType: "OrderCancelled", Payload: orderCancelled(agg, 3)},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bigID := strconv.FormatInt(ids[0], 10)
+			if mode == "halt" {
+				if code := r.wait(60 * time.Second); code != exitFailed {
+					t.Fatalf("exit code %d, want %d", code, exitFailed)
+				}
+				if out := r.Output(); !strings.Contains(out, "id="+bigID) || !strings.Contains(out, "too large") {
+					t.Fatalf("halt does not name event %s and the reason:\n%s", bigID, tailString(out, 2000))
+				}
+				return
+			}
+			recs := c.waitIDs(60*time.Second, ids)
+			var order []string
+			for _, rec := range recs {
+				if rec.Headers["id"] == bigID {
+					if rec.Topic != f.dlq || !strings.Contains(rec.Headers["error"], "too large") || len(rec.Value) != 0 {
+						t.Fatalf("refused record: topic %s error %q value %d bytes", rec.Topic, rec.Headers["error"], len(rec.Value))
+					}
+					continue
+				}
+				if rec.Topic == f.topic("Order") {
+					order = append(order, rec.Headers["id"])
+				}
+			}
+			if len(order) != 2 || order[0] != strconv.FormatInt(first[0], 10) || order[1] != strconv.FormatInt(ids[1], 10) {
+				t.Fatalf("events around the refused one: %v", order)
+			}
+		})
 	}
 }

@@ -86,6 +86,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		BatchBytes:     cfg.KafkaBatchBytes,
 		MaxRecordBytes: cfg.MaxRecordBytes,
 		Transport:      transport,
+		Reject:         rejected(cfg, m, log),
 		Observer:       m,
 		Logger:         log,
 	})

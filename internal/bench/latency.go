@@ -1,0 +1,596 @@
+package main
+
+// The steady-state latency scenario (--latency): the relay runs once, with
+// default flags and its own slot, while writers commit single-row outbox
+// transactions at fixed rates. For each event it measures the time from the
+// writer's COMMIT returning to an independent franz-go consumer receiving
+// the record, and from the same commit to the broker's LogAppendTime.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/freeport"
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const (
+	latencySlot   = "bench_latency"
+	latencyPrefix = "lat"
+	// perWriter is the rate one writer connection is asked to carry: its
+	// ticker fires every millisecond, and one single-row commit takes well
+	// under that here.
+	perWriter = 1000
+	// latencyRSSPoll is how often the relay's VmRSS is sampled.
+	latencyRSSPoll = 100 * time.Millisecond
+)
+
+// insertOne inserts one outbox row (g is its payload's row number) in its
+// own transaction and returns its id.
+const insertOne = insertRows + " RETURNING id"
+
+// latencyResult is one rate's measurement.
+type latencyResult struct {
+	TargetRate   int     `json:"target_events_per_second"`
+	Writers      int     `json:"writers"`
+	Events       int     `json:"events"` // committed in the measured window
+	Seconds      float64 `json:"seconds"`
+	AchievedRate float64 `json:"achieved_events_per_second"`
+	// Missing counts events of the window that the consumer never saw.
+	Missing int `json:"missing"`
+	// Commit to the consumer's receipt.
+	P50Ms float64 `json:"p50_ms"`
+	P99Ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
+	// Commit to the broker's LogAppendTime.
+	AppendP50Ms float64 `json:"append_p50_ms"`
+	AppendP99Ms float64 `json:"append_p99_ms"`
+	AppendMaxMs float64 `json:"append_max_ms"`
+	// How long the writers' INSERT ... COMMIT round trips took.
+	CommitP50Ms float64 `json:"commit_p50_ms"`
+	CommitP99Ms float64 `json:"commit_p99_ms"`
+	// The relay's VmRSS over the window, sampled every 100 ms.
+	RSSMedianMB float64 `json:"rss_median_mb"`
+	RSSMaxMB    float64 `json:"rss_max_mb"`
+	// CPU seconds per 100k events of the window.
+	RelayCPUPer100k     float64 `json:"relay_cpu_seconds_per_100k"`
+	WalsenderCPUPer100k float64 `json:"walsender_cpu_seconds_per_100k"`
+	BrokerCPUPer100k    float64 `json:"broker_cpu_seconds_per_100k"`
+	// MachineBusyCPUs is the whole machine's busy CPUs over the window (of
+	// nproc).
+	MachineBusyCPUs float64 `json:"machine_busy_cpus"`
+
+	win window // the measured window
+}
+
+// latencyReport is the scenario's JSON output.
+type latencyReport struct {
+	Machine    machineInfo     `json:"machine"`
+	Duration   string          `json:"duration"`
+	Warmup     string          `json:"warmup"`
+	Partitions int             `json:"partitions"`
+	RelayArgs  []string        `json:"relay_args,omitempty"`
+	Results    []latencyResult `json:"results"`
+}
+
+// eventTimes holds per outbox id (minus base) the commit, receive and
+// LogAppendTime instants in Unix nanoseconds, 0 when not (yet) seen.
+type eventTimes struct {
+	base                 int64
+	commit, recv, append []atomic.Int64
+	commitDur            []atomic.Int64 // the INSERT's round trip
+	outOfRange, dups     atomic.Int64
+	received             atomic.Int64
+}
+
+func newEventTimes(base int64, n int) *eventTimes {
+	return &eventTimes{base: base, commit: make([]atomic.Int64, n), recv: make([]atomic.Int64, n),
+		append: make([]atomic.Int64, n), commitDur: make([]atomic.Int64, n)}
+}
+
+// index maps an id to its slot, or -1.
+func (e *eventTimes) index(id int64) int {
+	i := id - e.base
+	if i < 0 || i >= int64(len(e.commit)) {
+		return -1
+	}
+	return int(i)
+}
+
+// runLatency is the --latency scenario. It returns the exit code.
+func runLatency(ctx context.Context, o options, svc *services, db *database, relayBin string) int {
+	fail := func(err error) int {
+		if ctx.Err() != nil {
+			fmt.Fprintln(os.Stderr, "bench: interrupted; everything started has been stopped")
+			return 130
+		}
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		return 1
+	}
+	results, err := measureLatency(ctx, o, svc, db, relayBin)
+	if len(results) > 0 {
+		printLatency(os.Stdout, o, results)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	rep := latencyReport{Duration: o.duration.String(), Warmup: o.warmup.String(), Partitions: o.partitions,
+		RelayArgs: o.relayArgs, Results: results}
+	rep.Machine = newReport(ctx, o, relayBin, db).Machine
+	if err := writeJSONTo(o.jsonPath, rep); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// measureLatency runs the relay and the consumer once and the writers at
+// every rate in turn.
+func measureLatency(ctx context.Context, o options, svc *services, db *database, relayBin string) ([]latencyResult, error) {
+	topic := latencyPrefix + ".Order"
+	if err := createAppendTimeTopic(ctx, svc.broker.Addr(), topic, o.partitions); err != nil {
+		return nil, err
+	}
+	if _, err := db.conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", latencySlot); err != nil {
+		return nil, fmt.Errorf("create slot: %w", err)
+	}
+	var base int64
+	if err := db.conn.QueryRow(ctx, "SELECT nextval(pg_get_serial_sequence('public.outbox', 'id'))").Scan(&base); err != nil {
+		return nil, fmt.Errorf("read the id sequence: %w", err)
+	}
+	base++
+	capacity := 10000
+	for _, r := range o.rates {
+		capacity += int(float64(r) * (o.duration + o.warmup).Seconds() * 1.05)
+	}
+	ev := newEventTimes(base, capacity)
+
+	// The consumer, before anything is written.
+	cctx, stopConsumer := context.WithCancel(ctx)
+	consumerDone := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() { consumerDone <- consume(cctx, svc.broker.Addr(), topic, ev, ready) }()
+	defer func() {
+		stopConsumer()
+		<-consumerDone
+	}()
+	select {
+	case <-ready:
+	case err := <-consumerDone:
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+
+	// The relay, default flags, its own slot.
+	port, err := freeport.Get()
+	if err != nil {
+		return nil, err
+	}
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(port)
+	args := []string{"run",
+		"--pg-url", db.url,
+		"--slot", latencySlot,
+		"--publication", publication,
+		"--table", "public.outbox",
+		"--kafka-brokers", svc.broker.Addr(),
+		"--topic-template", latencyPrefix + ".{aggregate_type}",
+		"--schema-registry-url", svc.registry.URL(),
+		"--schemas-dir", o.schemasDir,
+		"--dlq-topic", latencyPrefix + ".dlq",
+		"--metrics-addr", metricsAddr,
+		"--log-level", "warn",
+	}
+	args = append(args, o.relayArgs...)
+	progress("latency: starting the relay")
+	relay, err := startChild(ctx, "cdc-relay", relayBin, args, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer relay.kill()
+	walsender, err := waitActive(ctx, db, relay)
+	if err != nil {
+		return nil, err
+	}
+
+	pool := &writerPool{url: db.url}
+	defer pool.close()
+	var results []latencyResult
+	var g atomic.Int64
+	for _, rate := range o.rates {
+		writers := max(1, int(math.Ceil(float64(rate)/perWriter)))
+		if err := pool.grow(ctx, writers); err != nil {
+			return results, err
+		}
+		progress("latency: %d events/s with %d writers: %s warm-up, then %s measured", rate, writers, o.warmup, o.duration)
+		r, err := measureRate(ctx, o, svc, db, pool.conns[:writers], rate, relay, walsender, ev, &g)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, r)
+		progress("latency: %d events/s: achieved %.0f/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d not received yet)",
+			rate, r.AchievedRate, r.P50Ms, r.P99Ms, r.MaxMs, r.Missing)
+		select {
+		case <-relay.done:
+			return results, relay.failure("exited (%v) during the load", relay.err)
+		default:
+		}
+	}
+
+	// Wait until the consumer has every committed event, then compute.
+	committed := int64(0)
+	for i := range ev.commit {
+		if ev.commit[i].Load() != 0 {
+			committed++
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for ev.received.Load() < committed && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := range results {
+		results[i].fillLatencies(ev)
+	}
+	if n := ev.received.Load(); n < committed {
+		progress("latency: the consumer saw %d of %d committed events", n, committed)
+	}
+	if d := ev.dups.Load(); d > 0 {
+		progress("latency: %d duplicate records", d)
+	}
+
+	relay.signal(syscall.SIGTERM)
+	if err := relay.wait(ctx, stopWithin); err != nil {
+		return results, relay.failure("after SIGTERM: %v", err)
+	}
+	if _, err := db.conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", latencySlot); err != nil {
+		return results, fmt.Errorf("drop slot: %w", err)
+	}
+	return results, nil
+}
+
+// window is the part of a rate's phase that counts, in Unix nanoseconds.
+type window struct{ from, to int64 }
+
+// measureRate runs the writers at rate for the warm-up and the measured
+// duration and samples the relay meanwhile. Latencies are filled in later,
+// once every event has had the chance to arrive.
+func measureRate(ctx context.Context, o options, svc *services, db *database, conns []*pgx.Conn, rate int, relay *child, walsender int, ev *eventTimes, g *atomic.Int64) (latencyResult, error) {
+	r := latencyResult{TargetRate: rate, Writers: len(conns)}
+	start := time.Now()
+	measureFrom := start.Add(o.warmup)
+	end := measureFrom.Add(o.duration)
+	interval := time.Duration(float64(time.Second) * float64(len(conns)) / float64(rate))
+	pad := db.pad
+
+	var wg sync.WaitGroup
+	errs := make(chan error, len(conns))
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Spread the writers' ticks over one interval.
+			time.Sleep(interval * time.Duration(i) / time.Duration(len(conns)))
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case now := <-t.C:
+					if now.After(end) {
+						return
+					}
+				}
+				var id int64
+				n := g.Add(1)
+				t0 := time.Now()
+				if err := c.QueryRow(ctx, insertOne, pad, n, n).Scan(&id); err != nil {
+					errs <- fmt.Errorf("writer %d: %w", i, err)
+					return
+				}
+				t1 := time.Now()
+				if k := ev.index(id); k >= 0 {
+					ev.commit[k].Store(t1.UnixNano())
+					ev.commitDur[k].Store(int64(t1.Sub(t0)))
+				}
+			}
+		}()
+	}
+
+	// Sample while the measured window runs.
+	sleepUntil(ctx, measureFrom)
+	relayCPU0, _ := cpuSeconds(relay.pid())
+	walCPU0, broker0, busy0 := cpuOrZero(walsender), cpuOrZero(svc.brokerPID), busySeconds()
+	var rss []float64
+	tick := time.NewTicker(latencyRSSPoll)
+	for time.Now().Before(end) && ctx.Err() == nil {
+		if kb, err := statusKB(relay.pid(), "VmRSS"); err == nil {
+			rss = append(rss, float64(kb)/1024)
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	tick.Stop()
+	relayCPU1, _ := cpuSeconds(relay.pid())
+	walCPU1, broker1, busy1 := cpuOrZero(walsender), cpuOrZero(svc.brokerPID), busySeconds()
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return r, err
+	}
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
+
+	r.win = window{measureFrom.UnixNano(), end.UnixNano()}
+	for i := range ev.commit {
+		if c := ev.commit[i].Load(); c >= r.win.from && c < r.win.to {
+			r.Events++
+		}
+	}
+	r.Seconds = o.duration.Seconds()
+	r.AchievedRate = float64(r.Events) / r.Seconds
+	if r.Events > 0 {
+		per := 100000 / float64(r.Events)
+		r.RelayCPUPer100k = (relayCPU1 - relayCPU0) * per
+		r.WalsenderCPUPer100k = (walCPU1 - walCPU0) * per
+		r.BrokerCPUPer100k = (broker1 - broker0) * per
+	}
+	r.MachineBusyCPUs = (busy1 - busy0) / r.Seconds
+	r.RSSMedianMB = median(rss)
+	if len(rss) > 0 {
+		r.RSSMaxMB = slices.Max(rss)
+	}
+	return r, nil
+}
+
+// fillLatencies computes the percentiles of the events committed in the
+// result's window.
+func (r *latencyResult) fillLatencies(ev *eventTimes) {
+	var recv, app, dur []float64
+	missing := 0
+	for i := range ev.commit {
+		c := ev.commit[i].Load()
+		if c < r.win.from || c >= r.win.to {
+			continue
+		}
+		dur = append(dur, float64(ev.commitDur[i].Load())/1e6)
+		rv := ev.recv[i].Load()
+		if rv == 0 {
+			missing++
+			continue
+		}
+		recv = append(recv, float64(rv-c)/1e6)
+		app = append(app, float64(ev.append[i].Load()-c)/1e6)
+	}
+	r.Missing = missing
+	r.P50Ms, r.P99Ms, r.MaxMs = pct(recv, 0.50), pct(recv, 0.99), pct(recv, 1)
+	r.AppendP50Ms, r.AppendP99Ms, r.AppendMaxMs = pct(app, 0.50), pct(app, 0.99), pct(app, 1)
+	r.CommitP50Ms, r.CommitP99Ms = pct(dur, 0.50), pct(dur, 0.99)
+}
+
+// pct returns the q-quantile (nearest rank) of xs, sorting xs.
+func pct(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	k := int(math.Ceil(q*float64(len(xs)))) - 1
+	return xs[min(max(k, 0), len(xs)-1)]
+}
+
+// sleepUntil sleeps until t or until ctx is done.
+func sleepUntil(ctx context.Context, t time.Time) {
+	tm := time.NewTimer(time.Until(t))
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+	case <-tm.C:
+	}
+}
+
+// waitActive waits until the relay's slot has a walsender and returns its
+// pid.
+func waitActive(ctx context.Context, db *database, relay *child) (int, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-relay.done:
+			return 0, relay.failure("exited (%v) at startup", relay.err)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(slotPoll):
+		}
+		st, err := db.slot(ctx, latencySlot)
+		if err != nil {
+			return 0, err
+		}
+		if st.activePID != 0 {
+			return st.activePID, nil
+		}
+	}
+	return 0, relay.failure("slot %s not active within 60 s", latencySlot)
+}
+
+// writerPool holds the writers' connections, each with synchronous_commit
+// on: with the cluster's default (off) a commit's WAL waits for the WAL
+// writer (up to wal_writer_delay, 200 ms) before the walsender may send it,
+// which would measure PostgreSQL's setting, not the relay. fsync is off, so
+// the flush itself is cheap.
+type writerPool struct {
+	url   string
+	conns []*pgx.Conn
+}
+
+func (p *writerPool) grow(ctx context.Context, n int) error {
+	for len(p.conns) < n {
+		c, err := pgx.Connect(ctx, p.url)
+		if err != nil {
+			return fmt.Errorf("writer connection: %w", err)
+		}
+		p.conns = append(p.conns, c)
+		if _, err := c.Exec(ctx, "SET synchronous_commit = on"); err != nil {
+			return fmt.Errorf("writer connection: %w", err)
+		}
+	}
+	return nil
+}
+
+func (p *writerPool) close() {
+	for _, c := range p.conns {
+		c.Close(context.Background())
+	}
+}
+
+// createAppendTimeTopic creates topic with message.timestamp.type
+// LogAppendTime, so that each record's timestamp is the broker's append
+// time.
+func createAppendTimeTopic(ctx context.Context, broker, topic string, partitions int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 30000
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic = topic
+	t.NumPartitions = int32(partitions)
+	t.ReplicationFactor = 1
+	c := kmsg.NewCreateTopicsRequestTopicConfig()
+	c.Name = "message.timestamp.type"
+	c.Value = kmsg.StringPtr("LogAppendTime")
+	t.Configs = append(t.Configs, c)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	for _, rt := range resp.Topics {
+		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", topic, err)
+		}
+	}
+	return nil
+}
+
+// consume reads topic from the start with a 5 ms fetch wait and records, per
+// outbox id, when the record came back from PollFetches and its
+// LogAppendTime. It closes ready after its first (empty) poll.
+func consume(ctx context.Context, broker, topic string, ev *eventTimes, ready chan struct{}) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(5*time.Millisecond), kgo.FetchMinBytes(1))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	first := true
+	for {
+		pctx := ctx
+		var cancel context.CancelFunc = func() {}
+		if first {
+			pctx, cancel = context.WithTimeout(ctx, 500*time.Millisecond)
+		}
+		fs := cl.PollFetches(pctx)
+		now := time.Now().UnixNano()
+		cancel()
+		if first {
+			first = false
+			close(ready)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		for _, fe := range fs.Errors() {
+			if errors.Is(fe.Err, context.DeadlineExceeded) || errors.Is(fe.Err, context.Canceled) {
+				continue
+			}
+			return fmt.Errorf("read %s[%d]: %w", fe.Topic, fe.Partition, fe.Err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			id := int64(-1)
+			for _, h := range r.Headers {
+				if h.Key == "id" {
+					id, _ = strconv.ParseInt(string(h.Value), 10, 64)
+				}
+			}
+			k := ev.index(id)
+			if k < 0 {
+				ev.outOfRange.Add(1)
+				return
+			}
+			if !ev.recv[k].CompareAndSwap(0, now) {
+				ev.dups.Add(1)
+				return
+			}
+			ev.append[k].Store(r.Timestamp.UnixNano())
+			ev.received.Add(1)
+		})
+	}
+}
+
+// printLatency prints the latency table.
+func printLatency(w io.Writer, o options, rs []latencyResult) {
+	fmt.Fprintf(w, "\nSteady-state latency: single-row transactions, %s measured per rate after %s warm-up, %d partition(s)\n", o.duration, o.warmup, o.partitions)
+	fmt.Fprintln(w, "latency = commit returned to the writer -> record received by a franz-go consumer (FetchMaxWait 5 ms); append = -> broker LogAppendTime")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target/s\twriters\tachieved/s\tevents\tmissing\tp50 ms\tp99 ms\tmax ms\tappend p50\tappend p99\tappend max\tcommit p99 ms\trelay RSS MB (median/max)\trelay CPU s/100k\twalsender CPU s/100k\tbroker CPU s/100k\tmachine busy CPUs\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f / %.1f\t%.2f\t%.2f\t%.2f\t%.2f\t\n",
+			r.TargetRate, r.Writers, r.AchievedRate, r.Events, r.Missing, r.P50Ms, r.P99Ms, r.MaxMs,
+			r.AppendP50Ms, r.AppendP99Ms, r.AppendMaxMs, r.CommitP99Ms, r.RSSMedianMB, r.RSSMaxMB,
+			r.RelayCPUPer100k, r.WalsenderCPUPer100k, r.BrokerCPUPer100k, r.MachineBusyCPUs)
+	}
+	tw.Flush()
+}
+
+// parseRates reads --rates, a comma-separated list of events per second.
+func parseRates(s string) ([]int, error) {
+	var rs []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--rates: %q is not a positive number", f)
+		}
+		rs = append(rs, n)
+	}
+	return rs, nil
+}
+
+// writeJSONTo writes v as indented JSON to path ("-" is stdout, "" nothing).
+func writeJSONTo(path string, v any) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = os.Stdout.Write(b)
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("--json: %w", err)
+	}
+	return nil
+}
