@@ -861,7 +861,8 @@ func TestRegistryRefusalHalts(t *testing.T) {
 				t.Fatal(err)
 			}
 			rt, _ := router.New(router.DefaultTemplate)
-			h := &handler{cfg: &Config{DLQTopic: "dlq", OnInvalid: "dlq"}, router: rt, registry: reg, maxRecord: 1000000}
+			h := &handler{cfg: &Config{DLQTopic: "dlq", OnInvalid: "dlq"}, router: rt, registry: reg, maxRecord: 1000000,
+				metrics: newMetrics(&replication.Stats{}, newLagRate(func() uint64 { return 0 }))}
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 			defer cancel()
 			agg := uuidFor(306)
