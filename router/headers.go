@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -17,10 +16,12 @@ const (
 	HeaderAggregateType = "aggregate_type"
 )
 
-// internedKeys keeps header key strings from allocating per event.
+// internedKeys keeps header key strings from allocating per event. A plain
+// map under a read lock: m[string(b)] does not allocate, while a sync.Map
+// lookup boxes the key.
 var (
-	internedKeys  sync.Map // string → string
-	internedCount atomic.Int64
+	internMu     sync.RWMutex
+	internedKeys = map[string]string{}
 )
 
 // maxInterned bounds internedKeys: header keys come from user rows, and a
@@ -29,15 +30,18 @@ var (
 const maxInterned = 4096
 
 func intern(b []byte) string {
-	if v, ok := internedKeys.Load(string(b)); ok {
-		return v.(string)
+	internMu.RLock()
+	s, ok := internedKeys[string(b)]
+	internMu.RUnlock()
+	if ok {
+		return s
 	}
-	s := string(b)
-	if internedCount.Load() < maxInterned {
-		if _, loaded := internedKeys.LoadOrStore(s, s); !loaded {
-			internedCount.Add(1)
-		}
+	s = string(b)
+	internMu.Lock()
+	if len(internedKeys) < maxInterned {
+		internedKeys[s] = s
 	}
+	internMu.Unlock()
 	return s
 }
 

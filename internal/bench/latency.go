@@ -143,6 +143,7 @@ func runLatency(ctx context.Context, o options, svc *services, db *database, rel
 // every rate in turn.
 func measureLatency(ctx context.Context, o options, svc *services, db *database, relayBin string) ([]latencyResult, error) {
 	topic := latencyPrefix + ".Order"
+	progress("latency: creating topic %s (LogAppendTime)", topic)
 	if err := createAppendTimeTopic(ctx, svc.broker.Addr(), topic, o.partitions); err != nil {
 		return nil, err
 	}
@@ -161,19 +162,18 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 	ev := newEventTimes(base, capacity)
 
 	// The consumer, before anything is written.
+	progress("latency: starting the consumer")
 	cctx, stopConsumer := context.WithCancel(ctx)
-	consumerDone := make(chan error, 1)
-	ready := make(chan struct{})
-	go func() { consumerDone <- consume(cctx, svc.broker.Addr(), topic, ev, ready) }()
+	consumerDone := make(chan struct{})
+	var consumerErr error
+	go func() {
+		defer close(consumerDone)
+		consumerErr = consume(cctx, svc.broker.Addr(), topic, ev)
+	}()
 	defer func() {
 		stopConsumer()
 		<-consumerDone
 	}()
-	select {
-	case <-ready:
-	case err := <-consumerDone:
-		return nil, fmt.Errorf("consumer: %w", err)
-	}
 
 	// The relay, default flags, its own slot.
 	port, err := freeport.Get()
@@ -243,6 +243,9 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 	}
 	for i := range results {
 		results[i].fillLatencies(ev)
+	}
+	if consumerErr != nil {
+		return results, fmt.Errorf("consumer: %w", consumerErr)
 	}
 	if n := ev.received.Load(); n < committed {
 		progress("latency: the consumer saw %d of %d committed events", n, committed)
@@ -493,8 +496,8 @@ func createAppendTimeTopic(ctx context.Context, broker, topic string, partitions
 
 // consume reads topic from the start with a 5 ms fetch wait and records, per
 // outbox id, when the record came back from PollFetches and its
-// LogAppendTime. It closes ready after its first (empty) poll.
-func consume(ctx context.Context, broker, topic string, ev *eventTimes, ready chan struct{}) error {
+// LogAppendTime, until ctx is done.
+func consume(ctx context.Context, broker, topic string, ev *eventTimes) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(5*time.Millisecond), kgo.FetchMinBytes(1))
@@ -502,28 +505,19 @@ func consume(ctx context.Context, broker, topic string, ev *eventTimes, ready ch
 		return err
 	}
 	defer cl.Close()
-	first := true
+	reported := 0
 	for {
-		pctx := ctx
-		var cancel context.CancelFunc = func() {}
-		if first {
-			pctx, cancel = context.WithTimeout(ctx, 500*time.Millisecond)
-		}
-		fs := cl.PollFetches(pctx)
+		fs := cl.PollFetches(ctx)
 		now := time.Now().UnixNano()
-		cancel()
-		if first {
-			first = false
-			close(ready)
-		}
 		if ctx.Err() != nil {
 			return nil
 		}
+		// Fetch errors are retried by the client; report the first few.
 		for _, fe := range fs.Errors() {
-			if errors.Is(fe.Err, context.DeadlineExceeded) || errors.Is(fe.Err, context.Canceled) {
-				continue
+			if reported < 5 {
+				reported++
+				progress("latency: consumer: %s[%d]: %v (retrying)", fe.Topic, fe.Partition, fe.Err)
 			}
-			return fmt.Errorf("read %s[%d]: %w", fe.Topic, fe.Partition, fe.Err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			id := int64(-1)
