@@ -4,7 +4,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build setup test unit demo bench microbench fuzz vet clean
+.PHONY: all build setup test unit demo bench latency microbench fuzz vet clean
 
 all: build
 
@@ -32,6 +32,10 @@ demo: setup build
 # The drain benchmark (relay vs pg_recvlogical) and the Go microbenchmarks.
 bench: setup build microbench
 	$(GO) run ./internal/bench --relay bin/cdc-relay $(BENCH_FLAGS)
+
+# Steady-state end-to-end latency at fixed commit rates (1k, 5k, 20k events/s).
+latency: setup build
+	$(GO) run ./internal/bench --relay bin/cdc-relay --latency $(BENCH_FLAGS)
 
 microbench:
 	$(GO) test -run '^$$' -bench . -benchmem ./decoder/ ./router/ ./replication/ ./publisher/ ./schemaregistry/

@@ -68,3 +68,29 @@ func TestRates(t *testing.T) {
 		t.Errorf("ratesOf = %+v, want %+v", got, want)
 	}
 }
+
+// TestPct checks nearest-rank quantiles.
+func TestPct(t *testing.T) {
+	xs := []float64{5, 1, 4, 2, 3, 6, 7, 8, 9, 10}
+	for _, tt := range []struct{ q, want float64 }{{0.5, 5}, {0.99, 10}, {1, 10}, {0.1, 1}} {
+		if got := pct(xs, tt.q); got != tt.want {
+			t.Errorf("pct(%v) = %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	if pct(nil, 0.5) != 0 {
+		t.Error("pct(nil) != 0")
+	}
+}
+
+// TestParseRates checks --rates.
+func TestParseRates(t *testing.T) {
+	rs, err := parseRates("1000, 5000,20000")
+	if err != nil || len(rs) != 3 || rs[0] != 1000 || rs[2] != 20000 {
+		t.Fatalf("parseRates = %v, %v", rs, err)
+	}
+	for _, bad := range []string{"", "0", "1000,x", "-5"} {
+		if _, err := parseRates(bad); err == nil {
+			t.Errorf("parseRates(%q) accepted", bad)
+		}
+	}
+}

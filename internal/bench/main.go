@@ -3,7 +3,10 @@
 // while nothing reads the slots, then drains the same backlog twice: with
 // pg_recvlogical into /dev/null (the raw decode ceiling: PostgreSQL's own
 // client, doing no work per event) and with cdc-relay into Kafka, and prints
-// both side by side with their ratio. docs/BENCHMARKS.md has results.
+// both side by side with their ratio. With --latency it instead runs the
+// steady-state latency scenario (latency.go): writers commit at fixed rates
+// while the relay runs, and a consumer times each event from commit to
+// Kafka. docs/BENCHMARKS.md has results.
 //
 // Every process it starts dies when it exits, also on Ctrl-C.
 //
