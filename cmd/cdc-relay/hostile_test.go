@@ -392,8 +392,11 @@ func TestHostileInputHalt(t *testing.T) {
 			r.waitStreaming(60 * time.Second)
 			ctx := context.Background()
 			conn := connect(t)
-			good, _ := f.insertRows(ctx, conn, []nrow{validRow(agg, 1)})
-			afterGood := currentLSN(t, conn)
+			// goodBefore is read inside the earlier transaction, before its
+			// commit: the other parallel subtests write WAL too, so a position
+			// read after the commit may lie beyond its end, which a halted
+			// relay (no idle advance) never confirms.
+			good, goodBefore := f.insertRows(ctx, conn, []nrow{validRow(agg, 1)})
 			ids, before := f.insertRows(ctx, conn, []nrow{validRow(agg, 2), tc.row, validRow(agg, 3)})
 			if code := r.wait(60 * time.Second); code != exitFailed {
 				t.Fatalf("exit code = %d, want %d", code, exitFailed)
@@ -413,7 +416,7 @@ func TestHostileInputHalt(t *testing.T) {
 				t.Fatalf("confirmed_flush_lsn %X passed the invalid event's transaction (its commit starts after %X)", got, before)
 			}
 			// What came before was drained and confirmed.
-			waitFor(t, 10*time.Second, "the earlier transaction confirmed", func() bool { return f.confirmedFlush() >= afterGood })
+			waitFor(t, 10*time.Second, "the earlier transaction confirmed", func() bool { return f.confirmedFlush() > goodBefore })
 			c.waitIDs(30*time.Second, good)
 
 			r2 := startRelay(t, f.args())
