@@ -141,19 +141,7 @@ func drainRelay(ctx context.Context, o options, svc *services, db *database, bin
 	}
 	prefix := fmt.Sprintf("bench_r%d", run)
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(port)
-	args := []string{"run",
-		"--pg-url", db.url,
-		"--slot", slot,
-		"--publication", publication,
-		"--table", "public.outbox",
-		"--kafka-brokers", svc.broker.Addr(),
-		"--topic-template", prefix + ".{aggregate_type}",
-		"--schema-registry-url", svc.registry.URL(),
-		"--schemas-dir", o.schemasDir,
-		"--dlq-topic", prefix + ".dlq",
-		"--metrics-addr", metricsAddr,
-		"--log-level", "warn",
-	}
+	args := relayArgs(db.url, slot, publication, svc, o.schemasDir, prefix, metricsAddr)
 	args = append(args, o.relayArgs...)
 	env := os.Environ()
 	if profile != "" {
@@ -261,5 +249,23 @@ func waitConfirmed(ctx context.Context, o options, db *database, c *child, slot,
 			d.Seconds = now.Sub(c.start).Seconds()
 			return nil
 		}
+	}
+}
+
+// relayArgs are the `cdc-relay run` flags both scenarios use: their own slot,
+// topics under prefix, and a metrics port.
+func relayArgs(pgURL, slot, publication string, svc *services, schemasDir, prefix, metricsAddr string) []string {
+	return []string{"run",
+		"--pg-url", pgURL,
+		"--slot", slot,
+		"--publication", publication,
+		"--table", "public.outbox",
+		"--kafka-brokers", svc.broker.Addr(),
+		"--topic-template", prefix + ".{aggregate_type}",
+		"--schema-registry-url", svc.registry.URL(),
+		"--schemas-dir", schemasDir,
+		"--dlq-topic", prefix + ".dlq",
+		"--metrics-addr", metricsAddr,
+		"--log-level", "warn",
 	}
 }

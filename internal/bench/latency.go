@@ -182,19 +182,7 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 		return nil, err
 	}
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(port)
-	args := []string{"run",
-		"--pg-url", db.url,
-		"--slot", latencySlot,
-		"--publication", publication,
-		"--table", "public.outbox",
-		"--kafka-brokers", svc.broker.Addr(),
-		"--topic-template", latencyPrefix + ".{aggregate_type}",
-		"--schema-registry-url", svc.registry.URL(),
-		"--schemas-dir", o.schemasDir,
-		"--dlq-topic", latencyPrefix + ".dlq",
-		"--metrics-addr", metricsAddr,
-		"--log-level", "warn",
-	}
+	args := relayArgs(db.url, latencySlot, publication, svc, o.schemasDir, latencyPrefix, metricsAddr)
 	args = append(args, o.relayArgs...)
 	progress("latency: starting the relay")
 	relay, err := startChild(ctx, "cdc-relay", relayBin, args, nil)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -262,21 +261,4 @@ func median(xs []float64) float64 {
 }
 
 // writeJSON writes the report to path ("-" is stdout, "" nothing).
-func (rep *report) writeJSON(path string) error {
-	if path == "" {
-		return nil
-	}
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	if path == "-" {
-		_, err = os.Stdout.Write(b)
-		return err
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		return fmt.Errorf("--json: %w", err)
-	}
-	return nil
-}
+func (rep *report) writeJSON(path string) error { return writeJSONTo(path, rep) }
