@@ -121,15 +121,10 @@ func (p *Publisher) Ping(ctx context.Context) error {
 	return err
 }
 
-// partitionCount returns the topic's partition count, creating the topic
-// through broker auto-creation when it is missing.
+// partitionCount asks the brokers for the topic's partition count (creating
+// the topic through broker auto-creation when it is missing) and caches it;
+// Session.partitions reads the cache first.
 func (p *Publisher) partitionCount(ctx context.Context, topic string) (int, error) {
-	p.mu.RLock()
-	n, ok := p.partitions[topic]
-	p.mu.RUnlock()
-	if ok {
-		return n, nil
-	}
 	rctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
 	defer cancel()
 	res, err := p.transport.RoundTrip(rctx, p.addr, &metadataAPI.Request{TopicNames: []string{topic}, AllowAutoTopicCreation: true})

@@ -191,7 +191,7 @@ func (s *Session) group(ctx context.Context, batch []*Record) ([]*group, error) 
 	index := make(map[tp]*group)
 	var groups []*group
 	for _, r := range batch {
-		n, err := s.retry(ctx, func() (int, error) { return s.p.partitionCount(ctx, r.Topic) })
+		n, err := s.partitions(ctx, r.Topic)
 		if err != nil {
 			return nil, err
 		}
@@ -210,6 +210,18 @@ func (s *Session) group(ctx context.Context, batch []*Record) ([]*group, error) 
 		g.records = append(g.records, r)
 	}
 	return groups, nil
+}
+
+// partitions returns the topic's partition count: from the cache without
+// any retry machinery on the per-record path, else from metadata, retried.
+func (s *Session) partitions(ctx context.Context, topic string) (int, error) {
+	s.p.mu.RLock()
+	n, ok := s.p.partitions[topic]
+	s.p.mu.RUnlock()
+	if ok {
+		return n, nil
+	}
+	return s.retry(ctx, func() (int, error) { return s.p.partitionCount(ctx, topic) })
 }
 
 func headerValue(hs []kafka.Header, key string) []byte {
@@ -269,7 +281,7 @@ func (s *Session) sendChunk(ctx context.Context, topic string, partition int, ch
 	if rerr != nil {
 		return rerr
 	}
-	n, perr := s.retry(ctx, func() (int, error) { return s.p.partitionCount(ctx, rep.Topic) })
+	n, perr := s.partitions(ctx, rep.Topic)
 	if perr != nil {
 		return perr
 	}
