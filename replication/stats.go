@@ -39,6 +39,7 @@ type Stats struct {
 	rowsRead      atomic.Uint64
 	confCommitNs  atomic.Int64
 	backpressure  atomic.Bool
+	haltCause     atomic.Pointer[string]
 
 	mu         sync.Mutex
 	reconnects map[string]uint64
@@ -71,6 +72,14 @@ func (s *Stats) LastKeepalive() time.Time { return unixTime(s.lastKeepalive.Load
 
 // LastMessage is when any message last arrived from the server.
 func (s *Stats) LastMessage() time.Time { return unixTime(s.lastMessage.Load()) }
+
+// HaltCause is the fatal error that halted the stream ("" unless halted).
+func (s *Stats) HaltCause() string {
+	if p := s.haltCause.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // Backpressure reports whether the reader is waiting for in-flight room:
 // Kafka is slower than the WAL, and PostgreSQL holds the WAL meanwhile.

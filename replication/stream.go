@@ -50,6 +50,8 @@ func (s *Stream) Run(ctx context.Context) error {
 			return nil
 		}
 		if IsFatal(err) {
+			cause := err.Error()
+			s.stats.haltCause.Store(&cause)
 			s.stats.state.Store(int32(StateHalted))
 			s.log.Error("halt", "cause", err.Error(), "confirmed_lsn", s.stats.Confirmed().String())
 			return err

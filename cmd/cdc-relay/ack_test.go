@@ -145,7 +145,7 @@ func TestAckRuleDuringKafkaOutage(t *testing.T) {
 func TestInterleavedTransactionsHaltAndRestart(t *testing.T) {
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args("--on-invalid", "halt"))
+	r := startRelay(t, f.args("--on-invalid", "halt", "--halt-linger", "0s"))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	connA, connB := connect(t), connect(t)

@@ -46,6 +46,7 @@ type Config struct {
 	StatusInterval    time.Duration
 	ReadTimeout       time.Duration
 	ShutdownTimeout   time.Duration
+	HaltLinger        time.Duration
 	RecreateLostSlot  bool
 	KafkaTLS          bool
 	KafkaTLSCAFile    string
@@ -100,6 +101,7 @@ var settings = []setting{
 	{"status-interval", "1s", "how often the confirmed LSN is reported to PostgreSQL (at most 10s)", false},
 	{"read-timeout", "60s", "a stream silent this long is treated as dead and reconnected (raised to wal_sender_timeout/2 + 5s if that is longer)", false},
 	{"shutdown-timeout", "30s", "how long shutdown waits for Kafka to acknowledge in-flight events", false},
+	{"halt-linger", "30s", "after a halt, keep serving /readyz (503, with the cause) and /metrics this long before exiting 1; 0s exits at once, SIGTERM ends it early", false},
 }
 
 // EnvName is the environment variable for a flag.
@@ -374,6 +376,7 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 		{"status-interval", &c.StatusInterval, 10 * time.Millisecond, 10 * time.Second},
 		{"read-timeout", &c.ReadTimeout, time.Second, time.Hour},
 		{"shutdown-timeout", &c.ShutdownTimeout, time.Second, time.Hour},
+		{"halt-linger", &c.HaltLinger, 0, 8760 * time.Hour},
 	}
 	for _, d := range durs {
 		x, err := time.ParseDuration(v[d.key])

@@ -252,6 +252,24 @@ func (f *fixture) confirmedFlush() uint64 {
 	return parseLSN(f.t, *s)
 }
 
+// slotActive reports whether a process holds the slot (false also when
+// it is missing or cannot be read).
+func (f *fixture) slotActive() bool {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL) // closed here: callers poll this
+	if err != nil {
+		return false
+	}
+	defer conn.Close(context.Background())
+	var active bool
+	if conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&active) != nil {
+		return false
+	}
+	return active
+}
+
 func parseLSN(t *testing.T, s string) uint64 {
 	var hi, lo uint32
 	if _, err := fmt.Sscanf(s, "%X/%X", &hi, &lo); err != nil {
@@ -363,6 +381,19 @@ func (r *relay) terminate() int {
 	r.t.Helper()
 	r.cmd.Process.Signal(syscall.SIGTERM)
 	return r.wait(60 * time.Second)
+}
+
+// getJSON GETs path from the relay's HTTP server and decodes the JSON
+// object it answers (status 0 when it does not answer).
+func (r *relay) getJSON(path string) (int, map[string]string) {
+	resp, err := http.Get("http://" + r.metricsAddr + path)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var body map[string]string
+	json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
 }
 
 // metric reads one unlabelled metric (or the sum over its label sets).

@@ -388,7 +388,7 @@ func TestHostileInputHalt(t *testing.T) {
 				}
 			}
 			c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
-			r := startRelay(t, f.args("--on-invalid", "halt"))
+			r := startRelay(t, f.args("--on-invalid", "halt", "--halt-linger", "1s"))
 			r.waitStreaming(60 * time.Second)
 			ctx := context.Background()
 			conn := connect(t)
@@ -580,7 +580,7 @@ func TestOutboxTableChanges(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, "")
 			c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
-			r := startRelay(t, f.args()) // dlq mode: a missing column halts all the same
+			r := startRelay(t, f.args("--halt-linger", "0s")) // dlq mode: a missing column halts all the same
 			r.waitStreaming(60 * time.Second)
 			ctx := context.Background()
 			conn := connect(t)
@@ -616,7 +616,7 @@ func TestOutboxTableChanges(t *testing.T) {
 			}
 			// The proof that matters: started again, the relay meets the
 			// same row and stops again.
-			r2 := startRelay(t, f.args())
+			r2 := startRelay(t, f.args("--halt-linger", "0s"))
 			if code := r2.wait(60 * time.Second); code != exitFailed || !strings.Contains(r2.Output(), want) {
 				t.Fatalf("restarted relay: exit code %d, want %d and %s again:\n%s", code, exitFailed, want, tailString(r2.Output(), 3000))
 			}

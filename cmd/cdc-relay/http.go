@@ -34,8 +34,10 @@ func newHTTPServer(addr string, m *metrics, stats *replication.Stats, readTimeou
 		state := stats.State()
 		last := stats.LastMessage()
 		switch {
+		case state == replication.StateHalted:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(), "reason": "halted: " + Redact(stats.HaltCause())})
 		case state != replication.StateStreaming:
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String()})
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(), "reason": notReadyReasons[state]})
 		case time.Since(last) > readTimeout:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(), "reason": "no message from PostgreSQL within the read timeout"})
 		default:
@@ -49,6 +51,15 @@ func newHTTPServer(addr string, m *metrics, stats *replication.Stats, readTimeou
 		}
 	}()
 	return s, nil
+}
+
+// notReadyReasons explain /readyz's 503 in the states without a cause of
+// their own.
+var notReadyReasons = map[replication.State]string{
+	replication.StateStarting:     "connecting to PostgreSQL",
+	replication.StateStandby:      "standby: another instance holds the slot",
+	replication.StateReconnecting: "reconnecting to PostgreSQL after an error (see the log and cdc_relay_reconnects_total)",
+	replication.StateStopped:      "shutting down",
 }
 
 func (s *httpServer) Shutdown() {

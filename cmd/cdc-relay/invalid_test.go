@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,8 +105,10 @@ func jsonEqual(a, b []byte) bool {
 	return bytes.Equal(xa, ya)
 }
 
-// TestHaltOnInvalid: with --on-invalid halt the relay stops with exit code 1,
-// names the event and the reason, and confirms nothing past it.
+// TestHaltOnInvalid: with --on-invalid halt the relay stops streaming,
+// names the event and the reason, and confirms nothing past it. For
+// --halt-linger (default 30s) it stays up: /readyz answers 503 with the
+// cause, /healthz 200, cdc_relay_halted is 1; SIGTERM then exits 1 at once.
 func TestHaltOnInvalid(t *testing.T) {
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
@@ -136,8 +139,26 @@ func TestHaltOnInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := parseLSN(t, beforeText)
-	if code := r.wait(60 * time.Second); code != exitFailed {
-		t.Fatalf("exit code = %d, want %d", code, exitFailed)
+	var ready map[string]string
+	waitFor(t, 60*time.Second, "/readyz 503 halted", func() bool {
+		code, body := r.getJSON("/readyz")
+		ready = body
+		return code == 503 && body["state"] == "halted"
+	})
+	if !strings.Contains(ready["reason"], fmt.Sprintf("id=%d", bad[0])) || !strings.Contains(ready["reason"], "order_id") {
+		t.Fatalf("/readyz reason %q does not name event %d and the reason", ready["reason"], bad[0])
+	}
+	if code, _ := r.getJSON("/healthz"); code != 200 {
+		t.Fatalf("halted relay's /healthz = %d, want 200 (alive)", code)
+	}
+	if v, err := r.metric("cdc_relay_halted"); err != nil || v != 1 {
+		t.Fatalf("cdc_relay_halted = %v (%v), want 1", v, err)
+	}
+	// The slot is released while the halted process lingers.
+	waitFor(t, 30*time.Second, "slot released", func() bool { return !f.slotActive() })
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	if code := r.wait(10 * time.Second); code != exitFailed {
+		t.Fatalf("exit code after SIGTERM while halted = %d, want %d", code, exitFailed)
 	}
 	out := r.Output()
 	if !strings.Contains(out, fmt.Sprintf("id=%d", bad[0])) || !strings.Contains(out, "order_id") {
@@ -213,7 +234,7 @@ func TestBrokerRejectsTooLargeRecord(t *testing.T) {
 				t.Fatalf("create topic: %v %v", err, res)
 			}
 			c := consume(t, "^"+f.topicPrefix+`\..*`)
-			r := startRelay(t, f.args("--on-invalid", mode))
+			r := startRelay(t, f.args("--on-invalid", mode, "--halt-linger", "0s"))
 			r.waitStreaming(60 * time.Second)
 			agg := uuidFor(3)
 			big := strings.Replace(orderCreated(agg, 2), `"c-2"`, `"`+strings.Repeat("B", 40000)+`"`, 1)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -87,16 +86,7 @@ func TestHealthEndpoints(t *testing.T) {
 	f := newFixture(t, "")
 	active := startRelay(t, f.args())
 	active.waitStreaming(60 * time.Second)
-	get := func(r *relay, path string) (int, map[string]string) {
-		resp, err := http.Get("http://" + r.metricsAddr + path)
-		if err != nil {
-			return 0, nil
-		}
-		defer resp.Body.Close()
-		var body map[string]string
-		json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body
-	}
+	get := (*relay).getJSON
 	if code, _ := get(active, "/healthz"); code != 200 {
 		t.Fatalf("/healthz = %d", code)
 	}
@@ -107,7 +97,7 @@ func TestHealthEndpoints(t *testing.T) {
 	standby := startRelay(t, f.args())
 	waitFor(t, 30*time.Second, "standby state", func() bool {
 		code, body := get(standby, "/readyz")
-		return code == 503 && body["state"] == "standby"
+		return code == 503 && body["state"] == "standby" && strings.Contains(body["reason"], "another instance")
 	})
 	if code, _ := get(standby, "/healthz"); code != 200 {
 		t.Fatalf("standby /healthz = %d", code)

@@ -144,9 +144,29 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 
 	if err := stream.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error()))
+		lingerHalted(ctx, cfg.HaltLinger, log)
 		return exitFailed
 	}
 	return exitOK
+}
+
+// lingerHalted keeps a halted relay up for linger, or until a signal, so
+// that probes and scrapes see why it stopped: /readyz answers 503 with the
+// cause and cdc_relay_halted is 1. Streaming has ended and the slot is
+// released by then; a standby may take it (and meets the same event). The
+// exit that follows lets a supervisor restart the relay, which picks up a fix
+// such as a new .avsc or a restored column.
+func lingerHalted(ctx context.Context, linger time.Duration, log *slog.Logger) {
+	if linger <= 0 || ctx.Err() != nil {
+		return
+	}
+	log.Info("halted: serving /readyz (503) and /metrics until exit; SIGTERM exits now", "exit_in", linger.String())
+	t := time.NewTimer(linger)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // signalContext is cancelled by the first SIGTERM or SIGINT; a second one

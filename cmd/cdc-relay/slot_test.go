@@ -26,7 +26,7 @@ import (
 func TestSlotDroppedWhileRunning(t *testing.T) {
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args())
+	r := startRelay(t, f.args("--halt-linger", "0s"))
 	r.waitStreaming(60 * time.Second)
 	conn := connect(t)
 	ctx := context.Background()
@@ -155,7 +155,7 @@ func TestSlotLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startRelay(t, f.args("--pg-url", url, "--kafka-brokers", "127.0.0.1:"+strconv.Itoa(deadKafka)))
+	r := startRelay(t, f.args("--pg-url", url, "--kafka-brokers", "127.0.0.1:"+strconv.Itoa(deadKafka), "--halt-linger", "0s"))
 	r.waitStreaming(60 * time.Second)
 	agg := uuidFor(7)
 	if _, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}}); err != nil {
@@ -165,7 +165,7 @@ func TestSlotLost(t *testing.T) {
 	makeSlotLost(t, conn, f)
 	wantLostMessage(r)
 
-	r2 := startRelay(t, f.args("--pg-url", url))
+	r2 := startRelay(t, f.args("--pg-url", url, "--halt-linger", "0s"))
 	wantLostMessage(r2)
 	if st := walStatusOf(t, conn, f.slot); st != "lost" {
 		t.Fatalf("after the refusal the slot's wal_status is %q, want it left lost", st)
