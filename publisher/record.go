@@ -1,9 +1,19 @@
 package publisher
 
-import "github.com/segmentio/kafka-go"
+import (
+	"io"
+	"sync"
+
+	"github.com/segmentio/kafka-go"
+)
 
 // Record is one Kafka record to publish, tagged with the stream sequence
 // number it acknowledges.
+//
+// Records made by NewRecord come from a pool: once Kafka has acknowledged a
+// record, the session returns it, with its buffers, for reuse. Nothing may
+// keep a reference to a record, or to the bytes in its buffers, after
+// handing it to Session.Enqueue.
 type Record struct {
 	Topic   string
 	Key     []byte
@@ -15,7 +25,106 @@ type Record struct {
 	Reserved int
 
 	partition int
+	pooled    bool
+	buf       []byte          // backs Key, Value and header values (Buffer)
+	headers   [4]kafka.Header // backs Headers (HeaderBuffer)
+	key, val  bytesReader     // what kafka-go reads Key and Value through
 }
+
+// recordPool holds acknowledged records and their buffers.
+var recordPool = sync.Pool{New: func() any { return &Record{pooled: true} }}
+
+// maxPooledBuffer is the largest buffer a pooled record keeps: a rare
+// large event does not pin its memory in the pool.
+const maxPooledBuffer = 64 << 10
+
+// NewRecord returns an empty record, reusing an acknowledged one's buffers.
+func NewRecord() *Record { return recordPool.Get().(*Record) }
+
+// Buffer returns the record's byte buffer, empty, with room for at least n
+// bytes. Slices of it may become Key, Value and header values. Store a
+// grown buffer back with KeepBuffer so that the next use starts larger.
+func (r *Record) Buffer(n int) []byte {
+	if cap(r.buf) < n {
+		r.buf = make([]byte, 0, n)
+	}
+	return r.buf[:0]
+}
+
+// KeepBuffer records b (a buffer grown from Buffer's) for reuse when it is
+// larger than the one the record holds.
+func (r *Record) KeepBuffer(b []byte) {
+	if cap(b) > cap(r.buf) {
+		r.buf = b[:0]
+	}
+}
+
+// HeaderBuffer returns an empty header slice backed by the record, for up
+// to four headers without an allocation.
+func (r *Record) HeaderBuffer() []kafka.Header { return r.headers[:0] }
+
+// Release returns an acknowledged record to the pool. Sessions do it
+// themselves; it is exported for other sinks, such as benchmarks.
+func Release(r *Record) { release(r) }
+
+// release returns an acknowledged record to the pool.
+func release(r *Record) {
+	if !r.pooled {
+		return
+	}
+	buf := r.buf
+	if cap(buf) > maxPooledBuffer {
+		buf = nil
+	}
+	clear(r.headers[:])
+	*r = Record{pooled: true, buf: buf[:0]}
+	recordPool.Put(r)
+}
+
+// kafkaRecord is r as kafka-go takes it, without an allocation: the readers
+// are reset for every attempt, as a retried request reads them again.
+func (r *Record) kafkaRecord() kafka.Record {
+	kr := kafka.Record{Headers: r.Headers}
+	if r.Key != nil {
+		r.key.reset(r.Key)
+		kr.Key = &r.key
+	}
+	if r.Value != nil {
+		r.val.reset(r.Value)
+		kr.Value = &r.val
+	}
+	return kr
+}
+
+// bytesReader is kafka-go's Bytes over a byte slice.
+type bytesReader struct {
+	b   []byte
+	off int
+}
+
+func (b *bytesReader) reset(p []byte) { b.b, b.off = p, 0 }
+
+// Len is the number of bytes left to read.
+func (b *bytesReader) Len() int { return len(b.b) - b.off }
+
+func (b *bytesReader) Read(p []byte) (int, error) {
+	if b.off >= len(b.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.b[b.off:])
+	b.off += n
+	return n, nil
+}
+
+// WriteTo lets io.Copy write the bytes without a buffer of its own.
+func (b *bytesReader) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(b.b[b.off:])
+	b.off += n
+	return int64(n), err
+}
+
+// Close does nothing: the bytes belong to the record.
+func (b *bytesReader) Close() error { return nil }
 
 // Size is the record's size as Kafka counts it for limits, approximately:
 // key, value and headers plus per-record overhead.

@@ -141,6 +141,9 @@ func (s *Session) run(ctx context.Context) {
 			bytes += int64(r.Reserved)
 		}
 		s.acker.Ack(last, len(batch), bytes)
+		for _, r := range batch {
+			release(r)
+		}
 		s.mu.Lock()
 		s.ackedSeq = last
 		clear(batch)
@@ -300,7 +303,7 @@ func tooLarge(err error) bool {
 func (s *Session) produce(ctx context.Context, topic string, partition int, chunk []*Record, size int) error {
 	records := make([]kafka.Record, len(chunk))
 	for i, r := range chunk {
-		records[i] = kafka.Record{Key: kafka.NewBytes(r.Key), Value: kafka.NewBytes(r.Value), Headers: r.Headers}
+		records[i] = r.kafkaRecord()
 	}
 	start := time.Now()
 	res, err := s.p.client.Produce(ctx, &kafka.ProduceRequest{

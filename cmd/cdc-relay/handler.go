@@ -53,7 +53,7 @@ type handler struct {
 	cfg       *Config
 	router    *router.Router
 	registry  *schemaregistry.Registry
-	pub       *publisher.Session
+	pub       recordSink
 	maxRecord int
 	metrics   *metrics
 	log       *slog.Logger
@@ -61,19 +61,32 @@ type handler struct {
 
 var _ replication.Session = (*handler)(nil)
 
+// recordSink is what the handler needs of a *publisher.Session.
+type recordSink interface {
+	Enqueue(*publisher.Record) error
+	Drain(context.Context) error
+	Close()
+	Done() <-chan struct{}
+	Err() error
+}
+
 // Row builds the record for one row, or its dead-letter record, and hands it
 // to the publisher.
 func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication.Tx, row *decoder.Row) error {
-	rec := &publisher.Record{Seq: seq, Reserved: size}
-	// One allocation holds every byte the record keeps from the row.
-	arena := make([]byte, 0, len(row.ID)+len(row.EventType)+len(row.AggregateType)+len(row.AggregateID)+len(row.Headers))
+	// A pooled record: its one buffer holds every byte it keeps from the
+	// row and then the Avro value, so a steady stream allocates nothing
+	// per event here.
+	rec := publisher.NewRecord()
+	rec.Seq, rec.Reserved = seq, size
+	kept := len(row.ID) + len(row.EventType) + len(row.AggregateType) + len(row.AggregateID) + len(row.Headers)
+	arena := rec.Buffer(kept + len(row.Payload) + avroSlack)
 	id, arena := keep(arena, row.ID)
 	eventType, arena := keep(arena, row.EventType)
 	aggType, arena := keep(arena, row.AggregateType)
 	aggID, arena := keep(arena, row.AggregateID)
-	headersJSON, _ := keep(arena, row.Headers)
+	headersJSON, arena := keep(arena, row.Headers)
 
-	reason, kind, err := h.build(ctx, rec, row, id, eventType, aggType, aggID, headersJSON)
+	reason, kind, err := h.build(ctx, rec, row, id, eventType, aggType, aggID, headersJSON, arena[len(arena):])
 	if err != nil {
 		return err
 	}
@@ -92,6 +105,11 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 	return h.pub.Enqueue(rec)
 }
 
+// avroSlack is room beyond the JSON payload's size for the Avro value:
+// the 5-byte wire-format prefix and a little more. The Avro body is almost
+// always smaller than its JSON; when it is not, the buffer grows.
+const avroSlack = 32
+
 func keep(arena, b []byte) ([]byte, []byte) {
 	if b == nil {
 		return nil, arena
@@ -104,7 +122,9 @@ func keep(arena, b []byte) ([]byte, []byte) {
 // build fills rec for a valid row. It returns a reason (and its metric kind)
 // when the row is invalid, and an error only for failures that are not the
 // event's fault (the registry unreachable, a shutdown).
-func (h *handler) build(ctx context.Context, rec *publisher.Record, row *decoder.Row, id, eventType, aggType, aggID, headersJSON []byte) (reason, kind string, err error) {
+//
+// The value is appended to valueBuf, the free end of the record's buffer.
+func (h *handler) build(ctx context.Context, rec *publisher.Record, row *decoder.Row, id, eventType, aggType, aggID, headersJSON, valueBuf []byte) (reason, kind string, err error) {
 	if col := row.NullField(); col != "" {
 		return col + " is NULL", reasonNull, nil
 	}
@@ -120,7 +140,7 @@ func (h *handler) build(ctx context.Context, rec *publisher.Record, row *decoder
 	if terr != nil {
 		return terr.Error(), reasonTopic, nil
 	}
-	headers, herr := router.AppendHeaders(make([]kafka.Header, 0, 4), id, eventType, aggType, headersJSON)
+	headers, herr := router.AppendHeaders(rec.HeaderBuffer(), id, eventType, aggType, headersJSON)
 	if herr != nil {
 		return herr.Error(), reasonHeaders, nil
 	}
@@ -153,9 +173,12 @@ func (h *handler) build(ctx context.Context, rec *publisher.Record, row *decoder
 		}
 		return "", "", fmt.Errorf("schema registry: %w", eerr)
 	}
-	value, perr := enc.Append(make([]byte, 0, len(row.Payload)+5), row.Payload)
+	value, perr := enc.Append(valueBuf, row.Payload)
 	if perr != nil {
 		return perr.Error(), reasonSchema, nil
+	}
+	if cap(value) != cap(valueBuf) {
+		rec.KeepBuffer(value) // it grew: start the next use larger
 	}
 	if n := publisher.Size(aggID, value, headers); n > h.maxRecord {
 		return fmt.Sprintf("record is %d bytes, larger than the broker accepts (--max-record-bytes %d)", n, h.maxRecord), reasonTooLarge, nil

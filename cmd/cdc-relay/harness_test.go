@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -52,6 +53,11 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	flag.Parse()
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "^$" {
+		// Only benchmarks (make microbench): they need no services.
+		return m.Run()
+	}
 	fail := func(what string, err error) int {
 		fmt.Fprintf(os.Stderr, "integration harness: %s: %v\n", what, err)
 		return 1
@@ -62,7 +68,10 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	relayBin = filepath.Join(tmp, "cdc-relay")
-	if out, err := exec.Command("go", "build", "-o", relayBin, ".").CombinedOutput(); err != nil {
+	// CDC_RELAY_TEST_BUILD_FLAGS="-race" runs every relay the tests start
+	// under the race detector.
+	build := append(append([]string{"build"}, strings.Fields(os.Getenv("CDC_RELAY_TEST_BUILD_FLAGS"))...), "-o", relayBin, ".")
+	if out, err := exec.Command("go", build...).CombinedOutput(); err != nil {
 		return fail("build relay", fmt.Errorf("%v\n%s", err, out))
 	}
 	schemaDir, _ = filepath.Abs("../../testdata/schemas")

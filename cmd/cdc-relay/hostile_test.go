@@ -871,7 +871,7 @@ func TestRegistryRefusalHalts(t *testing.T) {
 			agg := uuidFor(306)
 			row := &decoder.Row{ID: []byte("1"), AggregateType: []byte("Order"), AggregateID: []byte(agg), EventType: []byte("OrderCreated"),
 				Payload: []byte(orderCreated(agg, 1))}
-			reason, _, err := h.build(ctx, &publisher.Record{}, row, row.ID, row.EventType, row.AggregateType, row.AggregateID, nil)
+			reason, _, err := h.build(ctx, &publisher.Record{}, row, row.ID, row.EventType, row.AggregateType, row.AggregateID, nil, nil)
 			if reason != "" || err == nil {
 				t.Fatalf("reason %q, err %v; want an error", reason, err)
 			}
