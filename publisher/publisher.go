@@ -28,6 +28,14 @@ type Config struct {
 	// are invalid events. Default 1,000,000, under Kafka's 1,048,588 default
 	// message.max.bytes. (Java: max.request.size)
 	MaxRecordBytes int
+	// Linger is how long a request waits for more records after the first
+	// one arrived while no request was in flight; default 0: send at once.
+	// Records that arrive while a request is in flight always wait for it
+	// and go together in the next one. A small linger makes requests
+	// larger, and so fewer, when events trickle in one at a time, which
+	// saves broker CPU at the cost of up to Linger of latency.
+	// (Java: linger.ms)
+	Linger time.Duration
 	// RequestTimeout bounds one produce or metadata request; default 30 s.
 	// (Java: request.timeout.ms)
 	RequestTimeout time.Duration

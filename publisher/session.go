@@ -26,6 +26,8 @@ type Session struct {
 
 	mu       sync.Mutex
 	queue    []*Record
+	queuedAt time.Time // when the first record of queue arrived
+	queued   int       // bytes in queue (Size)
 	spare    []*Record
 	notify   chan struct{}
 	err      error
@@ -52,7 +54,11 @@ func (s *Session) Enqueue(r *Record) error {
 		s.mu.Unlock()
 		return err
 	}
+	if len(s.queue) == 0 && s.p.cfg.Linger > 0 {
+		s.queuedAt = time.Now()
+	}
 	s.queue = append(s.queue, r)
+	s.queued += Size(r.Key, r.Value, r.Headers)
 	s.lastSeq = r.Seq
 	s.mu.Unlock()
 	select {
@@ -111,15 +117,35 @@ func (s *Session) fail(err error) {
 func (s *Session) run(ctx context.Context) {
 	defer close(s.done)
 	defer s.fail(ErrSessionClosed)
+	linger := s.p.cfg.Linger
+	var timer *time.Timer
+	if linger > 0 {
+		timer = time.NewTimer(linger)
+		timer.Stop()
+		defer timer.Stop()
+	}
+	justSent := false
 	for {
 		// Swap the queue with the spare slice: Enqueue appends to one while
 		// this goroutine publishes the other.
 		s.mu.Lock()
+		if wait := s.lingerFor(linger, justSent); wait > 0 {
+			s.mu.Unlock()
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+			s.mu.Lock()
+		}
 		batch := s.queue
 		if len(batch) > 0 {
 			s.queue, s.spare = s.spare[:0], nil
+			s.queued = 0
 		}
 		s.mu.Unlock()
+		justSent = false
 		if len(batch) == 0 {
 			select {
 			case <-ctx.Done():
@@ -141,6 +167,7 @@ func (s *Session) run(ctx context.Context) {
 			bytes += int64(r.Reserved)
 		}
 		s.acker.Ack(last, len(batch), bytes)
+		justSent = true
 		for _, r := range batch {
 			release(r)
 		}
@@ -154,6 +181,17 @@ func (s *Session) run(ctx context.Context) {
 		default:
 		}
 	}
+}
+
+// lingerFor is how long the next request should wait for more records
+// (s.mu held): the rest of the linger since the queue's first record, unless
+// the queue is empty, already fills a request, or its records arrived while
+// the previous request was in flight (justSent): those have waited enough.
+func (s *Session) lingerFor(linger time.Duration, justSent bool) time.Duration {
+	if linger <= 0 || justSent || len(s.queue) == 0 || s.queued >= s.p.cfg.BatchBytes {
+		return 0
+	}
+	return time.Until(s.queuedAt.Add(linger))
 }
 
 // group is one topic partition's records of a batch, in order.

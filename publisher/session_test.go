@@ -244,3 +244,81 @@ func TestSessionUnansweredProduceTimesOut(t *testing.T) {
 	dups := readBack(t, c.ListenAddrs(), topic, n)
 	t.Logf("produce calls %d, duplicates %d", calls.Load(), dups)
 }
+
+// TestSessionLinger: with a linger, records enqueued one after another
+// while no request is in flight go out together in one request, and not
+// before the linger has passed; without one, the first goes out at once.
+func TestSessionLinger(t *testing.T) {
+	for _, tc := range []struct {
+		linger       time.Duration
+		wantRequests func(int64) bool
+		want         string
+	}{
+		{300 * time.Millisecond, func(n int64) bool { return n == 1 }, "exactly 1"},
+		{0, func(n int64) bool { return n >= 2 }, "at least 2"},
+	} {
+		t.Run(tc.linger.String(), func(t *testing.T) {
+			const topic, n = "orders", 10
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			var requests atomic.Int64
+			first := make(chan struct{})
+			c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				if requests.Add(1) == 1 {
+					close(first)
+				}
+				return nil, nil, false
+			})
+			p, err := New(Config{Brokers: c.ListenAddrs(), Linger: tc.linger})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			// Warm the partition cache, so that the first produce is not
+			// held up by a metadata request.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if _, err := p.partitionCount(ctx, topic); err != nil {
+				t.Fatal(err)
+			}
+			acker := &fakeAcker{t: t}
+			s := p.NewSession(ctx, acker)
+			defer s.Close()
+			start := time.Now()
+			enqueue := func(i int) {
+				if err := s.Enqueue(&Record{Topic: topic, Key: []byte("k"), Value: []byte(strconv.Itoa(i)), Seq: uint64(i), Reserved: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			enqueue(1)
+			if tc.linger == 0 {
+				// Without a linger the first record is sent alone, at once.
+				select {
+				case <-first:
+				case <-ctx.Done():
+					t.Fatal("no produce request")
+				}
+			}
+			for i := 2; i <= n; i++ {
+				enqueue(i)
+			}
+			if err := s.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			elapsed := time.Since(start)
+			if got := requests.Load(); !tc.wantRequests(got) {
+				t.Fatalf("%d produce requests for %d records, want %s", got, n, tc.want)
+			}
+			if elapsed < tc.linger {
+				t.Fatalf("acknowledged after %s, before the %s linger", elapsed, tc.linger)
+			}
+			if acker.acked() != n {
+				t.Fatalf("acked up to %d, want %d", acker.acked(), n)
+			}
+		})
+	}
+}

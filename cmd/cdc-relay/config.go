@@ -47,6 +47,7 @@ type Config struct {
 	ReadTimeout       time.Duration
 	ShutdownTimeout   time.Duration
 	HaltLinger        time.Duration
+	KafkaLinger       time.Duration
 	RecreateLostSlot  bool
 	KafkaTLS          bool
 	KafkaTLSCAFile    string
@@ -97,6 +98,7 @@ var settings = []setting{
 	{"max-in-flight-bytes", "67108864", "bytes of those events", false},
 	{"max-record-bytes", "1000000", "largest Kafka record (key+value+headers); larger events are invalid", false},
 	{"kafka-batch-bytes", "1048576", "largest produce request per partition; keep it at most the broker's message.max.bytes", false},
+	{"kafka-linger", "2ms", "how long a produce request waits for more events when they trickle in one at a time (Java linger.ms); events that arrive during a request always go in the next one", false},
 	{"kafka-compression", "none", "record batch compression: none, gzip, snappy, lz4 or zstd", false},
 	{"status-interval", "1s", "how often the confirmed LSN is reported to PostgreSQL (at most 10s)", false},
 	{"read-timeout", "60s", "a stream silent this long is treated as dead and reconnected (raised to wal_sender_timeout/2 + 5s if that is longer)", false},
@@ -377,6 +379,7 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 		{"read-timeout", &c.ReadTimeout, time.Second, time.Hour},
 		{"shutdown-timeout", &c.ShutdownTimeout, time.Second, time.Hour},
 		{"halt-linger", &c.HaltLinger, 0, 8760 * time.Hour},
+		{"kafka-linger", &c.KafkaLinger, 0, time.Second},
 	}
 	for _, d := range durs {
 		x, err := time.ParseDuration(v[d.key])

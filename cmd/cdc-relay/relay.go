@@ -84,6 +84,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		Brokers:        cfg.KafkaBrokers,
 		Compression:    compression(cfg.KafkaCompression),
 		BatchBytes:     cfg.KafkaBatchBytes,
+		Linger:         cfg.KafkaLinger,
 		MaxRecordBytes: cfg.MaxRecordBytes,
 		Transport:      transport,
 		Reject:         rejected(cfg, m, log),
