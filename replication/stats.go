@@ -43,6 +43,7 @@ type Stats struct {
 
 	mu         sync.Mutex
 	reconnects map[string]uint64
+	lastCause  string
 	tracker    atomic.Pointer[Tracker]
 }
 
@@ -116,7 +117,15 @@ func (s *Stats) countReconnect(cause string) {
 		s.reconnects = map[string]uint64{}
 	}
 	s.reconnects[cause]++
+	s.lastCause = cause
 	s.mu.Unlock()
+}
+
+// LastReconnectCause is the cause of the newest reconnect ("" if none).
+func (s *Stats) LastReconnectCause() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastCause
 }
 
 func unixTime(ns int64) time.Time {

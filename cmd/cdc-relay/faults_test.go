@@ -389,9 +389,15 @@ func TestFaultPostgresBlackholed(t *testing.T) {
 	// connect timeout, 10 s) instead of hanging, and is retried.
 	waitFor(t, 40*time.Second, "a reconnect attempt through the dead path to fail", func() bool { return outputCount(r, "msg=reconnect") >= 2 })
 	t.Logf("an attempt on the dead path failed %s after the blackhole began", time.Since(began).Round(time.Millisecond))
+	// Not ready meanwhile, saying why.
+	waitFor(t, 30*time.Second, "/readyz 503 reconnecting with its cause", func() bool {
+		code, body := r.getJSON("/readyz")
+		return code == 503 && body["state"] == "reconnecting" && strings.Contains(body["reason"], "cause: ")
+	})
 	px.Resume()
 	waitFor(t, 60*time.Second, "the relay to stream again", func() bool { return outputCount(r, "msg=streaming") >= 2 })
 	t.Logf("streaming again %s after the blackhole began", time.Since(began).Round(time.Millisecond))
+	waitFor(t, 30*time.Second, "/readyz 200 again", func() bool { code, _ := r.getJSON("/readyz"); return code == 200 })
 	finishLoad(t, w, c, 120*time.Second)
 	stillRunning(t, r)
 }

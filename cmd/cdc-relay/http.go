@@ -36,12 +36,15 @@ func newHTTPServer(addr string, m *metrics, stats *replication.Stats, readTimeou
 		switch {
 		case state == replication.StateHalted:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(), "reason": "halted: " + Redact(stats.HaltCause())})
+		case state == replication.StateReconnecting:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(),
+				"reason": "reconnecting to PostgreSQL after an error (cause: " + stats.LastReconnectCause() + "; see the log and cdc_relay_reconnects_total)"})
 		case state != replication.StateStreaming:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(), "reason": notReadyReasons[state]})
 		case time.Since(last) > readTimeout:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(), "reason": "no message from PostgreSQL within the read timeout"})
 		default:
-			writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "state": state.String()})
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "state": state.String(), "reason": "streaming; last message from PostgreSQL " + time.Since(last).Round(time.Millisecond).String() + " ago"})
 		}
 	})
 	s := &httpServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
@@ -56,10 +59,9 @@ func newHTTPServer(addr string, m *metrics, stats *replication.Stats, readTimeou
 // notReadyReasons explain /readyz's 503 in the states without a cause of
 // their own.
 var notReadyReasons = map[replication.State]string{
-	replication.StateStarting:     "connecting to PostgreSQL",
-	replication.StateStandby:      "standby: another instance holds the slot",
-	replication.StateReconnecting: "reconnecting to PostgreSQL after an error (see the log and cdc_relay_reconnects_total)",
-	replication.StateStopped:      "shutting down",
+	replication.StateStarting: "connecting to PostgreSQL",
+	replication.StateStandby:  "standby: another instance holds the slot",
+	replication.StateStopped:  "shutting down",
 }
 
 func (s *httpServer) Shutdown() {

@@ -90,7 +90,7 @@ func TestHealthEndpoints(t *testing.T) {
 	if code, _ := get(active, "/healthz"); code != 200 {
 		t.Fatalf("/healthz = %d", code)
 	}
-	if code, body := get(active, "/readyz"); code != 200 || body["state"] != "streaming" {
+	if code, body := get(active, "/readyz"); code != 200 || body["state"] != "streaming" || !strings.Contains(body["reason"], "streaming") {
 		t.Fatalf("/readyz = %d %v, want 200 streaming", code, body)
 	}
 	// A second instance on the same slot is a standby: alive, not ready, not exiting.
