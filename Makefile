@@ -4,7 +4,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build setup test unit demo bench latency microbench fuzz vet clean
+.PHONY: all build setup test unit demo bench bench-debezium latency microbench fuzz vet clean
 
 all: build
 
@@ -33,12 +33,19 @@ demo: setup build
 bench: setup build microbench
 	$(GO) run ./internal/bench --relay bin/cdc-relay $(BENCH_FLAGS)
 
+# The drain benchmark with a third drain by the Debezium PostgreSQL connector
+# and its Outbox Event Router (Kafka Connect standalone), installed from
+# Maven Central by scripts/debezium.sh; make test never downloads it.
+bench-debezium: setup build
+	bash scripts/debezium.sh
+	$(GO) run ./internal/bench --relay bin/cdc-relay --debezium $(BENCH_FLAGS)
+
 # Steady-state end-to-end latency at fixed commit rates (1k, 5k, 20k events/s).
 latency: setup build
 	$(GO) run ./internal/bench --relay bin/cdc-relay --latency $(BENCH_FLAGS)
 
 microbench:
-	$(GO) test -run '^$$' -bench . -benchmem ./decoder/ ./router/ ./replication/ ./publisher/ ./schemaregistry/
+	$(GO) test -run '^$$' -bench . -benchmem ./decoder/ ./router/ ./replication/ ./publisher/ ./schemaregistry/ ./cmd/cdc-relay/
 
 # Short fuzz runs of the decoder, the header router and the Avro encoder,
 # seeded from testdata (FUZZTIME=60s for longer).

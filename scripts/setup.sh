@@ -15,6 +15,8 @@ cache=${CDC_RELAY_CACHE:-${HOME:?HOME is not set; set CDC_RELAY_CACHE}/.cache/cd
 step="starting"
 
 say() { printf 'setup: %s\n' "$*"; }
+# shellcheck source=scripts/maven-jars.sh
+. "$root/scripts/maven-jars.sh"
 trap 'rc=$?; [ "$rc" -eq 0 ] || printf "setup: FAILED while %s (exit %d)\n" "$step" "$rc" >&2' EXIT
 
 # installed succeeds when Debian package $1 is fully installed (dpkg -s
@@ -61,27 +63,8 @@ pom=$root/scripts/kafka/pom.xml
 kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$pom")
 [ -n "$kafka_version" ] || { echo "setup: no <kafka.version> in $pom" >&2; exit 1; }
 kafka_dir=$cache/kafka-$kafka_version
-pom_sum=$(sha256sum "$pom" | cut -d' ' -f1)
-if [ "$(cat "$kafka_dir/.complete" 2>/dev/null)" = "$pom_sum" ]; then
-	say "Kafka $kafka_version jars ok ($kafka_dir/libs)"
-else
-	say "resolving Kafka $kafka_version jars from Maven Central"
-	mkdir -p "$cache"
-	rm -rf "$cache"/kafka-tmp.*
-	tmp=$(mktemp -d "$cache/kafka-tmp.XXXXXX")
-	log=$cache/kafka-resolve.log
-	if ! mvn -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies \
-		-DincludeScope=runtime -DoutputDirectory="$tmp/libs" >"$log" 2>&1; then
-		tail -n 40 "$log" >&2
-		rm -rf "$tmp"
-		exit 1
-	fi
-	[ -f "$tmp/libs/kafka_2.13-$kafka_version.jar" ] || { echo "setup: kafka_2.13-$kafka_version.jar was not resolved" >&2; exit 1; }
-	rm -rf "$kafka_dir"
-	mv "$tmp" "$kafka_dir"
-	echo "$pom_sum" >"$kafka_dir/.complete"
-	say "Kafka $kafka_version jars ok ($(ls "$kafka_dir/libs" | wc -l) jars in $kafka_dir/libs)"
-fi
+CACHE=$cache maven_jars setup "$pom" "$kafka_dir" "kafka_2.13-$kafka_version.jar"
+say "Kafka $kafka_version jars ok ($(ls "$kafka_dir/libs" | wc -l) jars in $kafka_dir/libs)"
 
 # --- Schema registry ---------------------------------------------------------
 step="building the schema registry"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -91,6 +92,74 @@ func TestParseRates(t *testing.T) {
 	for _, bad := range []string{"", "0", "1000,x", "-5"} {
 		if _, err := parseRates(bad); err == nil {
 			t.Errorf("parseRates(%q) accepted", bad)
+		}
+	}
+}
+
+// TestDebeziumPom checks that scripts/debezium/pom.xml installs the Debezium
+// and Connect versions the benchmark looks for.
+func TestDebeziumPom(t *testing.T) {
+	b, err := os.ReadFile("../../scripts/debezium/pom.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"<debezium.version>" + debeziumVersion + "</debezium.version>",
+		"<connect.version>" + connectVersion + "</connect.version>",
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("scripts/debezium/pom.xml lacks %s", want)
+		}
+	}
+}
+
+// TestSumOffsets counts records added since a baseline, also in partitions
+// the baseline did not know.
+func TestSumOffsets(t *testing.T) {
+	ends := map[int32]int64{0: 150, 1: 30}
+	if got := sumOffsets(ends, nil); got != 180 {
+		t.Errorf("sumOffsets(nil) = %d, want 180", got)
+	}
+	if got := sumOffsets(ends, map[int32]int64{0: 100}); got != 80 {
+		t.Errorf("sumOffsets(from) = %d, want 80", got)
+	}
+}
+
+// TestDebeziumRatios checks the ratios and a zero divisor.
+func TestDebeziumRatios(t *testing.T) {
+	ev, rss, cpu := debeziumRatios(rates{EventsPerSecond: 100, PeakRSSMB: 50, ClientCPUPer100k: 0.5}, rates{EventsPerSecond: 20, PeakRSSMB: 500, ClientCPUPer100k: 2})
+	if ev != 5 || rss != 10 || cpu != 4 {
+		t.Errorf("debeziumRatios = %v, %v, %v, want 5, 10, 4", ev, rss, cpu)
+	}
+	if ev, _, _ := debeziumRatios(rates{EventsPerSecond: 1}, rates{}); ev != 0 {
+		t.Errorf("debeziumRatios with no Debezium figures = %v, want 0", ev)
+	}
+}
+
+// TestConnectorProperties checks the EventRouter's column mapping and that
+// --debezium-connector-opts replaces or adds properties.
+func TestConnectorProperties(t *testing.T) {
+	props := connectorProperties("s1", 5432, "bench", [][2]string{{"snapshot.mode", "never"}, {"poll.interval.ms", "10"}})
+	got := map[string]string{}
+	for _, kv := range props {
+		if _, dup := got[kv[0]]; dup {
+			t.Errorf("property %s appears twice", kv[0])
+		}
+		got[kv[0]] = kv[1]
+	}
+	want := map[string]string{
+		"slot.name":        "s1",
+		"database.port":    "5432",
+		"publication.name": publication,
+		"snapshot.mode":    "never",
+		"poll.interval.ms": "10",
+		"transforms.outbox.table.field.event.key":     "aggregate_id",
+		"transforms.outbox.route.by.field":            "aggregate_type",
+		"transforms.outbox.table.field.event.payload": "payload",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
 	}
 }

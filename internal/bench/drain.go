@@ -26,8 +26,23 @@ type drainResult struct {
 	Rows    int     `json:"rows"`
 	Seconds float64 `json:"seconds"`
 	// StartupSeconds is the time from process start until the slot was
-	// first seen active (relay only).
-	StartupSeconds float64 `json:"startup_seconds,omitempty"`
+	// first seen active (relay and Debezium), and StartupCPUSeconds the
+	// client's CPU by then (included in ClientCPUSeconds).
+	StartupSeconds    float64 `json:"startup_seconds,omitempty"`
+	StartupCPUSeconds float64 `json:"startup_cpu_seconds,omitempty"`
+	// ConfirmedSeconds is, for Debezium, the time from process start until
+	// the slot's confirmed_flush_lsn was seen at the end LSN, 0 if that did
+	// not happen within debeziumConfirmGrace of Seconds. Debezium's Seconds
+	// is when Kafka held every row: it confirms LSNs only when Connect
+	// commits offsets (offset.flush.interval.ms).
+	ConfirmedSeconds float64 `json:"confirmed_seconds,omitempty"`
+	// LastConfirmSeconds is, for Debezium, when confirmed_flush_lsn was
+	// last seen to move (to ConfirmedLSN) during the drain and the grace
+	// period after it.
+	LastConfirmSeconds float64 `json:"last_confirm_seconds,omitempty"`
+	// ConfirmLagBytes is how far ConfirmedLSN stayed short of the load's
+	// end LSN at the end of the drain (Debezium only).
+	ConfirmLagBytes int64 `json:"confirm_lag_bytes,omitempty"`
 	// SentSeconds is the time from process start until the walsender's
 	// sent_lsn was first seen at the end LSN: PostgreSQL had decoded and
 	// handed over the whole backlog. Seconds minus SentSeconds is the tail
@@ -50,7 +65,8 @@ type drainResult struct {
 	// means the measurement was disturbed.
 	OtherCPUSeconds float64 `json:"other_cpu_seconds"`
 	PeakRSSKB       int64   `json:"peak_rss_kb,omitempty"`
-	// KafkaRecords is the sum of the topic's end offsets (relay only).
+	// KafkaRecords is the sum of the topic's end offsets (relay), or of
+	// what the drain added to them (Debezium).
 	KafkaRecords int64 `json:"kafka_records,omitempty"`
 	// InFlightAtSent is the relay's cdc_relay_inflight_events when the
 	// walsender had sent everything: the events still waiting for Kafka.
@@ -231,14 +247,7 @@ func waitConfirmed(ctx context.Context, o options, db *database, c *child, slot,
 		}
 		now := time.Now()
 		d.ConfirmedLSN = st.confirmed
-		if st.activePID != 0 {
-			if d.StartupSeconds == 0 {
-				d.StartupSeconds = now.Sub(c.start).Seconds()
-			}
-			if cpu := cpuOrZero(st.activePID); cpu > 0 {
-				d.WalsenderCPUSeconds, d.WalsenderPID = cpu, st.activePID
-			}
-		}
+		d.sampleActive(st, c, now)
 		if d.SentSeconds == 0 && st.sent >= load.EndLSN {
 			d.SentSeconds = now.Sub(c.start).Seconds()
 			if m, err := scrapeMetrics(ctx, metricsAddr); err == nil {
@@ -267,5 +276,21 @@ func relayArgs(pgURL, slot, publication string, svc *services, schemasDir, prefi
 		"--dlq-topic", prefix + ".dlq",
 		"--metrics-addr", metricsAddr,
 		"--log-level", "warn",
+	}
+}
+
+// sampleActive notes, from one look at the slot, when the client first held
+// it (startup time and the CPU spent until then) and the CPU of the
+// walsender serving it.
+func (d *drainResult) sampleActive(st slotState, c *child, now time.Time) {
+	if st.activePID == 0 {
+		return
+	}
+	if d.StartupSeconds == 0 {
+		d.StartupSeconds = now.Sub(c.start).Seconds()
+		d.StartupCPUSeconds, _ = cpuSeconds(c.pid())
+	}
+	if cpu := cpuOrZero(st.activePID); cpu > 0 {
+		d.WalsenderCPUSeconds, d.WalsenderPID = cpu, st.activePID
 	}
 }

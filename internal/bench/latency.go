@@ -4,7 +4,10 @@ package main
 // default flags and its own slot, while writers commit single-row outbox
 // transactions at fixed rates. For each event it measures the time from the
 // writer's COMMIT returning to an independent franz-go consumer receiving
-// the record, and from the same commit to the broker's LogAppendTime.
+// the record, and from the same commit to the broker's LogAppendTime. With
+// --debezium the same is then measured for Debezium (Kafka Connect with the
+// Outbox Event Router, debezium.go) on a slot of its own, after the relay
+// has stopped.
 
 import (
 	"context"
@@ -31,8 +34,9 @@ import (
 )
 
 const (
-	latencySlot   = "bench_latency"
-	latencyPrefix = "lat"
+	latencySlot    = "bench_latency"
+	latencyDbzSlot = "bench_latency_dbz"
+	latencyPrefix  = "lat"
 	// perWriter is the rate one writer connection is asked to carry: its
 	// ticker fires every 4 ms. A writer whose commit takes longer than its
 	// tick loses ticks (time.Ticker drops them), so at 1 ms per writer and
@@ -80,14 +84,64 @@ type latencyResult struct {
 	win window // the measured window
 }
 
-// latencyReport is the scenario's JSON output.
+// latencyReport is the scenario's JSON output. In DebeziumResults the
+// relay_* fields describe Kafka Connect's JVM.
 type latencyReport struct {
-	Machine    machineInfo     `json:"machine"`
-	Duration   string          `json:"duration"`
-	Warmup     string          `json:"warmup"`
-	Partitions int             `json:"partitions"`
-	RelayArgs  []string        `json:"relay_args,omitempty"`
-	Results    []latencyResult `json:"results"`
+	Machine         machineInfo     `json:"machine"`
+	Duration        string          `json:"duration"`
+	Warmup          string          `json:"warmup"`
+	Partitions      int             `json:"partitions"`
+	RelayArgs       []string        `json:"relay_args,omitempty"`
+	Results         []latencyResult `json:"results"`
+	Debezium        *debeziumInfo   `json:"debezium,omitempty"`
+	DebeziumResults []latencyResult `json:"debezium_results,omitempty"`
+}
+
+// latencyTool is what the scenario measures: the relay or Debezium.
+type latencyTool struct {
+	name  string // as in the tables: cdc-relay or debezium
+	slot  string // its own slot, created before it starts
+	topic string // where it writes the rows (created with LogAppendTime)
+	// start starts it on slot; stop is called on every return.
+	start func(ctx context.Context) (c *child, stop func(), err error)
+	// cleanExit reports whether its exit status after SIGTERM is clean.
+	cleanExit func(err error) bool
+}
+
+// relayTool is the relay with default flags plus --relay-args.
+func relayTool(o options, svc *services, db *database, relayBin string) latencyTool {
+	return latencyTool{name: "cdc-relay", slot: latencySlot, topic: latencyPrefix + ".Order",
+		start: func(ctx context.Context) (*child, func(), error) {
+			port, err := freeport.Get()
+			if err != nil {
+				return nil, nil, err
+			}
+			metricsAddr := "127.0.0.1:" + strconv.Itoa(port)
+			args := relayArgs(db.url, latencySlot, publication, svc, o.schemasDir, latencyPrefix, metricsAddr)
+			args = append(args, o.relayArgs...)
+			c, err := startChild(ctx, "cdc-relay", relayBin, args, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			return c, c.kill, nil
+		},
+		cleanExit: func(err error) bool { return err == nil },
+	}
+}
+
+// debeziumTool is Kafka Connect standalone with the Debezium connector, as
+// in the drain.
+func debeziumTool(o options, svc *services) latencyTool {
+	return latencyTool{name: "debezium", slot: latencyDbzSlot, topic: debeziumTopic,
+		start: func(ctx context.Context) (*child, func(), error) {
+			cw, err := startConnect(ctx, o, svc, latencyDbzSlot)
+			if err != nil {
+				return nil, nil, err
+			}
+			return cw.child, cw.close, nil
+		},
+		cleanExit: func(err error) bool { return err == nil || exitedOnSignal(err) },
+	}
 }
 
 // eventTimes holds per outbox id (minus base) the commit, receive and
@@ -124,31 +178,45 @@ func runLatency(ctx context.Context, o options, svc *services, db *database, rel
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
 	}
-	results, err := measureLatency(ctx, o, svc, db, relayBin)
+	results, err := measureLatency(ctx, o, svc, db, relayTool(o, svc, db, relayBin))
 	if len(results) > 0 {
-		printLatency(os.Stdout, o, results)
+		printLatency(os.Stdout, o, "cdc-relay", results)
 	}
 	if err != nil {
 		return fail(err)
 	}
 	rep := latencyReport{Duration: o.duration.String(), Warmup: o.warmup.String(), Partitions: o.partitions,
 		RelayArgs: o.relayArgs, Results: results}
-	rep.Machine = newReport(ctx, o, relayBin, db).Machine
+	if o.debezium {
+		if err := waitQuiet(ctx, o.quietWait); err != nil {
+			return fail(err)
+		}
+		rep.DebeziumResults, err = measureLatency(ctx, o, svc, db, debeziumTool(o, svc))
+		if len(rep.DebeziumResults) > 0 {
+			printLatency(os.Stdout, o, "debezium", rep.DebeziumResults)
+			printLatencyRatios(os.Stdout, results, rep.DebeziumResults)
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	full := newReport(ctx, o, relayBin, db)
+	rep.Machine, rep.Debezium = full.Machine, full.Debezium
 	if err := writeJSONTo(o.jsonPath, rep); err != nil {
 		return fail(err)
 	}
 	return 0
 }
 
-// measureLatency runs the relay and the consumer once and the writers at
+// measureLatency runs the tool and the consumer once and the writers at
 // every rate in turn.
-func measureLatency(ctx context.Context, o options, svc *services, db *database, relayBin string) ([]latencyResult, error) {
-	topic := latencyPrefix + ".Order"
+func measureLatency(ctx context.Context, o options, svc *services, db *database, tool latencyTool) ([]latencyResult, error) {
+	topic := tool.topic
 	progress("latency: creating topic %s (LogAppendTime)", topic)
 	if err := createAppendTimeTopic(ctx, svc.broker.Addr(), topic, o.partitions); err != nil {
 		return nil, err
 	}
-	if _, err := db.conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", latencySlot); err != nil {
+	if _, err := db.conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", tool.slot); err != nil {
 		return nil, fmt.Errorf("create slot: %w", err)
 	}
 	var base int64
@@ -176,21 +244,14 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 		<-consumerDone
 	}()
 
-	// The relay, default flags, its own slot.
-	port, err := freeport.Get()
+	// The tool, on its own slot.
+	progress("latency: starting %s", tool.name)
+	proc, stop, err := tool.start(ctx)
 	if err != nil {
 		return nil, err
 	}
-	metricsAddr := "127.0.0.1:" + strconv.Itoa(port)
-	args := relayArgs(db.url, latencySlot, publication, svc, o.schemasDir, latencyPrefix, metricsAddr)
-	args = append(args, o.relayArgs...)
-	progress("latency: starting the relay")
-	relay, err := startChild(ctx, "cdc-relay", relayBin, args, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer relay.kill()
-	walsender, err := waitActive(ctx, db, relay)
+	defer stop()
+	walsender, err := waitActive(ctx, db, proc, tool.slot)
 	if err != nil {
 		return nil, err
 	}
@@ -205,15 +266,15 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 			return results, err
 		}
 		progress("latency: %d events/s with %d writers: %s warm-up, then %s measured", rate, writers, o.warmup, o.duration)
-		r, err := measureRate(ctx, o, svc, db, pool.conns[:writers], rate, relay, walsender, ev, &g)
+		r, err := measureRate(ctx, o, svc, db, pool.conns[:writers], rate, proc, walsender, ev, &g)
 		if err != nil {
 			return results, err
 		}
 		results = append(results, r)
-		progress("latency: %d events/s: achieved %.0f/s, relay RSS %.1f MB", rate, r.AchievedRate, r.RSSMedianMB)
+		progress("latency: %d events/s: achieved %.0f/s, %s RSS %.1f MB", rate, r.AchievedRate, tool.name, r.RSSMedianMB)
 		select {
-		case <-relay.done:
-			return results, relay.failure("exited (%v) during the load", relay.err)
+		case <-proc.done:
+			return results, proc.failure("exited (%v) during the load", proc.err)
 		default:
 		}
 	}
@@ -242,11 +303,11 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 		progress("latency: %d duplicate records", d)
 	}
 
-	relay.signal(syscall.SIGTERM)
-	if err := relay.wait(ctx, stopWithin); err != nil {
-		return results, relay.failure("after SIGTERM: %v", err)
+	proc.signal(syscall.SIGTERM)
+	if err := proc.wait(ctx, max(stopWithin, connectStopWithin)); !tool.cleanExit(err) {
+		return results, proc.failure("after SIGTERM: %v", err)
 	}
-	if _, err := db.conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", latencySlot); err != nil {
+	if _, err := db.conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", tool.slot); err != nil {
 		return results, fmt.Errorf("drop slot: %w", err)
 	}
 	return results, nil
@@ -395,9 +456,9 @@ func sleepUntil(ctx context.Context, t time.Time) {
 	}
 }
 
-// waitActive waits until the relay's slot has a walsender and returns its
+// waitActive waits until the tool's slot has a walsender and returns its
 // pid.
-func waitActive(ctx context.Context, db *database, relay *child) (int, error) {
+func waitActive(ctx context.Context, db *database, relay *child, slot string) (int, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -407,7 +468,7 @@ func waitActive(ctx context.Context, db *database, relay *child) (int, error) {
 			return 0, ctx.Err()
 		case <-time.After(slotPoll):
 		}
-		st, err := db.slot(ctx, latencySlot)
+		st, err := db.slot(ctx, slot)
 		if err != nil {
 			return 0, err
 		}
@@ -415,7 +476,7 @@ func waitActive(ctx context.Context, db *database, relay *child) (int, error) {
 			return st.activePID, nil
 		}
 	}
-	return 0, relay.failure("slot %s not active within 60 s", latencySlot)
+	return 0, relay.failure("slot %s not active within 60 s", slot)
 }
 
 // writerPool holds the writers' connections, each with synchronous_commit
@@ -529,17 +590,35 @@ func consume(ctx context.Context, broker, topic string, ev *eventTimes) error {
 	}
 }
 
-// printLatency prints the latency table.
-func printLatency(w io.Writer, o options, rs []latencyResult) {
-	fmt.Fprintf(w, "\nSteady-state latency: single-row transactions, %s measured per rate after %s warm-up, %d partition(s)\n", o.duration, o.warmup, o.partitions)
+// printLatency prints the latency table of tool.
+func printLatency(w io.Writer, o options, tool string, rs []latencyResult) {
+	fmt.Fprintf(w, "\nSteady-state latency of %s: single-row transactions, %s measured per rate after %s warm-up, %d partition(s)\n", tool, o.duration, o.warmup, o.partitions)
 	fmt.Fprintln(w, "latency = commit returned to the writer -> record received by a franz-go consumer (FetchMaxWait 10 ms, the least franz-go allows); append = -> broker LogAppendTime")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target/s\twriters\tachieved/s\tevents\tmissing\tp50 ms\tp99 ms\tmax ms\tappend p50\tappend p99\tappend max\tcommit p99 ms\trelay RSS MB (median/max)\trelay CPU s/100k\twalsender CPU s/100k\tbroker CPU s/100k\tmachine busy CPUs\t")
+	fmt.Fprintln(tw, "target/s\twriters\tachieved/s\tevents\tmissing\tp50 ms\tp99 ms\tmax ms\tappend p50\tappend p99\tappend max\tcommit p99 ms\t"+tool+" RSS MB (median/max)\t"+tool+" CPU s/100k\twalsender CPU s/100k\tbroker CPU s/100k\tmachine busy CPUs\t")
 	for _, r := range rs {
 		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f / %.1f\t%.2f\t%.2f\t%.2f\t%.2f\t\n",
 			r.TargetRate, r.Writers, r.AchievedRate, r.Events, r.Missing, r.P50Ms, r.P99Ms, r.MaxMs,
 			r.AppendP50Ms, r.AppendP99Ms, r.AppendMaxMs, r.CommitP99Ms, r.RSSMedianMB, r.RSSMaxMB,
 			r.RelayCPUPer100k, r.WalsenderCPUPer100k, r.BrokerCPUPer100k, r.MachineBusyCPUs)
+	}
+	tw.Flush()
+}
+
+// printLatencyRatios prints, per rate both measured, Debezium's latency
+// percentiles and RSS over the relay's.
+func printLatencyRatios(w io.Writer, relay, dbz []latencyResult) {
+	fmt.Fprintln(w, "\nDebezium / cdc-relay at the same target rates (consumer latency; RSS median):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target/s\tp50\tp99\tmax\tRSS\tCPU s/100k\t")
+	for _, d := range dbz {
+		for _, r := range relay {
+			if r.TargetRate != d.TargetRate {
+				continue
+			}
+			fmt.Fprintf(tw, "%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", d.TargetRate, safeDiv(d.P50Ms, r.P50Ms), safeDiv(d.P99Ms, r.P99Ms),
+				safeDiv(d.MaxMs, r.MaxMs), safeDiv(d.RSSMedianMB, r.RSSMedianMB), safeDiv(d.RelayCPUPer100k, r.RelayCPUPer100k))
+		}
 	}
 	tw.Flush()
 }

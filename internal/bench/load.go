@@ -28,9 +28,18 @@ type database struct {
 	pad  string // appended to customer_id so that payloads reach --payload-bytes
 }
 
-// slotNames are one run's two slots, both created before the load.
+// slotNames are one run's slots, all created before the load: the relay's,
+// pg_recvlogical's and, with --debezium, Debezium's.
 type slotNames struct {
-	relay, recv string
+	relay, recv, dbz string
+}
+
+// all returns the slots' names, leaving out an unused Debezium slot.
+func (s slotNames) all() []string {
+	if s.dbz == "" {
+		return []string{s.relay, s.recv}
+	}
+	return []string{s.relay, s.recv, s.dbz}
 }
 
 // loadInfo describes one run's backlog.
@@ -118,7 +127,7 @@ const insertRows = `INSERT INTO public.outbox (aggregate_type, aggregate_id, eve
 SELECT 'Order', md5('order-' || (g % 1000))::uuid::text, 'OrderCreated', ` + payloadExpr + `
 FROM generate_series($2::bigint, $3::bigint) AS g`
 
-// loadBacklog empties the table, creates the run's two slots, then inserts
+// loadBacklog empties the table, creates the run's slots, then inserts
 // --rows rows in transactions of --tx-size while nothing reads, and notes
 // the WAL positions before and after.
 func (db *database) loadBacklog(ctx context.Context, o options, slots slotNames) (loadInfo, error) {
@@ -126,7 +135,7 @@ func (db *database) loadBacklog(ctx context.Context, o options, slots slotNames)
 	if _, err := db.conn.Exec(ctx, "TRUNCATE public.outbox"); err != nil {
 		return info, fmt.Errorf("truncate: %w", err)
 	}
-	for _, s := range []string{slots.relay, slots.recv} {
+	for _, s := range slots.all() {
 		if _, err := db.conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", s); err != nil {
 			return info, fmt.Errorf("create slot %s: %w", s, err)
 		}
@@ -210,7 +219,7 @@ func (db *database) slot(ctx context.Context, name string) (slotState, error) {
 
 // dropSlots drops the run's slots so that their WAL can go.
 func (db *database) dropSlots(ctx context.Context, slots slotNames) error {
-	for _, s := range []string{slots.relay, slots.recv} {
+	for _, s := range slots.all() {
 		if _, err := db.conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", s); err != nil {
 			return fmt.Errorf("drop slot %s: %w", s, err)
 		}

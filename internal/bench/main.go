@@ -3,10 +3,14 @@
 // while nothing reads the slots, then drains the same backlog twice: with
 // pg_recvlogical into /dev/null (the raw decode ceiling: PostgreSQL's own
 // client, doing no work per event) and with cdc-relay into Kafka, and prints
-// both side by side with their ratio. With --latency it instead runs the
+// both side by side with their ratio. With --debezium (make bench-debezium)
+// it drains the backlog a third time with the Debezium PostgreSQL connector
+// and its Outbox Event Router in Kafka Connect standalone, into the same
+// broker, and prints the relay/Debezium ratios. With --latency it instead runs the
 // steady-state latency scenario (latency.go): writers commit at fixed rates
 // while the relay runs, and a consumer times each event from commit to
-// Kafka. docs/BENCHMARKS.md has results.
+// Kafka; with --debezium as well, the same is then measured for Debezium.
+// docs/BENCHMARKS.md has results.
 //
 // Every process it starts dies when it exits, also on Ctrl-C.
 //
@@ -43,6 +47,12 @@ type options struct {
 	quietWait    time.Duration // how long to wait for an idle machine before each drain
 	relayArgs    []string      // extra flags for `cdc-relay run`
 
+	// The Debezium side-by-side drain (debezium.go).
+	debezium     bool        // drain a third slot with Debezium in each run
+	debeziumLibs string      // Connect's and Debezium's jars ("" the cache of scripts/debezium.sh)
+	debeziumJVM  []string    // Connect's heap options
+	debeziumOpts [][2]string // connector properties that override or extend the defaults
+
 	// The steady-state latency scenario (latency.go).
 	latency  bool          // run it instead of the drain benchmark
 	rates    []int         // events per second, one measurement each
@@ -77,7 +87,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.rows, "rows", 200000, "rows in the backlog")
 	fs.IntVar(&o.txSize, "tx-size", 1000, "rows per transaction")
 	fs.IntVar(&o.payloadBytes, "payload-bytes", 300, "approximate size of one jsonb payload (its text form)")
-	fs.IntVar(&o.runs, "runs", 1, "repeat load and both drains this often with fresh slots; odd runs drain with pg_recvlogical first, even runs with the relay first")
+	fs.IntVar(&o.runs, "runs", 1, "repeat load and drains this often with fresh slots; odd runs drain with pg_recvlogical first, even runs with the relay first (Debezium always last)")
 	fs.IntVar(&o.partitions, "partitions", 1, "partitions of the topics the relay writes (broker num.partitions)")
 	fs.Var((*jsonFlag)(&o.jsonPath), "json", "also print the results as JSON after the tables; --json=FILE writes them to FILE instead")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "build the relay from this checkout with a profiling hook added by go build -overlay (instead of using --relay) and write its CPU profile of run 1 here, allocations to FILE.allocs")
@@ -88,11 +98,23 @@ func parseFlags(args []string) (options, error) {
 	ratesFlag := fs.String("rates", "1000,5000,20000", "with --latency: commit rates to measure, events per second, comma-separated")
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "with --latency: measured time per rate")
 	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "with --latency: unmeasured warm-up per rate")
+	fs.BoolVar(&o.debezium, "debezium", false, "in each run, also drain a third slot with the Debezium PostgreSQL connector and its Outbox Event Router in Kafka Connect standalone (jars from bash scripts/debezium.sh), after the other two; with --latency, measure Debezium after the relay")
+	fs.StringVar(&o.debeziumLibs, "debezium-libs", "", "with --debezium: directory of Connect's and Debezium's jars (default $CDC_RELAY_CACHE/debezium-"+debeziumVersion+"/libs, ~/.cache/cdc-relay without CDC_RELAY_CACHE)")
+	dbzJVM := fs.String("debezium-jvm-opts", "-Xms256M -Xmx2G", "with --debezium: Connect's heap options, space-separated (the default is what Kafka's connect-standalone.sh sets)")
+	dbzOpts := fs.String("debezium-connector-opts", "", "with --debezium: connector properties that override or extend the benchmark's, space-separated key=value, e.g. \"poll.interval.ms=10\"")
 	extra := fs.String("relay-args", "", "extra flags for cdc-relay run, space-separated, e.g. \"--status-interval 100ms\"")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	o.relayArgs = strings.Fields(*extra)
+	o.debeziumJVM = strings.Fields(*dbzJVM)
+	for _, kv := range strings.Fields(*dbzOpts) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return o, fmt.Errorf("--debezium-connector-opts: %q is not key=value", kv)
+		}
+		o.debeziumOpts = append(o.debeziumOpts, [2]string{k, v})
+	}
 	rs, err := parseRates(*ratesFlag)
 	if err != nil {
 		return o, err
@@ -116,7 +138,7 @@ func parseFlags(args []string) (options, error) {
 	case o.latency && o.cpuProfile != "":
 		return o, errors.New("--cpuprofile is for the drain benchmark")
 	}
-	for _, p := range []*string{&o.relayBin, &o.schemasDir, &o.outboxSQL, &o.relayOverlay} {
+	for _, p := range []*string{&o.relayBin, &o.schemasDir, &o.outboxSQL, &o.relayOverlay, &o.debeziumLibs} {
 		if *p == "" {
 			continue
 		}
@@ -148,6 +170,11 @@ func run(ctx context.Context, o options) int {
 		return fail(err)
 	}
 	defer os.RemoveAll(tmp)
+	if o.debezium {
+		if o.debeziumLibs, err = debeziumLibs(o.debeziumLibs); err != nil {
+			return fail(err)
+		}
+	}
 	relayBin := o.relayBin
 	if o.cpuProfile != "" || o.relayOverlay != "" {
 		progress("building the relay from this checkout (profiling hook: %t, overlay: %q)", o.cpuProfile != "", o.relayOverlay)
@@ -196,12 +223,15 @@ func run(ctx context.Context, o options) int {
 	return 0
 }
 
-// measureRun loads a fresh backlog behind two fresh slots and drains it with
+// measureRun loads a fresh backlog behind fresh slots and drains it with
 // both tools, pg_recvlogical first on odd runs and the relay first on even
-// runs.
+// runs, then with --debezium with Debezium.
 func measureRun(ctx context.Context, o options, svc *services, db *database, relayBin string, n int) (runResult, error) {
 	r := runResult{Run: n, RecvlogicalFirst: n%2 == 1}
 	slots := slotNames{relay: fmt.Sprintf("bench_relay_%d", n), recv: fmt.Sprintf("bench_recv_%d", n)}
+	if o.debezium {
+		slots.dbz = fmt.Sprintf("bench_dbz_%d", n)
+	}
 	progress("run %d: loading %d rows in transactions of %d", n, o.rows, o.txSize)
 	load, err := db.loadBacklog(ctx, o, slots)
 	if err != nil {
@@ -232,9 +262,21 @@ func measureRun(ctx context.Context, o options, svc *services, db *database, rel
 		r.Relay = d
 		return err
 	}
+	dbz := func() error {
+		if err := waitQuiet(ctx, o.quietWait); err != nil {
+			return err
+		}
+		progress("run %d: draining with Debezium (Kafka Connect standalone)", n)
+		d, err := drainDebezium(ctx, o, svc, db, slots.dbz, load)
+		r.Debezium = &d
+		return err
+	}
 	order := []func() error{recv, relay}
 	if !r.RecvlogicalFirst {
 		order = []func() error{relay, recv}
+	}
+	if o.debezium {
+		order = append(order, dbz)
 	}
 	for _, f := range order {
 		if err := f(); err != nil {
@@ -243,6 +285,10 @@ func measureRun(ctx context.Context, o options, svc *services, db *database, rel
 	}
 	r.RecvlogicalRates = ratesOf(r.Recvlogical, load)
 	r.RelayRates = ratesOf(r.Relay, load)
+	if r.Debezium != nil {
+		dr := ratesOf(*r.Debezium, load)
+		r.DebeziumRates = &dr
+	}
 	return r, db.dropSlots(ctx, slots)
 }
 

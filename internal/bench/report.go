@@ -23,6 +23,9 @@ type runResult struct {
 	RecvlogicalRates rates       `json:"pg_recvlogical_rates"`
 	Relay            drainResult `json:"cdc_relay"`
 	RelayRates       rates       `json:"cdc_relay_rates"`
+	// Debezium and its rates, with --debezium.
+	Debezium      *drainResult `json:"debezium,omitempty"`
+	DebeziumRates *rates       `json:"debezium_rates,omitempty"`
 }
 
 // rates are the figures derived from a drain and its load. MB are 10^6 bytes.
@@ -33,6 +36,11 @@ type rates struct {
 	ClientCPUPer100k    float64 `json:"client_cpu_seconds_per_100k"`
 	WalsenderCPUPer100k float64 `json:"walsender_cpu_seconds_per_100k"`
 	PeakRSSMB           float64 `json:"peak_rss_mb,omitempty"`
+	// The same two after start-up: rows over seconds minus startup
+	// seconds, and the client's CPU minus its CPU at startup (relay and
+	// Debezium only).
+	EventsPerSecondAfterStartup  float64 `json:"events_per_second_after_startup,omitempty"`
+	ClientCPUPer100kAfterStartup float64 `json:"client_cpu_seconds_per_100k_after_startup,omitempty"`
 }
 
 // ratesOf derives the rates of d over load.
@@ -41,7 +49,7 @@ func ratesOf(d drainResult, load loadInfo) rates {
 		return rates{}
 	}
 	per100k := 100000 / float64(d.Rows)
-	return rates{
+	r := rates{
 		EventsPerSecond:     float64(d.Rows) / d.Seconds,
 		WALMBPerSecond:      float64(load.WALBytes) / 1e6 / d.Seconds,
 		PayloadMBPerSecond:  float64(load.PayloadBytes) / 1e6 / d.Seconds,
@@ -49,6 +57,11 @@ func ratesOf(d drainResult, load loadInfo) rates {
 		WalsenderCPUPer100k: d.WalsenderCPUSeconds * per100k,
 		PeakRSSMB:           float64(d.PeakRSSKB) / 1024,
 	}
+	if d.StartupSeconds > 0 && d.StartupSeconds < d.Seconds {
+		r.EventsPerSecondAfterStartup = float64(d.Rows) / (d.Seconds - d.StartupSeconds)
+		r.ClientCPUPer100kAfterStartup = (d.ClientCPUSeconds - d.StartupCPUSeconds) * per100k
+	}
+	return r
 }
 
 // machineInfo describes where the benchmark ran.
@@ -65,24 +78,32 @@ type machineInfo struct {
 
 // report is everything the benchmark prints, in JSON form.
 type report struct {
-	Machine      machineInfo  `json:"machine"`
-	Rows         int          `json:"rows"`
-	TxSize       int          `json:"tx_size"`
-	PayloadBytes int          `json:"payload_bytes_target"`
-	Partitions   int          `json:"partitions"`
-	RelayBuild   string       `json:"relay_build"`
-	RelayArgs    []string     `json:"relay_args,omitempty"`
-	Runs         []runResult  `json:"runs"`
-	Median       *medianDrain `json:"median,omitempty"`
+	Machine      machineInfo   `json:"machine"`
+	Rows         int           `json:"rows"`
+	TxSize       int           `json:"tx_size"`
+	PayloadBytes int           `json:"payload_bytes_target"`
+	Partitions   int           `json:"partitions"`
+	RelayBuild   string        `json:"relay_build"`
+	RelayArgs    []string      `json:"relay_args,omitempty"`
+	Debezium     *debeziumInfo `json:"debezium,omitempty"`
+	Runs         []runResult   `json:"runs"`
+	Median       *medianDrain  `json:"median,omitempty"`
 }
 
 // medianDrain holds the per-field medians over all runs.
 type medianDrain struct {
-	Recvlogical      drainResult `json:"pg_recvlogical"`
-	RecvlogicalRates rates       `json:"pg_recvlogical_rates"`
-	Relay            drainResult `json:"cdc_relay"`
-	RelayRates       rates       `json:"cdc_relay_rates"`
-	Ratio            float64     `json:"relay_to_recvlogical_events_ratio"`
+	Recvlogical      drainResult  `json:"pg_recvlogical"`
+	RecvlogicalRates rates        `json:"pg_recvlogical_rates"`
+	Relay            drainResult  `json:"cdc_relay"`
+	RelayRates       rates        `json:"cdc_relay_rates"`
+	Ratio            float64      `json:"relay_to_recvlogical_events_ratio"`
+	Debezium         *drainResult `json:"debezium,omitempty"`
+	DebeziumRates    *rates       `json:"debezium_rates,omitempty"`
+	// Relay over Debezium: events/s, and Debezium's peak RSS and CPU per
+	// event over the relay's (how many times less the relay needs).
+	RelayToDebeziumEvents float64 `json:"relay_to_debezium_events_ratio,omitempty"`
+	DebeziumToRelayRSS    float64 `json:"debezium_to_relay_peak_rss_ratio,omitempty"`
+	DebeziumToRelayCPU    float64 `json:"debezium_to_relay_cpu_ratio,omitempty"`
 }
 
 // newReport collects the machine description and prints it.
@@ -113,6 +134,15 @@ func newReport(ctx context.Context, o options, relayBin string, db *database) *r
 		fmt.Printf(" with extra flags %s", strings.Join(o.relayArgs, " "))
 	}
 	fmt.Println()
+	if o.debezium {
+		r.Debezium = newDebeziumInfo(o)
+		fmt.Printf("debezium: Debezium %s PostgreSQL connector + Outbox Event Router (default routing: %s) in Kafka Connect %s standalone, JVM %s; values as JSON: %s; offset.flush.interval.ms=%d",
+			r.Debezium.Version, r.Debezium.Topic, r.Debezium.ConnectVersion, strings.Join(o.debeziumJVM, " "), r.Debezium.Converter, r.Debezium.OffsetFlushMs)
+		for _, kv := range o.debeziumOpts {
+			fmt.Printf("; %s=%s", kv[0], kv[1])
+		}
+		fmt.Println()
+	}
 	return r
 }
 
@@ -136,23 +166,26 @@ func printRun(w io.Writer, r runResult) {
 	if !r.RecvlogicalFirst {
 		first = "cdc-relay drained first, then pg_recvlogical"
 	}
+	if r.Debezium != nil {
+		first += ", then Debezium"
+	}
 	l := r.Load
 	fmt.Fprintf(w, "\nrun %d: %d rows in %d transactions, payload %.0f B avg (%.1f MB), WAL %.1f MB (%s..%s); %s\n",
 		r.Run, l.Rows, l.Transactions, float64(l.PayloadBytes)/float64(l.Rows), float64(l.PayloadBytes)/1e6,
 		float64(l.WALBytes)/1e6, l.StartLSN, l.EndLSN, first)
-	printTable(w, r.Recvlogical, r.RecvlogicalRates, r.Relay, r.RelayRates)
+	printTable(w, r.Recvlogical, r.RecvlogicalRates, r.Relay, r.RelayRates, r.Debezium, r.DebeziumRates)
 }
 
 // printMedian prints the medians over all runs.
 func printMedian(w io.Writer, rep *report) {
 	m := rep.Median
 	fmt.Fprintf(w, "\nmedian of %d runs:\n", len(rep.Runs))
-	printTable(w, m.Recvlogical, m.RecvlogicalRates, m.Relay, m.RelayRates)
+	printTable(w, m.Recvlogical, m.RecvlogicalRates, m.Relay, m.RelayRates, m.Debezium, m.DebeziumRates)
 }
 
-// printTable prints pg_recvlogical and the relay side by side, and their
-// ratio.
-func printTable(w io.Writer, recv drainResult, rr rates, relay drainResult, lr rates) {
+// printTable prints pg_recvlogical, the relay and, when dbz is not nil,
+// Debezium side by side, and the ratios.
+func printTable(w io.Writer, recv drainResult, rr rates, relay drainResult, lr rates, dbz *drainResult, dr *rates) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "tool\trows\tseconds\tdecoded at s\tevents/s\tWAL MB/s\tpayload MB/s\tCPU s/100k\twalsender CPU s/100k\tbroker CPU s\tother CPU s\tpeak RSS MB\tstartup s\tKafka records\t")
 	row := func(d drainResult, r rates) {
@@ -168,6 +201,9 @@ func printTable(w io.Writer, recv drainResult, rr rates, relay drainResult, lr r
 	}
 	row(recv, rr)
 	row(relay, lr)
+	if dbz != nil {
+		row(*dbz, *dr)
+	}
 	tw.Flush()
 	if relay.ProduceRequests > 0 {
 		fmt.Fprintf(w, "cdc-relay: decoded by %.2f s with %d events still in flight to Kafka; %d produce requests, %.0f records and %.1f ms each on average\n",
@@ -176,6 +212,44 @@ func printTable(w io.Writer, recv drainResult, rr rates, relay drainResult, lr r
 	if rr.EventsPerSecond > 0 {
 		fmt.Fprintf(w, "ratio cdc-relay / pg_recvlogical: %.2f (events/s)\n", lr.EventsPerSecond/rr.EventsPerSecond)
 	}
+	if dbz == nil {
+		return
+	}
+	confirmed := fmt.Sprintf("confirmed_flush_lsn reached the end at %.2f s", dbz.ConfirmedSeconds)
+	if dbz.ConfirmedSeconds == 0 {
+		at := "" // medians have no LSN
+		if dbz.ConfirmedLSN != 0 {
+			at = fmt.Sprintf("at %s, ", dbz.ConfirmedLSN)
+		}
+		confirmed = fmt.Sprintf("confirmed_flush_lsn stopped %d bytes short of the end (%sfrom %.2f s on; waited %s after the last record)",
+			dbz.ConfirmLagBytes, at, dbz.LastConfirmSeconds, debeziumConfirmGrace)
+	}
+	fmt.Fprintf(w, "debezium: timed until every record was in Kafka (%.2f s); %s\n", dbz.Seconds, confirmed)
+	for _, t := range []struct {
+		d drainResult
+		r rates
+	}{{relay, lr}, {*dbz, *dr}} {
+		fmt.Fprintf(w, "%s: slot active after %.2f s using %.2f CPU s; after start-up %.0f events/s, %.2f CPU s/100k\n",
+			t.d.Tool, t.d.StartupSeconds, t.d.StartupCPUSeconds, t.r.EventsPerSecondAfterStartup, t.r.ClientCPUPer100kAfterStartup)
+	}
+	ev, rss, cpu := debeziumRatios(lr, *dr)
+	fmt.Fprintf(w, "ratio cdc-relay / Debezium: %.2f (events/s), %.2f (events/s after start-up); Debezium / cdc-relay: %.1f (peak RSS), %.1f (CPU s/100k)\n",
+		ev, safeDiv(lr.EventsPerSecondAfterStartup, dr.EventsPerSecondAfterStartup), rss, cpu)
+}
+
+// debeziumRatios returns the relay's events/s over Debezium's, and
+// Debezium's peak RSS and CPU per event over the relay's; 0 where a
+// divisor is 0.
+func debeziumRatios(relay, dbz rates) (events, rss, cpu float64) {
+	return safeDiv(relay.EventsPerSecond, dbz.EventsPerSecond), safeDiv(dbz.PeakRSSMB, relay.PeakRSSMB), safeDiv(dbz.ClientCPUPer100k, relay.ClientCPUPer100k)
+}
+
+// safeDiv returns a/b, 0 when b is 0.
+func safeDiv(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 // summarise fills the medians.
@@ -195,6 +269,19 @@ func (rep *report) summarise() {
 	if m.RecvlogicalRates.EventsPerSecond > 0 {
 		m.Ratio = m.RelayRates.EventsPerSecond / m.RecvlogicalRates.EventsPerSecond
 	}
+	var dbz []drainResult
+	var dbzRates []rates
+	for _, r := range rep.Runs {
+		if r.Debezium != nil {
+			dbz = append(dbz, *r.Debezium)
+			dbzRates = append(dbzRates, *r.DebeziumRates)
+		}
+	}
+	if len(dbz) > 0 {
+		d, dr := medianDrainResult(dbz), medianRates(dbzRates)
+		m.Debezium, m.DebeziumRates = &d, &dr
+		m.RelayToDebeziumEvents, m.DebeziumToRelayRSS, m.DebeziumToRelayCPU = debeziumRatios(m.RelayRates, dr)
+	}
 	rep.Median = m
 }
 
@@ -212,6 +299,10 @@ func medianDrainResult(ds []drainResult) drainResult {
 		Rows:                ds[0].Rows,
 		Seconds:             f(func(d drainResult) float64 { return d.Seconds }),
 		StartupSeconds:      f(func(d drainResult) float64 { return d.StartupSeconds }),
+		StartupCPUSeconds:   f(func(d drainResult) float64 { return d.StartupCPUSeconds }),
+		ConfirmedSeconds:    f(func(d drainResult) float64 { return d.ConfirmedSeconds }),
+		LastConfirmSeconds:  f(func(d drainResult) float64 { return d.LastConfirmSeconds }),
+		ConfirmLagBytes:     int64(f(func(d drainResult) float64 { return float64(d.ConfirmLagBytes) })),
 		SentSeconds:         f(func(d drainResult) float64 { return d.SentSeconds }),
 		ClientCPUSeconds:    f(func(d drainResult) float64 { return d.ClientCPUSeconds }),
 		WalsenderCPUSeconds: f(func(d drainResult) float64 { return d.WalsenderCPUSeconds }),
@@ -242,6 +333,9 @@ func medianRates(rs []rates) rates {
 		ClientCPUPer100k:    f(func(r rates) float64 { return r.ClientCPUPer100k }),
 		WalsenderCPUPer100k: f(func(r rates) float64 { return r.WalsenderCPUPer100k }),
 		PeakRSSMB:           f(func(r rates) float64 { return r.PeakRSSMB }),
+
+		EventsPerSecondAfterStartup:  f(func(r rates) float64 { return r.EventsPerSecondAfterStartup }),
+		ClientCPUPer100kAfterStartup: f(func(r rates) float64 { return r.ClientCPUPer100kAfterStartup }),
 	}
 }
 

@@ -23,6 +23,16 @@ func topicRecords(ctx context.Context, broker, topic string) (int64, error) {
 		return 0, err
 	}
 	defer cl.Close()
+	ends, err := endOffsets(ctx, cl, topic)
+	if err != nil {
+		return 0, err
+	}
+	return sumOffsets(ends, nil), nil
+}
+
+// endOffsets returns the end offset of each of topic's partitions; none for
+// a topic that does not exist.
+func endOffsets(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 
@@ -32,16 +42,16 @@ func topicRecords(ctx context.Context, broker, topic string) (int64, error) {
 	meta.Topics = append(meta.Topics, mt)
 	mresp, err := meta.RequestWith(ctx, cl)
 	if err != nil {
-		return 0, fmt.Errorf("metadata for %s: %w", topic, err)
+		return nil, fmt.Errorf("metadata for %s: %w", topic, err)
 	}
 	if len(mresp.Topics) != 1 {
-		return 0, fmt.Errorf("metadata for %s: %d topics in the answer", topic, len(mresp.Topics))
+		return nil, fmt.Errorf("metadata for %s: %d topics in the answer", topic, len(mresp.Topics))
 	}
 	if err := kerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
 		if errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return 0, nil
+			return map[int32]int64{}, nil
 		}
-		return 0, fmt.Errorf("metadata for %s: %w", topic, err)
+		return nil, fmt.Errorf("metadata for %s: %w", topic, err)
 	}
 
 	req := kmsg.NewPtrListOffsetsRequest()
@@ -56,25 +66,50 @@ func topicRecords(ctx context.Context, broker, topic string) (int64, error) {
 	req.Topics = append(req.Topics, lt)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return 0, fmt.Errorf("list offsets of %s: %w", topic, err)
+		return nil, fmt.Errorf("list offsets of %s: %w", topic, err)
 	}
-	var sum int64
+	ends := map[int32]int64{}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return 0, fmt.Errorf("list offsets of %s[%d]: %w", topic, p.Partition, err)
+				return nil, fmt.Errorf("list offsets of %s[%d]: %w", topic, p.Partition, err)
 			}
-			sum += p.Offset
+			ends[p.Partition] = p.Offset
 		}
 	}
-	return sum, nil
+	return ends, nil
+}
+
+// sumOffsets returns how many records lie between from and ends, summed
+// over ends' partitions (a partition missing from from starts at 0).
+func sumOffsets(ends, from map[int32]int64) int64 {
+	var sum int64
+	for p, end := range ends {
+		sum += end - from[p]
+	}
+	return sum
 }
 
 // verifyIDs reads the topic's records (want of them, from the start) and
 // checks that the "id" headers cover every outbox id of the load. It
 // returns how many records repeated an id.
 func verifyIDs(ctx context.Context, broker, topic string, want int64, load loadInfo) (dups int64, err error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic),
+	return verifyIDsFrom(ctx, broker, topic, nil, want, load)
+}
+
+// verifyIDsFrom is verifyIDs for the records after the offsets in from, by
+// partition (nil: from the start), for a topic that earlier runs wrote to
+// as well.
+func verifyIDsFrom(ctx context.Context, broker, topic string, from map[int32]int64, want int64, load loadInfo) (dups int64, err error) {
+	consume := kgo.ConsumeTopics(topic)
+	if from != nil {
+		parts := map[int32]kgo.Offset{}
+		for p, o := range from {
+			parts[p] = kgo.NewOffset().At(o)
+		}
+		consume = kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts})
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), consume,
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return 0, err

@@ -1,0 +1,436 @@
+package main
+
+// The Debezium side-by-side drain (--debezium): Kafka Connect standalone
+// with the Debezium PostgreSQL connector and its Outbox Event Router drains
+// a third slot of the same backlog into the same broker; latency.go runs
+// the same worker in the latency scenario. The jars come from
+// scripts/debezium.sh (make bench-debezium runs it).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/freeport"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const (
+	// debeziumVersion is the Debezium release scripts/debezium.sh installs;
+	// it must equal debezium.version in scripts/debezium/pom.xml (a test
+	// checks this).
+	debeziumVersion = "3.6.1.Final"
+	// connectVersion is the Kafka Connect release it runs in: the 4.3 line
+	// Debezium 3.6.1 was built against (it fails on 4.4.0, whose clients
+	// moved a class it uses). It is connect.version in the same pom; the
+	// worker is a client of the 4.4.0 test broker like any older client.
+	connectVersion = "4.3.1"
+	// debeziumTopic is where the EventRouter's default routing
+	// (outbox.event.${routedByValue}, routed by the aggregate type) sends
+	// the benchmark's rows, whose aggregate_type is Order.
+	debeziumTopic = "outbox.event.Order"
+	// debeziumConverter names the value converter in the report: no Avro
+	// converter that talks to a Confluent-compatible registry resolves
+	// from Maven Central (Confluent's is not served; Apicurio's speaks
+	// only Apicurio's own registry API).
+	debeziumConverter = "org.apache.kafka.connect.json.JsonConverter (schemas.enable=false)"
+	// debeziumFlushInterval is offset.flush.interval.ms: how often Connect
+	// commits the task's offsets, which is when Debezium confirms LSNs to
+	// PostgreSQL (Connect's default is 60 s).
+	debeziumFlushInterval = time.Second
+	// debeziumConfirmGrace is how long the drain waits, once every record
+	// is in Kafka, for the slot's confirmed_flush_lsn to reach the end.
+	debeziumConfirmGrace = 5*debeziumFlushInterval + 5*time.Second
+	// kafkaPoll is how often the Debezium drain lists the topic's end
+	// offsets.
+	kafkaPoll = 50 * time.Millisecond
+	// connectorName is the connector's name in Connect.
+	connectorName = "bench-debezium"
+	// connectStopWithin bounds Connect's shutdown after SIGTERM.
+	connectStopWithin = 60 * time.Second
+)
+
+// connectPerfOpts are the JVM flags Kafka's kafka-run-class.sh passes to
+// every Kafka process, Connect included (its KAFKA_JVM_PERFORMANCE_OPTS).
+var connectPerfOpts = []string{"-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+	"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+	"-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"}
+
+// debeziumInfo describes the Debezium set-up in the report.
+type debeziumInfo struct {
+	Version          string   `json:"version"`
+	ConnectVersion   string   `json:"connect_version"`
+	Converter        string   `json:"converter"`
+	JVMOptions       []string `json:"jvm_options"`
+	OffsetFlushMs    int64    `json:"offset_flush_interval_ms"`
+	Topic            string   `json:"topic"`
+	ConnectorOptions []string `json:"connector_options"`
+}
+
+// newDebeziumInfo describes the set-up o asks for.
+func newDebeziumInfo(o options) *debeziumInfo {
+	props := connectorProperties("bench_dbz_N", 0, dbName, o.debeziumOpts)
+	var opts []string
+	for _, kv := range props {
+		if strings.HasPrefix(kv[0], "database.") || kv[0] == "name" {
+			continue
+		}
+		opts = append(opts, kv[0]+"="+kv[1])
+	}
+	return &debeziumInfo{Version: debeziumVersion, ConnectVersion: connectVersion, Converter: debeziumConverter,
+		JVMOptions: o.debeziumJVM, OffsetFlushMs: debeziumFlushInterval.Milliseconds(), Topic: debeziumTopic,
+		ConnectorOptions: opts}
+}
+
+// debeziumLibs returns the directory holding Connect's and Debezium's jars
+// (--debezium-libs, or where scripts/debezium.sh puts them).
+func debeziumLibs(flagDir string) (string, error) {
+	dir := flagDir
+	if dir == "" {
+		cache := os.Getenv("CDC_RELAY_CACHE")
+		if cache == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("find the cache dir (set CDC_RELAY_CACHE): %w", err)
+			}
+			cache = filepath.Join(home, ".cache", "cdc-relay")
+		}
+		dir = filepath.Join(cache, "debezium-"+debeziumVersion, "libs")
+	}
+	for _, jar := range []string{"debezium-connector-postgres-" + debeziumVersion + ".jar", "connect-runtime-" + connectVersion + ".jar"} {
+		if _, err := os.Stat(filepath.Join(dir, jar)); err != nil {
+			return "", fmt.Errorf("--debezium: no %s in %s: run bash scripts/debezium.sh (make bench-debezium does)", jar, dir)
+		}
+	}
+	return dir, nil
+}
+
+// connectorProperties is the Debezium connector's configuration: pgoutput
+// on its own slot and the benchmark's publication, no snapshot, and the
+// EventRouter with its default routing, told the outbox table's column
+// names (docs/outbox.sql), with extra (--debezium-connector-opts) replacing
+// properties of the same key or added at the end.
+func connectorProperties(slot string, pgPort int, db string, extra [][2]string) [][2]string {
+	props := [][2]string{
+		{"name", connectorName},
+		{"connector.class", "io.debezium.connector.postgresql.PostgresConnector"},
+		{"tasks.max", "1"},
+		{"database.hostname", "127.0.0.1"},
+		{"database.port", strconv.Itoa(pgPort)},
+		{"database.user", "postgres"},
+		{"database.password", "postgres"}, // trust authentication: not checked
+		{"database.dbname", db},
+		{"topic.prefix", "bench_dbz"},
+		{"plugin.name", "pgoutput"},
+		{"slot.name", slot},
+		{"publication.name", publication},
+		{"publication.autocreate.mode", "disabled"},
+		{"snapshot.mode", "no_data"},
+		{"table.include.list", "public.outbox"},
+		{"transforms", "outbox"},
+		{"transforms.outbox.type", "io.debezium.transforms.outbox.EventRouter"},
+		{"transforms.outbox.table.field.event.id", "id"},
+		{"transforms.outbox.table.field.event.key", "aggregate_id"},
+		{"transforms.outbox.table.field.event.type", "event_type"},
+		{"transforms.outbox.table.field.event.payload", "payload"},
+		{"transforms.outbox.route.by.field", "aggregate_type"},
+		// The relay's headers besides id; created_at (timestamptz) cannot be
+		// the record timestamp: the EventRouter takes only integer
+		// Debezium timestamps, so records carry Debezium's processing time.
+		{"transforms.outbox.table.fields.additional.placement", "event_type:header:event_type,aggregate_type:header:aggregate_type"},
+	}
+next:
+	for _, kv := range extra {
+		for i := range props {
+			if props[i][0] == kv[0] {
+				props[i][1] = kv[1]
+				continue next
+			}
+		}
+		props = append(props, kv)
+	}
+	return props
+}
+
+// writeConnectConfig writes worker.properties, connector.properties and
+// log4j2.properties into dir and returns the address of Connect's REST
+// API.
+func writeConnectConfig(dir, broker, slot string, pgPort int, extra [][2]string) (string, error) {
+	port, err := freeport.Get()
+	if err != nil {
+		return "", err
+	}
+	worker := [][2]string{
+		{"bootstrap.servers", broker},
+		{"key.converter", "org.apache.kafka.connect.json.JsonConverter"},
+		{"key.converter.schemas.enable", "false"},
+		{"value.converter", "org.apache.kafka.connect.json.JsonConverter"},
+		{"value.converter.schemas.enable", "false"},
+		{"offset.storage.file.filename", filepath.Join(dir, "offsets.dat")},
+		{"offset.flush.interval.ms", strconv.FormatInt(debeziumFlushInterval.Milliseconds(), 10)},
+		{"listeners", "http://127.0.0.1:" + strconv.Itoa(port)},
+	}
+	log := [][2]string{ // warnings and errors only, as the relay's --log-level warn
+		{"status", "warn"},
+		{"appender.out.type", "Console"},
+		{"appender.out.name", "out"},
+		{"appender.out.layout.type", "PatternLayout"},
+		{"appender.out.layout.pattern", "[%d] %p %m (%c)%n"},
+		{"rootLogger.level", "warn"},
+		{"rootLogger.appenderRef.out.ref", "out"},
+	}
+	files := map[string][][2]string{
+		"worker.properties":    worker,
+		"connector.properties": connectorProperties(slot, pgPort, dbName, extra),
+		"log4j2.properties":    log,
+	}
+	for name, kvs := range files {
+		var b strings.Builder
+		for _, kv := range kvs {
+			fmt.Fprintf(&b, "%s=%s\n", kv[0], kv[1])
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return "127.0.0.1:" + strconv.Itoa(port), nil
+}
+
+// connect is a running Kafka Connect standalone worker.
+type connect struct {
+	*child
+	rest string // address of its REST API
+	dir  string // its configuration and offsets
+}
+
+// close kills the worker unless it has exited and removes its directory.
+func (c *connect) close() {
+	c.kill()
+	os.RemoveAll(c.dir)
+}
+
+// startConnect writes the Connect configuration for slot into a temporary
+// directory and starts Kafka Connect standalone with the connector.
+func startConnect(ctx context.Context, o options, svc *services, slot string) (*connect, error) {
+	dir, err := os.MkdirTemp("", "cdc-relay-bench-debezium-")
+	if err != nil {
+		return nil, err
+	}
+	rest, err := writeConnectConfig(dir, svc.broker.Addr(), slot, svc.pg.Port(), o.debeziumOpts)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("write the Connect configuration: %w", err)
+	}
+	args := append([]string{}, o.debeziumJVM...)
+	args = append(args, connectPerfOpts...)
+	args = append(args,
+		"-Dlog4j2.configurationFile="+filepath.Join(dir, "log4j2.properties"),
+		"-cp", filepath.Join(o.debeziumLibs, "*"),
+		"org.apache.kafka.connect.cli.ConnectStandalone",
+		filepath.Join(dir, "worker.properties"), filepath.Join(dir, "connector.properties"))
+	c, err := startChild(ctx, "debezium", "java", args, nil)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &connect{child: c, rest: rest, dir: dir}, nil
+}
+
+// drainDebezium runs Kafka Connect standalone with the Debezium connector on
+// slot, started after the load like the relay, and times it from process
+// start until every row is in Kafka (the sum of debeziumTopic's end offsets
+// grew by the row count): d.Seconds, from which the rates follow. It also
+// waits up to debeziumConfirmGrace more for the slot's confirmed_flush_lsn
+// to reach the load's end (d.ConfirmedSeconds, 0 if it did not), then stops
+// Connect with SIGTERM and checks that the new records carry every outbox
+// id.
+func drainDebezium(ctx context.Context, o options, svc *services, db *database, slot string, load loadInfo) (drainResult, error) {
+	d := drainResult{Tool: "debezium", Rows: load.Rows}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(svc.broker.Addr()))
+	if err != nil {
+		return d, err
+	}
+	defer cl.Close()
+	before, err := endOffsets(ctx, cl, debeziumTopic)
+	if err != nil {
+		return d, err
+	}
+	broker0, busy0 := cpuOrZero(svc.brokerPID), busySeconds()
+	cw, err := startConnect(ctx, o, svc, slot)
+	if err != nil {
+		return d, err
+	}
+	defer cw.close()
+	c := cw.child
+	d.ClientPID = c.pid()
+	rss := sampleRSS(c.pid(), rssPoll)
+	defer rss.Stop()
+
+	// The CPU figures are read when Kafka holds every record, like the
+	// relay's when its slot is confirmed.
+	atKafka := func() error {
+		var err error
+		if d.ClientCPUSeconds, err = cpuSeconds(c.pid()); err != nil {
+			return c.failure("read CPU time: %v", err)
+		}
+		d.BrokerCPUSeconds = cpuOrZero(svc.brokerPID) - broker0
+		d.OtherCPUSeconds = busySeconds() - busy0 - d.ClientCPUSeconds - d.WalsenderCPUSeconds - d.BrokerCPUSeconds
+		return nil
+	}
+	if err := waitDebezium(ctx, o, db, c, cl, cw.rest, slot, before, load, atKafka, &d); err != nil {
+		return d, err
+	}
+	if d.ConfirmedLSN < load.EndLSN {
+		d.ConfirmLagBytes = int64(load.EndLSN - d.ConfirmedLSN)
+	}
+	hwm, err := statusKB(c.pid(), "VmHWM")
+	if err != nil {
+		return d, c.failure("read peak RSS: %v", err)
+	}
+	d.PeakRSSKB = max(rss.Stop(), hwm)
+
+	c.signal(syscall.SIGTERM)
+	if err := c.wait(ctx, connectStopWithin); err != nil && !exitedOnSignal(err) {
+		return d, c.failure("after SIGTERM: %v", err)
+	}
+	after, err := endOffsets(ctx, cl, debeziumTopic)
+	if err != nil {
+		return d, err
+	}
+	from := map[int32]int64{}
+	for p := range after {
+		from[p] = before[p]
+	}
+	d.KafkaRecords = sumOffsets(after, before)
+	if d.KafkaRecords < int64(load.Rows) {
+		return d, fmt.Errorf("topic %s holds %d new records, want at least %d", debeziumTopic, d.KafkaRecords, load.Rows)
+	}
+	progress("verifying that %s holds every outbox id", debeziumTopic)
+	if d.Duplicates, err = verifyIDsFrom(ctx, svc.broker.Addr(), debeziumTopic, from, d.KafkaRecords, load); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// waitDebezium polls the slot every 20 ms and the topic's end offsets every
+// 50 ms until every row is in Kafka and then until confirmed_flush_lsn
+// reaches the end or debeziumConfirmGrace passes, filling in d: the
+// startup time and CPU (slot first seen active), the walsender's CPU, when
+// the walsender had sent everything, when Kafka held every row (Seconds;
+// it calls atKafka then), when the LSN was confirmed and when it last
+// moved. Every second
+// it asks Connect's REST API at rest whether the task failed (a failed
+// task does not end the worker).
+func waitDebezium(ctx context.Context, o options, db *database, c *child, cl *kgo.Client, rest, slot string, before map[int32]int64, load loadInfo, atKafka func() error, d *drainResult) error {
+	tick := time.NewTicker(slotPoll)
+	defer tick.Stop()
+	deadline := time.NewTimer(o.timeout)
+	defer deadline.Stop()
+	var lastKafka, lastStatus, kafkaDone time.Time
+	var records int64
+	for {
+		select {
+		case <-c.done:
+			return c.failure("exited (%v) with %d of %d records in Kafka (confirmed %s)", c.err, records, load.Rows, d.ConfirmedLSN)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return c.failure("had %d of %d records in Kafka within %s (confirmed %s)", records, load.Rows, o.timeout, d.ConfirmedLSN)
+		case <-tick.C:
+		}
+		st, err := db.slot(ctx, slot)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		if st.confirmed != d.ConfirmedLSN && d.StartupSeconds > 0 {
+			d.LastConfirmSeconds = now.Sub(c.start).Seconds()
+		}
+		d.ConfirmedLSN = st.confirmed
+		d.sampleActive(st, c, now)
+		if d.SentSeconds == 0 && st.sent >= load.EndLSN {
+			d.SentSeconds = now.Sub(c.start).Seconds()
+		}
+		if d.ConfirmedSeconds == 0 && st.confirmed >= load.EndLSN {
+			d.ConfirmedSeconds = now.Sub(c.start).Seconds()
+		}
+		if kafkaDone.IsZero() && now.Sub(lastKafka) >= kafkaPoll {
+			lastKafka = now
+			ends, err := endOffsets(ctx, cl, debeziumTopic)
+			if err != nil {
+				return err
+			}
+			if records = sumOffsets(ends, before); records >= int64(load.Rows) {
+				kafkaDone = time.Now()
+				d.Seconds = kafkaDone.Sub(c.start).Seconds()
+				if err := atKafka(); err != nil {
+					return err
+				}
+				progress("debezium: every record in Kafka after %.2f s; waiting up to %s for confirmed_flush_lsn", d.Seconds, debeziumConfirmGrace)
+			}
+		}
+		if !kafkaDone.IsZero() && (d.ConfirmedSeconds > 0 || now.Sub(kafkaDone) >= debeziumConfirmGrace) {
+			return nil
+		}
+		if now.Sub(lastStatus) >= time.Second {
+			lastStatus = now
+			if trace := failedTask(ctx, rest); trace != "" {
+				return c.failure("the connector's task failed with %d of %d records in Kafka:\n%s", records, load.Rows, trace)
+			}
+		}
+	}
+}
+
+// failedTask asks Connect's REST API for the connector's status and returns
+// the trace of a failed connector or task; "" when none failed or the API
+// does not answer (yet).
+func failedTask(ctx context.Context, rest string) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+rest+"/connectors/"+connectorName+"/status", nil)
+	if err != nil {
+		return ""
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer res.Body.Close()
+	type state struct {
+		State string `json:"state"`
+		Trace string `json:"trace"`
+	}
+	var st struct {
+		Connector state   `json:"connector"`
+		Tasks     []state `json:"tasks"`
+	}
+	if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&st) != nil {
+		return ""
+	}
+	for _, s := range append([]state{st.Connector}, st.Tasks...) {
+		if s.State == "FAILED" {
+			return s.Trace
+		}
+	}
+	return ""
+}
+
+// exitedOnSignal reports whether err is the exit of a process that a
+// signal ended or that exited with 128+SIGTERM, as the JVM does after
+// running its shutdown hooks.
+func exitedOnSignal(err error) bool {
+	var ee interface{ ExitCode() int }
+	if !errors.As(err, &ee) {
+		return false
+	}
+	code := ee.ExitCode()
+	return code == -1 || code == 128+int(syscall.SIGTERM)
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# debezium.sh installs what the Debezium side-by-side drain benchmark
+# (make bench-debezium) needs beyond scripts/setup.sh: Kafka Connect and the
+# Debezium PostgreSQL connector with its dependencies, resolved from Maven
+# Central with scripts/debezium/pom.xml into $CACHE/debezium-<version>/libs.
+# CACHE is ${CDC_RELAY_CACHE:-$HOME/.cache/cdc-relay}. A .complete marker
+# holds the pom's sha256: a second run with the same pom does nothing.
+# make test does not run this: only the benchmark needs Debezium.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${CDC_RELAY_CACHE:-${HOME:?HOME is not set; set CDC_RELAY_CACHE}/.cache/cdc-relay}
+step="starting"
+
+say() { printf 'debezium: %s\n' "$*"; }
+# shellcheck source=scripts/maven-jars.sh
+. "$root/scripts/maven-jars.sh"
+trap 'rc=$?; [ "$rc" -eq 0 ] || printf "debezium: FAILED while %s (exit %d)\n" "$step" "$rc" >&2' EXIT
+
+step="checking java and mvn"
+for tool in java mvn; do
+	command -v "$tool" >/dev/null || { echo "debezium: $tool is not on PATH (run make setup)" >&2; exit 1; }
+done
+
+step="reading scripts/debezium/pom.xml"
+pom=$root/scripts/debezium/pom.xml
+version=$(sed -n 's:.*<debezium.version>\(.*\)</debezium.version>.*:\1:p' "$pom")
+connect_version=$(sed -n 's:.*<connect.version>\(.*\)</connect.version>.*:\1:p' "$pom")
+[ -n "$version" ] || { echo "debezium: no <debezium.version> in $pom" >&2; exit 1; }
+[ -n "$connect_version" ] || { echo "debezium: no <connect.version> in $pom" >&2; exit 1; }
+dir=$cache/debezium-$version
+step="resolving Debezium $version and Kafka Connect $connect_version"
+CACHE=$cache maven_jars debezium "$pom" "$dir" "debezium-connector-postgres-$version.jar" "connect-runtime-$connect_version.jar" "connect-json-$connect_version.jar"
+say "Debezium $version with Kafka Connect $connect_version ok ($(ls "$dir/libs" | wc -l) jars in $dir/libs)"

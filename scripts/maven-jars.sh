@@ -1,0 +1,35 @@
+# maven-jars.sh is sourced by setup.sh and debezium.sh. It defines
+#   maven_jars NAME POM DIR JAR...
+# which resolves POM's runtime dependencies from Maven Central into DIR/libs,
+# checks that every JAR is among them, and marks DIR complete with the pom's
+# sha256, so that a second call with the same pom returns at once (status 0,
+# printing nothing). It prints "<NAME>: ..." progress and, on failure, the
+# tail of the Maven log, and returns non-zero. CACHE must be set.
+
+maven_jars() {
+	local name=$1 pom=$2 dir=$3
+	shift 3
+	local sum
+	sum=$(sha256sum "$pom" | cut -d' ' -f1)
+	[ "$(cat "$dir/.complete" 2>/dev/null)" = "$sum" ] && return 0
+	printf '%s: resolving %s from Maven Central\n' "$name" "$(basename "$dir")"
+	mkdir -p "$CACHE"
+	local base
+	base=$(basename "$dir")
+	rm -rf "$CACHE/$base".tmp.*
+	local tmp log=$CACHE/$base-resolve.log
+	tmp=$(mktemp -d "$CACHE/$base.tmp.XXXXXX")
+	if ! mvn -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory="$tmp/libs" >"$log" 2>&1; then
+		tail -n 40 "$log" >&2
+		rm -rf "$tmp"
+		return 1
+	fi
+	local jar
+	for jar in "$@"; do
+		[ -f "$tmp/libs/$jar" ] || { printf '%s: %s was not resolved (see %s)\n' "$name" "$jar" "$log" >&2; rm -rf "$tmp"; return 1; }
+	done
+	rm -rf "$dir"
+	mv "$tmp" "$dir"
+	echo "$sum" >"$dir/.complete"
+}
