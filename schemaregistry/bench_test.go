@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hamba/avro/v2"
@@ -19,6 +20,28 @@ func BenchmarkAppend(b *testing.B) {
 	enc := newEncoder(1, schemas["OrderCreated"])
 	payload := []byte(orderCreatedPayload)
 	buf := make([]byte, 0, 512)
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = enc.Append(buf[:0], payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppend4K is BenchmarkAppend with customer_id padded so that the
+// payload is about 4 KB, the large-payload case of the drain benchmark:
+// the cost is then scanning and copying one long string.
+func BenchmarkAppend4K(b *testing.B) {
+	schemas, err := LoadDir(demoDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	enc := newEncoder(1, schemas["OrderCreated"])
+	pad := strings.Repeat("x", 4000-len(orderCreatedPayload))
+	payload := []byte(strings.Replace(orderCreatedPayload, `"cust-42 `, `"cust-42 `+pad, 1))
+	buf := make([]byte, 0, 8192)
 	b.SetBytes(int64(len(payload)))
 	b.ReportAllocs()
 	for b.Loop() {

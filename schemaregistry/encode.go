@@ -376,6 +376,9 @@ func appendLong(dst []byte, v int64) []byte {
 
 // validUTF8 is utf8.Valid with a fast path for ASCII.
 func validUTF8(b []byte) bool {
+	if len(b) > 16 {
+		return utf8.Valid(b) // checks eight ASCII bytes at a time
+	}
 	for _, c := range b {
 		if c >= 0x80 {
 			return utf8.Valid(b)

@@ -1,6 +1,7 @@
 package schemaregistry
 
 import (
+	"encoding/binary"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -99,7 +100,7 @@ func (e *enc) literal(lit string) *PayloadError {
 // quotes, escapes not decoded) and whether it has escapes.
 func (e *enc) str() (raw []byte, escaped bool, err *PayloadError) {
 	d := e.data
-	i := e.pos + 1
+	i := skipPlain(d, e.pos+1) // most strings have no escape: to the quote eight bytes at a time
 	for i < len(d) {
 		c := d[i]
 		switch {
@@ -135,6 +136,32 @@ func (e *enc) str() (raw []byte, escaped bool, err *PayloadError) {
 	}
 	e.pos = len(d)
 	return nil, false, e.syntaxError("")
+}
+
+// SWAR constants: a byte of ones, and the high bit of every byte.
+const (
+	swarOnes = 0x0101010101010101
+	swarHigh = 0x8080808080808080
+)
+
+// skipPlain returns the index of the first byte at or after i that needs a
+// look inside a JSON string (a quote, a backslash or a control character),
+// or a position near the end from which the byte loop goes on. It tests
+// eight bytes at a time, so a long plain string costs a fraction of a
+// byte-by-byte scan.
+func skipPlain(d []byte, i int) int {
+	for i+8 <= len(d) {
+		w := binary.LittleEndian.Uint64(d[i:])
+		q := w ^ ('"' * swarOnes)
+		b := w ^ ('\\' * swarOnes)
+		// A byte below 0x20, a zero byte of q or of b sets its high bit
+		// (or one above it); bytes >= 0x80 never do.
+		if ((w-0x20*swarOnes)&^w|(q-swarOnes)&^q|(b-swarOnes)&^b)&swarHigh != 0 {
+			return i
+		}
+		i += 8
+	}
+	return i
 }
 
 func isHex4(b []byte) bool {
