@@ -1,9 +1,11 @@
 package replication
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"time"
@@ -323,12 +325,21 @@ func (s *Stream) connectReplication(ctx context.Context) (*pgconn.PgConn, error)
 	}
 	cfg.RuntimeParams["replication"] = "database"
 	configureConn(cfg)
+	// Read the stream in large chunks: while draining, the socket holds
+	// many messages, and pgproto3's own 8 KB reads would cost a read system
+	// call per one or two 4 KB rows.
+	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		return pgproto3.NewFrontend(bufio.NewReaderSize(r, streamReadBuffer), w)
+	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect for replication: %w", err)
 	}
 	return conn, nil
 }
+
+// streamReadBuffer is the read buffer of the replication connection.
+const streamReadBuffer = 256 << 10
 
 // reader owns the replication connection for one session.
 type reader struct {
