@@ -1,6 +1,7 @@
 package schemaregistry
 
 import (
+	"bytes"
 	"encoding/binary"
 	"strconv"
 	"unicode/utf16"
@@ -146,22 +147,46 @@ const (
 
 // skipPlain returns the index of the first byte at or after i that needs a
 // look inside a JSON string (a quote, a backslash or a control character),
-// or a position near the end from which the byte loop goes on. It tests
-// eight bytes at a time, so a long plain string costs a fraction of a
-// byte-by-byte scan.
+// or a position at most eight bytes before it from which the byte loop goes
+// on. Past the first 16 bytes, bytes.IndexByte finds the next quote and backslash with vector
+// instructions; control characters are tested eight bytes at a time. A long
+// plain string so costs a fraction of a byte-by-byte scan.
 func skipPlain(d []byte, i int) int {
-	for i+8 <= len(d) {
+	// Most strings are short (ids, enums, timestamps): test the first 16
+	// bytes for all three kinds at once, without a call.
+	for range 2 {
+		if i+8 > len(d) {
+			return i
+		}
 		w := binary.LittleEndian.Uint64(d[i:])
 		q := w ^ ('"' * swarOnes)
 		b := w ^ ('\\' * swarOnes)
-		// A byte below 0x20, a zero byte of q or of b sets its high bit
-		// (or one above it); bytes >= 0x80 never do.
 		if ((w-0x20*swarOnes)&^w|(q-swarOnes)&^q|(b-swarOnes)&^b)&swarHigh != 0 {
 			return i
 		}
 		i += 8
 	}
-	return i
+	span := d[i:]
+	if q := bytes.IndexByte(span, '"'); q >= 0 {
+		span = span[:q]
+	}
+	if b := bytes.IndexByte(span, '\\'); b >= 0 {
+		span = span[:b]
+	}
+	j := 0
+	for j+8 <= len(span) {
+		w := binary.LittleEndian.Uint64(span[j:])
+		// A byte below 0x20 sets its high bit (or one above it); bytes
+		// >= 0x80 never do.
+		if (w-0x20*swarOnes)&^w&swarHigh != 0 {
+			return i + j
+		}
+		j += 8
+	}
+	for j < len(span) && span[j] >= 0x20 {
+		j++
+	}
+	return i + j
 }
 
 func isHex4(b []byte) bool {
