@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -31,6 +32,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		return exitConfig
 	}
 	log := newLogger(cfg, stderr)
+	setMemoryLimit(cfg, getenv, log)
 
 	schemas, err := schemaregistry.LoadDir(cfg.SchemasDir)
 	if err != nil {
@@ -169,6 +171,24 @@ func lingerHalted(ctx context.Context, linger time.Duration, log *slog.Logger) {
 	case <-ctx.Done():
 	}
 }
+
+// setMemoryLimit gives the Go runtime a soft memory limit that follows the
+// in-flight bound, unless GOMEMLIMIT sets one: the heap is mostly the events
+// in flight (at most --max-in-flight-bytes), and without a limit the
+// collector lets it grow to twice its live size while draining large
+// events. It then collects more often instead.
+func setMemoryLimit(cfg *Config, getenv func(string) string, log *slog.Logger) {
+	if getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	limit := cfg.MaxInFlightBytes + cfg.MaxInFlightBytes/4 + memoryOverhead
+	debug.SetMemoryLimit(limit)
+	log.Debug("memory limit", "bytes", limit)
+}
+
+// memoryOverhead is what the relay needs besides the events in flight:
+// produce requests being encoded, read buffers, the runtime.
+const memoryOverhead = 48 << 20
 
 // signalContext is cancelled by the first SIGTERM or SIGINT; a second one
 // exits at once.
