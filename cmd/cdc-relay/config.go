@@ -103,7 +103,7 @@ var settings = []setting{
 	{"status-interval", "1s", "how often the confirmed LSN is reported to PostgreSQL (at most 10s)", false},
 	{"read-timeout", "60s", "a stream silent this long is treated as dead and reconnected (raised to wal_sender_timeout/2 + 5s if that is longer)", false},
 	{"shutdown-timeout", "30s", "how long shutdown waits for Kafka to acknowledge in-flight events", false},
-	{"halt-linger", "30s", "after a halt, keep serving /readyz (503, with the cause) and /metrics this long before exiting 1; 0s exits at once, SIGTERM ends it early", false},
+	{"halt-linger", "20s", "after a halt, keep serving /readyz (503, with the cause) and /metrics this long before exiting 1; 0s exits at once, SIGTERM ends it early", false},
 }
 
 // EnvName is the environment variable for a flag.

@@ -107,7 +107,7 @@ func jsonEqual(a, b []byte) bool {
 
 // TestHaltOnInvalid: with --on-invalid halt the relay stops streaming,
 // names the event and the reason, and confirms nothing past it. For
-// --halt-linger (default 30s) it stays up: /readyz answers 503 with the
+// --halt-linger (default 20s) it stays up: /readyz answers 503 with the
 // cause, /healthz 200, cdc_relay_halted is 1; SIGTERM then exits 1 at once.
 func TestHaltOnInvalid(t *testing.T) {
 	f := newFixture(t, "")
