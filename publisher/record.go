@@ -76,12 +76,10 @@ func (r *Record) KeepBuffer(b []byte) {
 // to four headers without an allocation.
 func (r *Record) HeaderBuffer() []kafka.Header { return r.headers[:0] }
 
-// Release returns an acknowledged record to the pool. Sessions do it
-// themselves; it is exported for other sinks, such as benchmarks.
-func Release(r *Record) { release(r) }
-
-// release returns an acknowledged record to the pool.
-func release(r *Record) {
+// Release returns an acknowledged record to the free list. Sessions do it
+// themselves; it is exported for other sinks, such as benchmarks. Records
+// not made by NewRecord are left alone.
+func Release(r *Record) {
 	if !r.pooled {
 		return
 	}

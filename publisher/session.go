@@ -169,7 +169,7 @@ func (s *Session) run(ctx context.Context) {
 		s.acker.Ack(last, len(batch), bytes)
 		justSent = true
 		for _, r := range batch {
-			release(r)
+			Release(r)
 		}
 		s.mu.Lock()
 		s.ackedSeq = last

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,13 +36,9 @@ func (c *checker) fail(format string, args ...any) {
 // check is `cdc-relay check`: a preflight with the same flags as run. It
 // reads only catalogs, never the outbox table, and changes nothing.
 func check(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	cfg, err := LoadConfig(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
-		return exitConfig
+	cfg, code, ok := commandConfig(args, getenv, stderr)
+	if !ok {
+		return code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -172,6 +172,21 @@ func readYAML(path string) (*yamlFile, error) {
 	return y, nil
 }
 
+// commandConfig loads the configuration of run or check. When it cannot go
+// on, ok is false and code is the exit code: 0 after -h, 2 after a bad
+// setting, which it reports in one line with secrets redacted.
+func commandConfig(args []string, getenv func(string) string, stderr io.Writer) (cfg *Config, code int, ok bool) {
+	cfg, err := LoadConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil, exitOK, false
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
+		return nil, exitConfig, false
+	}
+	return cfg, 0, true
+}
+
 // LoadConfig resolves the configuration from args, the environment and the
 // YAML file. Usage output for -h goes to out.
 func LoadConfig(args []string, getenv func(string) string, out io.Writer) (*Config, error) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,13 +22,9 @@ import (
 
 // runRelay is `cdc-relay run`: configure, build, stream, shut down.
 func runRelay(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	cfg, err := LoadConfig(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
-		return exitConfig
+	cfg, code, ok := commandConfig(args, getenv, stderr)
+	if !ok {
+		return code
 	}
 	log := newLogger(cfg, stderr)
 	setMemoryLimit(cfg, getenv, log)
