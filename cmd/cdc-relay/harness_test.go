@@ -243,39 +243,39 @@ func connect(t *testing.T) *pgx.Conn {
 	return conn
 }
 
+// slotState reads the slot's confirmed_flush_lsn and whether a process holds
+// it (0 and false when the slot is missing or cannot be read).
+func (f *fixture) slotState() (confirmed uint64, active bool) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL) // closed here: callers poll this
+	if err != nil {
+		return 0, false
+	}
+	defer conn.Close(context.Background())
+	var s *string
+	err = conn.QueryRow(ctx, "SELECT confirmed_flush_lsn::text, active FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&s, &active)
+	if err != nil {
+		return 0, false
+	}
+	if s != nil {
+		confirmed = parseLSN(f.t, *s)
+	}
+	return confirmed, active
+}
+
 // confirmedFlush reads the slot's confirmed_flush_lsn (0 if the slot is missing).
 func (f *fixture) confirmedFlush() uint64 {
 	f.t.Helper()
-	var s *string
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dbURL) // closed here: callers poll this
-	if err != nil {
-		return 0
-	}
-	defer conn.Close(context.Background())
-	err = conn.QueryRow(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&s)
-	if err != nil || s == nil {
-		return 0
-	}
-	return parseLSN(f.t, *s)
+	confirmed, _ := f.slotState()
+	return confirmed
 }
 
-// slotActive reports whether a process holds the slot (false also when
-// it is missing or cannot be read).
+// slotActive reports whether a process holds the slot.
 func (f *fixture) slotActive() bool {
 	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dbURL) // closed here: callers poll this
-	if err != nil {
-		return false
-	}
-	defer conn.Close(context.Background())
-	var active bool
-	if conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&active) != nil {
-		return false
-	}
+	_, active := f.slotState()
 	return active
 }
 
