@@ -24,6 +24,7 @@ type Record struct {
 	Reserved int
 
 	partition int
+	bytes     int // Size, once computed (size)
 	pooled    bool
 	buf       []byte          // backs Key, Value and header values (Buffer)
 	headers   [4]kafka.Header // backs Headers (HeaderBuffer)
@@ -138,6 +139,15 @@ func (b *bytesReader) WriteTo(w io.Writer) (int64, error) {
 
 // Close does nothing: the bytes belong to the record.
 func (b *bytesReader) Close() error { return nil }
+
+// size is Size of the record, computed once: the session needs it when
+// it queues, groups and sends the record, which does not change by then.
+func (r *Record) size() int {
+	if r.bytes == 0 {
+		r.bytes = Size(r.Key, r.Value, r.Headers)
+	}
+	return r.bytes
+}
 
 // Size is the record's size as Kafka counts it for limits, approximately:
 // key, value and headers plus per-record overhead.

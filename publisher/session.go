@@ -27,7 +27,7 @@ type Session struct {
 	mu       sync.Mutex
 	queue    []*Record
 	queuedAt time.Time // when the first record of queue arrived
-	queued   int       // bytes in queue (Size)
+	queued   int       // bytes in queue (Size), counted only with a linger
 	spare    []*Record
 	notify   chan struct{}
 	err      error
@@ -54,11 +54,13 @@ func (s *Session) Enqueue(r *Record) error {
 		s.mu.Unlock()
 		return err
 	}
-	if len(s.queue) == 0 && s.p.cfg.Linger > 0 {
-		s.queuedAt = time.Now()
+	if s.p.cfg.Linger > 0 { // what lingerFor needs
+		if len(s.queue) == 0 {
+			s.queuedAt = time.Now()
+		}
+		s.queued += r.size()
 	}
 	s.queue = append(s.queue, r)
-	s.queued += Size(r.Key, r.Value, r.Headers)
 	s.lastSeq = r.Seq
 	s.mu.Unlock()
 	select {
@@ -280,7 +282,7 @@ func (s *Session) publishGroup(ctx context.Context, g *group) error {
 	for len(recs) > 0 {
 		n, size := 0, 0
 		for n < len(recs) {
-			sz := Size(recs[n].Key, recs[n].Value, recs[n].Headers)
+			sz := recs[n].size()
 			if n > 0 && size+sz > s.p.cfg.BatchBytes {
 				break
 			}
@@ -302,7 +304,7 @@ func (s *Session) publishGroup(ctx context.Context, g *group) error {
 func (s *Session) sendChunk(ctx context.Context, topic string, partition int, chunk []*Record, replacement bool) error {
 	size := 0
 	for _, r := range chunk {
-		size += Size(r.Key, r.Value, r.Headers)
+		size += r.size()
 	}
 	_, err := s.retry(ctx, func() (int, error) { return 0, s.produce(ctx, topic, partition, chunk, size) })
 	if err == nil || !tooLarge(err) {
