@@ -450,6 +450,9 @@ type record struct {
 	Key       string
 	Value     []byte
 	Headers   map[string]string
+	// Codec is the compression of the record's batch as stored by the
+	// broker (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
+	Codec uint8
 }
 
 // consumer reads topics from the start with franz-go.
@@ -483,7 +486,7 @@ func consume(t *testing.T, topicRegex string, opts ...kgo.Opt) *consumer {
 					h[x.Key] = string(x.Value)
 				}
 				c.mu.Lock()
-				c.recs = append(c.recs, record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: r.Value, Headers: h})
+				c.recs = append(c.recs, record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: r.Value, Headers: h, Codec: r.Attrs.CompressionType()})
 				c.mu.Unlock()
 			})
 		}
