@@ -58,6 +58,8 @@ type options struct {
 	rates    []int         // events per second, one measurement each
 	duration time.Duration // measured time per rate
 	warmup   time.Duration // unmeasured time per rate before it
+
+	brokerWarmupMB int // produced (twice) before anything is measured; 0 none
 }
 
 // main parses flags, runs the benchmark under a context that Ctrl-C
@@ -102,6 +104,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.debeziumLibs, "debezium-libs", "", "with --debezium: directory of Connect's and Debezium's jars (default $CDC_RELAY_CACHE/debezium-"+debeziumVersion+"/libs, ~/.cache/cdc-relay without CDC_RELAY_CACHE)")
 	dbzJVM := fs.String("debezium-jvm-opts", "-Xms256M -Xmx2G", "with --debezium: Connect's heap options, space-separated (the default is what Kafka's connect-standalone.sh sets)")
 	dbzOpts := fs.String("debezium-connector-opts", "", "with --debezium: connector properties that override or extend the benchmark's, space-separated key=value, e.g. \"poll.interval.ms=10\"")
+	fs.IntVar(&o.brokerWarmupMB, "broker-warmup-mb", 256, "before the first measurement, produce this many MB to a topic of its own, uncompressed and again with lz4, so that the broker's JIT has compiled its produce path; 0 skips it")
 	extra := fs.String("relay-args", "", "extra flags for cdc-relay run, space-separated, e.g. \"--status-interval 100ms\"")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -127,6 +130,8 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("--rows must be at least 1")
 	case o.txSize < 1:
 		return o, errors.New("--tx-size must be at least 1")
+	case o.brokerWarmupMB < 0:
+		return o, errors.New("--broker-warmup-mb must not be negative")
 	case o.payloadBytes < 1:
 		return o, errors.New("--payload-bytes must be at least 1")
 	case o.runs < 1:
@@ -191,6 +196,9 @@ func run(ctx context.Context, o options) int {
 	}
 	if ctx.Err() != nil {
 		return fail(ctx.Err())
+	}
+	if err := warmBroker(ctx, svc.broker.Addr(), o.payloadBytes, o.brokerWarmupMB); err != nil {
+		return fail(err)
 	}
 	db, err := prepareDatabase(ctx, svc, o)
 	if err != nil {

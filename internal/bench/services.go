@@ -35,6 +35,7 @@ func startServices(partitions int) (*services, error) {
 		defer wg.Done()
 		s.broker, kafkaErr = kafkatest.Start(kafkatest.Options{
 			ExtraConfig: map[string]string{"num.partitions": strconv.Itoa(partitions)},
+			JVMOptions:  brokerJVM,
 		})
 	}()
 	go func() {

@@ -54,6 +54,9 @@ type Options struct {
 	// and a SASL_SSL listener when SASLUsers is set. nil (the default) adds
 	// none. PLAINTEXT stays the inter-broker listener either way.
 	TLS *TLS
+	// JVMOptions are added after the broker's default JVM flags, so a later
+	// -Xmx or -XX flag wins; nil keeps the defaults (a 512 MB heap and G1).
+	JVMOptions []string
 }
 
 // Broker is a running single-node Kafka cluster owned by a test.
@@ -176,7 +179,7 @@ func (b *Broker) start() error {
 	defer log.Close() // the child has its own copy of the descriptor
 	fmt.Fprintf(log, "--- kafkatest %s: start broker on %s ---\n", stamp(), b.Addr())
 	cmd := java(b.libs, b.dir, log,
-		[]string{brokerHeap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError"},
+		append([]string{brokerHeap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError"}, b.opts.JVMOptions...),
 		"kafka.Kafka", "server.properties")
 	p, err := launch(cmd)
 	if err != nil {
