@@ -34,18 +34,23 @@ func warmBroker(ctx context.Context, broker string, payloadBytes, mb int) error 
 		if err != nil {
 			return err
 		}
-		var failed error
-		for sent := 0; sent < mb<<20 && failed == nil; sent += len(value) {
+		// The first failure, from franz-go's goroutine; it ends the loop.
+		failed := make(chan error, 1)
+		for sent := 0; sent < mb<<20 && len(failed) == 0; sent += len(value) {
 			cl.Produce(ctx, &kgo.Record{Key: []byte("warm-up"), Value: value}, func(_ *kgo.Record, err error) {
-				if err != nil && failed == nil {
-					failed = err
+				if err != nil {
+					select {
+					case failed <- err:
+					default:
+					}
 				}
 			})
 		}
 		err = cl.Flush(ctx)
 		cl.Close()
-		if failed != nil {
-			err = failed
+		select {
+		case err = <-failed:
+		default:
 		}
 		if err != nil {
 			return fmt.Errorf("warm up the broker: %w", err)
