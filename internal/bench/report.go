@@ -16,9 +16,15 @@ import (
 
 // runResult is one load and its two drains.
 type runResult struct {
-	Run              int         `json:"run"`
-	RecvlogicalFirst bool        `json:"recvlogical_first"`
-	Load             loadInfo    `json:"load"`
+	Run              int      `json:"run"`
+	RecvlogicalFirst bool     `json:"recvlogical_first"`
+	Load             loadInfo `json:"load"`
+	drains
+}
+
+// drains are the tools' drain results and rates: of one run, or their
+// medians over all runs.
+type drains struct {
 	Recvlogical      drainResult `json:"pg_recvlogical"`
 	RecvlogicalRates rates       `json:"pg_recvlogical_rates"`
 	Relay            drainResult `json:"cdc_relay"`
@@ -92,13 +98,8 @@ type report struct {
 
 // medianDrain holds the per-field medians over all runs.
 type medianDrain struct {
-	Recvlogical      drainResult  `json:"pg_recvlogical"`
-	RecvlogicalRates rates        `json:"pg_recvlogical_rates"`
-	Relay            drainResult  `json:"cdc_relay"`
-	RelayRates       rates        `json:"cdc_relay_rates"`
-	Ratio            float64      `json:"relay_to_recvlogical_events_ratio"`
-	Debezium         *drainResult `json:"debezium,omitempty"`
-	DebeziumRates    *rates       `json:"debezium_rates,omitempty"`
+	drains
+	Ratio float64 `json:"relay_to_recvlogical_events_ratio"`
 	// Relay over Debezium: events/s, and Debezium's peak RSS and CPU per
 	// event over the relay's (how many times less the relay needs).
 	RelayToDebeziumEvents float64 `json:"relay_to_debezium_events_ratio,omitempty"`
@@ -173,19 +174,20 @@ func printRun(w io.Writer, r runResult) {
 	fmt.Fprintf(w, "\nrun %d: %d rows in %d transactions, payload %.0f B avg (%.1f MB), WAL %.1f MB (%s..%s); %s\n",
 		r.Run, l.Rows, l.Transactions, float64(l.PayloadBytes)/float64(l.Rows), float64(l.PayloadBytes)/1e6,
 		float64(l.WALBytes)/1e6, l.StartLSN, l.EndLSN, first)
-	printTable(w, r.Recvlogical, r.RecvlogicalRates, r.Relay, r.RelayRates, r.Debezium, r.DebeziumRates)
+	printTable(w, r.drains)
 }
 
 // printMedian prints the medians over all runs.
 func printMedian(w io.Writer, rep *report) {
 	m := rep.Median
 	fmt.Fprintf(w, "\nmedian of %d runs:\n", len(rep.Runs))
-	printTable(w, m.Recvlogical, m.RecvlogicalRates, m.Relay, m.RelayRates, m.Debezium, m.DebeziumRates)
+	printTable(w, m.drains)
 }
 
 // printTable prints pg_recvlogical, the relay and, when dbz is not nil,
 // Debezium side by side, and the ratios.
-func printTable(w io.Writer, recv drainResult, rr rates, relay drainResult, lr rates, dbz *drainResult, dr *rates) {
+func printTable(w io.Writer, d drains) {
+	recv, rr, relay, lr, dbz, dr := d.Recvlogical, d.RecvlogicalRates, d.Relay, d.RelayRates, d.Debezium, d.DebeziumRates
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "tool\trows\tseconds\tdecoded at s\tevents/s\tWAL MB/s\tpayload MB/s\tCPU s/100k\twalsender CPU s/100k\tbroker CPU s\tother CPU s\tpeak RSS MB\tstartup s\tKafka records\t")
 	row := func(d drainResult, r rates) {
@@ -262,10 +264,10 @@ func (rep *report) summarise() {
 		recvRates = append(recvRates, r.RecvlogicalRates)
 		relayRates = append(relayRates, r.RelayRates)
 	}
-	m := &medianDrain{
+	m := &medianDrain{drains: drains{
 		Recvlogical: medianDrainResult(recv), RecvlogicalRates: medianRates(recvRates),
 		Relay: medianDrainResult(relay), RelayRates: medianRates(relayRates),
-	}
+	}}
 	if m.RecvlogicalRates.EventsPerSecond > 0 {
 		m.Ratio = m.RelayRates.EventsPerSecond / m.RecvlogicalRates.EventsPerSecond
 	}
