@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
+
+	"github.com/cdc-relay/cdc-relay/internal/civil"
 )
 
 // Encoder writes values of one event type for one subject. It is immutable
@@ -329,7 +331,7 @@ func (e *enc) timeString(n *node) *PayloadError {
 	}
 	switch n.logical {
 	case avro.Date:
-		days, ok := parseDate(raw)
+		days, ok := civil.Date(raw)
 		if !ok || len(raw) != 10 {
 			return bad(`date "YYYY-MM-DD" or days since 1970-01-01`)
 		}

@@ -2,6 +2,8 @@ package schemaregistry
 
 import (
 	"math/big"
+
+	"github.com/cdc-relay/cdc-relay/internal/civil"
 	"math/bits"
 	"strconv"
 )
@@ -9,99 +11,9 @@ import (
 // Parsers for the string forms of Avro logical types. They work on bytes,
 // allocate nothing and accept exactly the documented forms.
 
-func digits(b []byte, n int) (int64, bool) {
-	if len(b) < n {
-		return 0, false
-	}
-	var v int64
-	for _, c := range b[:n] {
-		if !isDigit(c) {
-			return 0, false
-		}
-		v = v*10 + int64(c-'0')
-	}
-	return v, true
-}
-
-func isLeap(y int64) bool { return y%4 == 0 && (y%100 != 0 || y%400 == 0) }
-
-func daysIn(y, m int64) int64 {
-	switch m {
-	case 2:
-		if isLeap(y) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
-	}
-	return 31
-}
-
-// daysFromCivil returns the days since 1970-01-01 of a proleptic Gregorian
-// date.
-func daysFromCivil(y, m, d int64) int64 {
-	if m <= 2 {
-		y--
-	}
-	era := y / 400
-	if y < 0 {
-		era = (y - 399) / 400
-	}
-	yoe := y - era*400
-	mp := (m + 9) % 12
-	doy := (153*mp+2)/5 + d - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return era*146097 + doe - 719468
-}
-
-// parseDate parses "YYYY-MM-DD" at the start of b into days since the epoch.
-func parseDate(b []byte) (days int64, ok bool) {
-	if len(b) < 10 || b[4] != '-' || b[7] != '-' {
-		return 0, false
-	}
-	y, ok1 := digits(b, 4)
-	m, ok2 := digits(b[5:], 2)
-	d, ok3 := digits(b[8:], 2)
-	if !ok1 || !ok2 || !ok3 || m < 1 || m > 12 || d < 1 || d > daysIn(y, m) {
-		return 0, false
-	}
-	return daysFromCivil(y, m, d), true
-}
-
-// parseClock parses "HH:MM:SS" with an optional fraction at the start of b
-// and returns the nanoseconds since midnight and the bytes consumed.
-func parseClock(b []byte) (nanos int64, n int, ok bool) {
-	if len(b) < 8 || b[2] != ':' || b[5] != ':' {
-		return 0, 0, false
-	}
-	h, ok1 := digits(b, 2)
-	mi, ok2 := digits(b[3:], 2)
-	s, ok3 := digits(b[6:], 2)
-	if !ok1 || !ok2 || !ok3 || h > 23 || mi > 59 || s > 59 {
-		return 0, 0, false
-	}
-	nanos = ((h*60+mi)*60 + s) * 1e9
-	n = 8
-	if n < len(b) && b[n] == '.' {
-		n++
-		start := n
-		scale := int64(1e8)
-		for n < len(b) && isDigit(b[n]) {
-			nanos += int64(b[n]-'0') * scale // digits past nanoseconds add 0
-			scale /= 10
-			n++
-		}
-		if n == start {
-			return 0, 0, false
-		}
-	}
-	return nanos, n, true
-}
-
 // parseTimeOfDay parses "HH:MM:SS[.fraction]".
 func parseTimeOfDay(b []byte) (nanos int64, ok bool) {
-	nanos, n, ok := parseClock(b)
+	nanos, n, ok := civil.Clock(b)
 	return nanos, ok && n == len(b)
 }
 
@@ -110,11 +22,11 @@ func parseTimeOfDay(b []byte) (nanos int64, ok bool) {
 // seconds and nanoseconds since the epoch. hasOffset is false for a local
 // date-time without an offset.
 func parseTimestamp(b []byte) (sec, nsec int64, hasOffset, ok bool) {
-	days, ok := parseDate(b)
+	days, ok := civil.Date(b)
 	if !ok || len(b) < 11 || (b[10] != 'T' && b[10] != 't' && b[10] != ' ') {
 		return 0, 0, false, false
 	}
-	nanos, n, ok := parseClock(b[11:])
+	nanos, n, ok := civil.Clock(b[11:])
 	if !ok {
 		return 0, 0, false, false
 	}
@@ -125,8 +37,8 @@ func parseTimestamp(b []byte) (sec, nsec int64, hasOffset, ok bool) {
 	case len(rest) == 1 && (rest[0] == 'Z' || rest[0] == 'z'):
 		hasOffset = true
 	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
-		oh, ok1 := digits(rest[1:], 2)
-		om, ok2 := digits(rest[4:], 2)
+		oh, ok1 := civil.Digits(rest[1:], 2)
+		om, ok2 := civil.Digits(rest[4:], 2)
 		if !ok1 || !ok2 || oh > 23 || om > 59 {
 			return 0, 0, false, false
 		}
