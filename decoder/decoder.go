@@ -83,6 +83,14 @@ type Row struct {
 	Headers           []byte // jsonb text; nil when NULL or when the table has no headers column
 	CreatedAt         []byte // text form of created_at; nil when NULL or absent
 	RelationID        uint32 // relation id (pg_class oid) of the outbox table
+
+	// Extra holds the text of each extra column given to New, in that
+	// order; an entry is nil when the value is NULL. The slice itself is
+	// the decoder's and is overwritten by the next Decode.
+	Extra [][]byte
+	// ExtraTypes holds each extra column's type oid, from the Relation
+	// message. It belongs to the decoder's relation cache: do not modify.
+	ExtraTypes []uint32
 }
 
 // NullField returns the logical name ("id", "aggregate_type", "event_type" or
@@ -109,6 +117,8 @@ type Decoder struct {
 	schema, table string
 	qualified     string // "schema.table", for errors
 	names         [numFields]string
+	extra         []string // extra column names (New's extra)
+	extraVals     [][]byte // Row.Extra's backing array
 
 	rels map[uint32]*relation
 	// last is the relation of the previous Insert: outbox inserts come in
@@ -121,13 +131,20 @@ type Decoder struct {
 // double quotes ("My Schema"."Outbox", with "" for a quote); otherwise the
 // text is used as is, without case folding, since pgoutput sends names as
 // stored in the catalog. cols names the columns (see DefaultColumns).
-func New(table string, cols Columns) *Decoder {
+//
+// extra names further columns whose text the relay needs (header columns, a
+// timestamp column): Row.Extra carries their values in this order. Like the
+// required columns, a Relation that lacks one of them makes the table's
+// inserts fail with a *MissingColumnError.
+func New(table string, cols Columns, extra ...string) *Decoder {
 	schema, name := splitTable(table)
 	return &Decoder{
 		schema:    schema,
 		table:     name,
 		qualified: schema + "." + name,
 		names:     cols.names(),
+		extra:     extra,
+		extraVals: make([][]byte, len(extra)),
 		rels:      make(map[uint32]*relation),
 	}
 }

@@ -491,3 +491,45 @@ func TestZeroDecoder(t *testing.T) {
 		t.Fatalf("kind %v err %v, want skip: a zero Decoder matches no table", m.Kind, err)
 	}
 }
+
+// TestDecodeExtraColumns: extra columns arrive in Row.Extra in the order
+// given to New, with their type oids from the Relation, NULL as nil; a
+// column that is also an outbox field feeds both; a Relation without an
+// extra column fails the table's inserts naming it.
+func TestDecodeExtraColumns(t *testing.T) {
+	d := New("outbox", DefaultColumns(), "tenant", "created_at", "seq")
+	var m Message
+	rel := relationMsg(outboxID, "public", "outbox", append(append([]string{}, outboxColumns...), "seq", "tenant")...)
+	if err := d.Decode(rel, &m); err != nil {
+		t.Fatal(err)
+	}
+	ins := insertMsg(outboxID, text("1"), text("Order"), text("o-1"), text("OrderCreated"), text(`{}`), text(`{}`),
+		text("2024-05-01 10:00:00+00"), null(), text("tenant-a"))
+	if err := d.Decode(ins, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Kind != KindRow || len(m.Row.Extra) != 3 {
+		t.Fatalf("kind %v extra %q", m.Kind, m.Row.Extra)
+	}
+	if string(m.Row.Extra[0]) != "tenant-a" || string(m.Row.Extra[1]) != "2024-05-01 10:00:00+00" || m.Row.Extra[2] != nil {
+		t.Errorf("extra %q, want [tenant-a, the created_at text, nil]", m.Row.Extra)
+	}
+	if string(m.Row.CreatedAt) != "2024-05-01 10:00:00+00" {
+		t.Errorf("created_at %q: an extra column must still feed its field", m.Row.CreatedAt)
+	}
+	if len(m.Row.ExtraTypes) != 3 || m.Row.ExtraTypes[0] != 25 {
+		t.Errorf("extra types %v, want the Relation's oids (25)", m.Row.ExtraTypes)
+	}
+
+	// Without the seq column the table's inserts fail, naming it.
+	rel = relationMsg(outboxID, "public", "outbox", append(append([]string{}, outboxColumns...), "tenant")...)
+	if err := d.Decode(rel, &m); err != nil {
+		t.Fatal(err)
+	}
+	err := d.Decode(insertMsg(outboxID, text("2"), text("Order"), text("o-1"), text("OrderCreated"), text(`{}`), text(`{}`),
+		text("2024-05-01 10:00:00+00"), text("tenant-a")), &m)
+	var missing *MissingColumnError
+	if !errors.As(err, &missing) || missing.Column != "seq" || missing.ID != "2" {
+		t.Fatalf("err %v, want a MissingColumnError for seq naming row 2", err)
+	}
+}

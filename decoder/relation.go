@@ -12,6 +12,8 @@ type relation struct {
 	// The rest is set only for the outbox table.
 	slots   []uint8             // per column: bit set of the fields it feeds
 	columns []string            // per column: its name, for errors
+	extra   []int16             // per column: index among the extra columns, or -1
+	types   []uint32            // per extra column: type oid
 	missing *MissingColumnError // first required column absent, or nil
 }
 
@@ -56,8 +58,11 @@ func (d *Decoder) decodeRelation(data []byte) error {
 	if rel.outbox {
 		rel.slots = make([]uint8, ncols)
 		rel.columns = make([]string, ncols)
+		rel.extra = make([]int16, ncols)
+		rel.types = make([]uint32, len(d.extra))
 	}
 	var found uint8
+	var foundExtra uint64
 	for i := 0; i < ncols; i++ {
 		off++ // flags (1 = part of the key)
 		col, n, ok := cstring(data, off)
@@ -68,6 +73,7 @@ func (d *Decoder) decodeRelation(data []byte) error {
 		if len(data)-off < 4+4 {
 			return short("relation column")
 		}
+		typ := binary.BigEndian.Uint32(data[off:])
 		off += 4 + 4 // type oid, type modifier
 		if !rel.outbox {
 			continue
@@ -79,6 +85,14 @@ func (d *Decoder) decodeRelation(data []byte) error {
 			}
 		}
 		found |= rel.slots[i]
+		rel.extra[i] = -1
+		for x, want := range d.extra {
+			if string(col) == want {
+				rel.extra[i] = int16(x)
+				rel.types[x] = typ
+				foundExtra |= 1 << x
+			}
+		}
 	}
 	if off != len(data) {
 		return trailing("relation", len(data)-off)
@@ -87,6 +101,14 @@ func (d *Decoder) decodeRelation(data []byte) error {
 		for f := range numFields {
 			if missing&(1<<f) != 0 {
 				rel.missing = &MissingColumnError{Table: d.qualified, Column: d.names[f]}
+				break
+			}
+		}
+	}
+	if rel.outbox && rel.missing == nil {
+		for x, name := range d.extra {
+			if foundExtra&(1<<x) == 0 {
+				rel.missing = &MissingColumnError{Table: d.qualified, Column: name}
 				break
 			}
 		}

@@ -56,6 +56,8 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 	// the bytes.
 	var vals [numFields][]byte
 	var nulls uint8
+	extra := d.extraVals
+	clear(extra)
 	off := insertHeaderLen
 	for i, slot := range rel.slots {
 		if off >= len(data) {
@@ -78,6 +80,9 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 			off = end
 			for s := slot; s != 0; s &= s - 1 {
 				vals[bits.TrailingZeros8(s)] = v
+			}
+			if x := rel.extra[i]; x >= 0 {
+				extra[x] = v
 			}
 		case 'n':
 			nulls |= slot
@@ -109,6 +114,8 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 		Headers:           vals[fieldHeaders],
 		CreatedAt:         vals[fieldCreatedAt],
 		RelationID:        id,
+		Extra:             extra,
+		ExtraTypes:        rel.types,
 	}
 	return nil
 }
