@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/segmentio/kafka-go"
@@ -45,18 +46,82 @@ func intern(b []byte) string {
 	return s
 }
 
-// AppendHeaders appends id, event_type and aggregate_type, then one header
-// per top-level key of headersJSON (the row's headers jsonb; nil or JSON null
-// adds none). String values are unescaped; numbers and booleans keep their
-// text; nested objects and arrays become their JSON text; null gives a header
-// with a null value. A key id, event_type or aggregate_type is an error
-// wrapping ErrReservedHeader. Values alias id, eventType, aggregateType and
-// headersJSON: copy them before the input is reused.
+// Builtin is a set of the headers the relay writes from the outbox row's
+// own columns: id, event_type and aggregate_type.
+type Builtin uint8
+
+// The builtin headers.
+const (
+	BuiltinID Builtin = 1 << iota
+	BuiltinEventType
+	BuiltinAggregateType
+
+	// AllBuiltin is every builtin header: the relay's default.
+	AllBuiltin = BuiltinID | BuiltinEventType | BuiltinAggregateType
+)
+
+// ParseBuiltin parses a comma-separated list of builtin header names
+// ("id,event_type,aggregate_type"). An empty list is the empty set.
+func ParseBuiltin(list string) (Builtin, error) {
+	var b Builtin
+	for _, name := range strings.Split(list, ",") {
+		switch strings.TrimSpace(name) {
+		case "":
+		case HeaderID:
+			b |= BuiltinID
+		case HeaderEventType:
+			b |= BuiltinEventType
+		case HeaderAggregateType:
+			b |= BuiltinAggregateType
+		default:
+			return 0, fmt.Errorf("unknown builtin header %q: use id, event_type and aggregate_type", strings.TrimSpace(name))
+		}
+	}
+	return b, nil
+}
+
+// Has reports whether the header name is one of the builtin headers in b.
+func (b Builtin) Has(name string) bool {
+	switch name {
+	case HeaderID:
+		return b&BuiltinID != 0
+	case HeaderEventType:
+		return b&BuiltinEventType != 0
+	case HeaderAggregateType:
+		return b&BuiltinAggregateType != 0
+	}
+	return false
+}
+
+// AppendHeaders appends id, event_type and aggregate_type, then the headers
+// of headersJSON, as AppendBuiltin and AppendJSON do.
 func AppendHeaders(dst []kafka.Header, id, eventType, aggregateType, headersJSON []byte) ([]kafka.Header, error) {
-	dst = append(dst,
-		kafka.Header{Key: HeaderID, Value: id},
-		kafka.Header{Key: HeaderEventType, Value: eventType},
-		kafka.Header{Key: HeaderAggregateType, Value: aggregateType})
+	return AppendJSON(AppendBuiltin(dst, AllBuiltin, id, eventType, aggregateType), headersJSON)
+}
+
+// AppendBuiltin appends the builtin headers of set, in the order id,
+// event_type, aggregate_type. Values alias the arguments.
+func AppendBuiltin(dst []kafka.Header, set Builtin, id, eventType, aggregateType []byte) []kafka.Header {
+	if set&BuiltinID != 0 {
+		dst = append(dst, kafka.Header{Key: HeaderID, Value: id})
+	}
+	if set&BuiltinEventType != 0 {
+		dst = append(dst, kafka.Header{Key: HeaderEventType, Value: eventType})
+	}
+	if set&BuiltinAggregateType != 0 {
+		dst = append(dst, kafka.Header{Key: HeaderAggregateType, Value: aggregateType})
+	}
+	return dst
+}
+
+// AppendJSON appends one header per top-level key of headersJSON (the row's
+// headers jsonb; nil or JSON null adds none). String values are unescaped;
+// numbers and booleans keep their text; nested objects and arrays become
+// their JSON text; null gives a header with a null value. A key id,
+// event_type or aggregate_type is an error wrapping ErrReservedHeader,
+// whichever builtin headers are written. Values alias headersJSON: copy them
+// before the input is reused.
+func AppendJSON(dst []kafka.Header, headersJSON []byte) ([]kafka.Header, error) {
 	if len(headersJSON) == 0 {
 		return dst, nil
 	}

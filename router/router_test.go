@@ -220,3 +220,33 @@ func FuzzAppendHeaders(f *testing.F) {
 		}
 	})
 }
+
+func TestBuiltinHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		list string
+		want string
+	}{
+		{"id,event_type,aggregate_type", "id,event_type,aggregate_type"},
+		{"id", "id"},
+		{" aggregate_type , id ", "id,aggregate_type"}, // always in the fixed order
+		{"", ""},
+	} {
+		b, err := ParseBuiltin(tc.list)
+		if err != nil {
+			t.Fatalf("ParseBuiltin(%q): %v", tc.list, err)
+		}
+		var keys []string
+		for _, h := range AppendBuiltin(nil, b, []byte("1"), []byte("E"), []byte("A")) {
+			keys = append(keys, h.Key)
+		}
+		if got := strings.Join(keys, ","); got != tc.want {
+			t.Errorf("ParseBuiltin(%q) writes %q, want %q", tc.list, got, tc.want)
+		}
+	}
+	if _, err := ParseBuiltin("id,type"); err == nil || !strings.Contains(err.Error(), `"type"`) {
+		t.Errorf("ParseBuiltin(id,type) = %v, want an error naming type", err)
+	}
+	if !BuiltinID.Has("id") || BuiltinID.Has("event_type") || AllBuiltin.Has("error") {
+		t.Error("Has")
+	}
+}
