@@ -42,8 +42,10 @@ type Config struct {
 	// Transport overrides the kafka-go transport (TLS, SASL); default a
 	// transport with a 10 s dial timeout.
 	Transport *kafka.Transport
-	// Reject, when set, is called with a single record the broker refused as
-	// too large (its topic's max.message.bytes is below MaxRecordBytes). It
+	// Reject, when set, is called with a single record the broker refused:
+	// as too large (its topic's max.message.bytes is below MaxRecordBytes),
+	// or for its timestamp (outside the topic's
+	// message.timestamp.before/after.max.ms). It
 	// returns the record to publish in its place — a dead letter, keeping
 	// Seq and Reserved — or an error that stops the session (a FatalError to
 	// halt). Default: the refusal is a terminal error.

@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"io"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -18,6 +19,9 @@ type Record struct {
 	Key     []byte
 	Value   []byte
 	Headers []kafka.Header
+	// Time is the record's timestamp (CreateTime); the zero Time lets the
+	// encoder use the time of encoding, which the relay never does.
+	Time time.Time
 	// Seq is the stream's sequence number for this event.
 	Seq uint64
 	// Reserved is what the tracker charged for it; released on ack.
@@ -98,7 +102,7 @@ func Release(r *Record) {
 // kafkaRecord is r as kafka-go takes it, without an allocation: the readers
 // are reset for every attempt, as a retried request reads them again.
 func (r *Record) kafkaRecord() kafka.Record {
-	kr := kafka.Record{Headers: r.Headers}
+	kr := kafka.Record{Headers: r.Headers, Time: r.Time}
 	if r.Key != nil {
 		r.key.reset(r.Key)
 		kr.Key = &r.key

@@ -298,7 +298,7 @@ func (s *Session) publishGroup(ctx context.Context, g *group) error {
 }
 
 // sendChunk writes records to one partition, retrying until it succeeds. A
-// chunk the broker refuses as too large is split in halves, sent in order;
+// chunk the broker refuses (too large, or a record's timestamp) is split in halves, sent in order;
 // a single refused record goes to Config.Reject, which supplies the record
 // to send instead (a dead letter) or an error.
 func (s *Session) sendChunk(ctx context.Context, topic string, partition int, chunk []*Record, replacement bool) error {
@@ -307,7 +307,7 @@ func (s *Session) sendChunk(ctx context.Context, topic string, partition int, ch
 		size += r.size()
 	}
 	_, err := s.retry(ctx, func() (int, error) { return 0, s.produce(ctx, topic, partition, chunk, size) })
-	if err == nil || !tooLarge(err) {
+	if err == nil || !refused(err) {
 		return err
 	}
 	if len(chunk) > 1 {
@@ -335,9 +335,10 @@ func (s *Session) sendChunk(ctx context.Context, topic string, partition int, ch
 	return s.sendChunk(ctx, rep.Topic, Partition(key, n), []*Record{rep}, true)
 }
 
-// tooLarge reports a broker refusal of a record or batch for its size.
-func tooLarge(err error) bool {
-	return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge)
+// refused reports a broker refusal of a record or batch for what it holds:
+// its size, or a record's timestamp.
+func refused(err error) bool {
+	return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge) || errors.Is(err, kafka.InvalidTimestamp)
 }
 
 func (s *Session) produce(ctx context.Context, topic string, partition int, chunk []*Record, size int) error {
