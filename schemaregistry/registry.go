@@ -24,7 +24,8 @@ type Config struct {
 	// Strategy derives subjects from topics and record names. Default
 	// TopicRecord. Java client: value.subject.name.strategy.
 	Strategy Strategy
-	// Schemas are the local schemas by event type, from LoadDir. Required.
+	// Schemas are the local schemas by event type, from LoadDir. Empty only
+	// when the registry serves keys alone (KeyID).
 	Schemas map[string]*Schema
 	// Logger receives registrations and retried failures. Default: discard.
 	Logger *slog.Logger
@@ -56,6 +57,7 @@ type Registry struct {
 	mu        sync.Mutex
 	bySubject map[subjectKey]*Encoder      // registered (subject, schema) pairs
 	inflight  map[subjectKey]chan struct{} // registrations under way
+	keyIDs    map[string]int               // topic → id of KeySchema under <topic>-key
 }
 
 type encoderMap map[string]map[string]*Encoder
@@ -74,9 +76,6 @@ func New(cfg Config) (*Registry, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("schema registry URL %q: want http(s)://host:port", redact(cfg.URL))
-	}
-	if len(cfg.Schemas) == 0 {
-		return nil, errors.New("schema registry: no schemas")
 	}
 	switch cfg.Strategy {
 	case TopicRecord, Topic, Record:
@@ -97,6 +96,7 @@ func New(cfg Config) (*Registry, error) {
 		log:       cfg.Logger,
 		bySubject: map[subjectKey]*Encoder{},
 		inflight:  map[subjectKey]chan struct{}{},
+		keyIDs:    map[string]int{},
 	}
 	u.User = nil
 	u.RawQuery, u.Fragment = "", ""
@@ -251,4 +251,44 @@ func (r *Registry) sortedSchemas() []*Schema {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].EventType < out[j].EventType })
 	return out
+}
+
+// KeySchema is the Avro schema of keys written as Avro: the aggregate id as
+// a string, as Confluent's AvroConverter registers a Kafka Connect string.
+const KeySchema = `"string"`
+
+// KeyID returns the schema id of KeySchema under the subject
+// "<topic>-key", registering it on first use for the topic (the registry
+// checks compatibility; a subject holding another key schema gives
+// *IncompatibleError). Network errors and 5xx are retried until ctx is done.
+func (r *Registry) KeyID(ctx context.Context, topic string) (int, error) {
+	r.mu.Lock()
+	id, ok := r.keyIDs[topic]
+	r.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	subject := topic + "-key"
+	err := r.retry(ctx, "register subject "+subject, func(ctx context.Context) error {
+		var err error
+		id, err = r.registerOnce(ctx, subject, KeySchema)
+		return err
+	})
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status == http.StatusConflict {
+			e := &IncompatibleError{Subject: subject, EventType: "(key)", File: "--key-format avro"}
+			e.Level = r.level(ctx, subject)
+			if e.Reason = r.incompatibility(ctx, subject, KeySchema); e.Reason == "" {
+				e.Reason = ae.Message
+			}
+			return 0, e
+		}
+		return 0, fmt.Errorf("register the key schema under subject %q: %w", subject, err)
+	}
+	r.log.Info("key schema registered", keySubject, subject, keySchemaID, id)
+	r.mu.Lock()
+	r.keyIDs[topic] = id
+	r.mu.Unlock()
+	return id, nil
 }

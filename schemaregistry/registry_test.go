@@ -93,7 +93,6 @@ func TestNewValidates(t *testing.T) {
 		{"no URL", Config{Schemas: schemas}, "URL is empty"},
 		{"no scheme", Config{URL: "localhost:8081", Schemas: schemas}, "want http(s)://host:port"},
 		{"password redacted", Config{URL: "ftp://u:secret@host", Schemas: schemas}, "u:xxxxx@host"},
-		{"no schemas", Config{URL: "http://h:1"}, "no schemas"},
 		{"bad strategy", Config{URL: "http://h:1", Schemas: schemas, Strategy: 7}, "strategy"},
 		{"hand-made schema", Config{URL: "http://h:1", Schemas: map[string]*Schema{"OrderCreated": &bad}}, "ParseSchema"},
 	}
