@@ -24,7 +24,7 @@ test: setup
 
 # Tests that need no services.
 unit:
-	$(GO) test -count=1 ./decoder/ ./router/ ./replication/ ./publisher/ ./internal/backoff/
+	$(GO) test -count=1 ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./internal/backoff/ ./internal/civil/
 
 demo: setup build
 	$(GO) run ./internal/demo --relay bin/cdc-relay
@@ -45,7 +45,7 @@ latency: setup build
 	$(GO) run ./internal/bench --relay bin/cdc-relay --latency $(BENCH_FLAGS)
 
 microbench:
-	$(GO) test -run '^$$' -bench . -benchmem ./decoder/ ./router/ ./replication/ ./publisher/ ./schemaregistry/ ./cmd/cdc-relay/
+	$(GO) test -run '^$$' -bench . -benchmem ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./schemaregistry/
 
 # Short fuzz runs of the decoder, the header router and the Avro encoder,
 # seeded from testdata (FUZZTIME=60s for longer).

@@ -20,6 +20,9 @@ type Config struct {
 	Table string
 	// Columns names the outbox columns. Default decoder.DefaultColumns().
 	Columns decoder.Columns
+	// ExtraColumns are further columns whose text each row carries in
+	// decoder.Row.Extra (header columns, a timestamp column). Default none.
+	ExtraColumns []string
 	// StatusInterval is how often a standby status update (with a reply
 	// request) is sent. Default 1 s; PostgreSQL needs one within wal_sender_timeout.
 	StatusInterval time.Duration

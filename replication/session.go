@@ -40,5 +40,9 @@ type NewSessionFunc func(ctx context.Context, tr *Tracker) (Session, error)
 
 // RowSize is the in-flight size charged for a row.
 func RowSize(r *decoder.Row) int {
-	return 64 + len(r.ID) + len(r.AggregateType) + len(r.AggregateID) + len(r.EventType) + len(r.Payload) + len(r.Headers)
+	n := 64 + len(r.ID) + len(r.AggregateType) + len(r.AggregateID) + len(r.EventType) + len(r.Payload) + len(r.Headers)
+	for _, v := range r.Extra {
+		n += len(v)
+	}
+	return n
 }

@@ -166,3 +166,64 @@ func RecreateLostSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotInf
 	info, _, err := EnsureSlot(ctx, conn, slot, true)
 	return info, err
 }
+
+// Column is what the catalog says of a table column: its type oid as
+// pgoutput sends it (atttypid; a domain's own oid), the oid of the base
+// type it is stored as (the same unless a domain), the type's name for
+// messages, and whether it is NOT NULL.
+type Column struct {
+	TypeOID uint32
+	BaseOID uint32
+	Type    string
+	NotNull bool
+}
+
+// DescribeTable reads the table's columns from pg_attribute (the catalog;
+// never the table itself). ok is false when the table does not exist.
+func DescribeTable(ctx context.Context, conn *pgx.Conn, table string) (cols map[string]Column, ok bool, err error) {
+	schema, name := SplitTable(table)
+	rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid::int8,
+		CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END::int8,
+		pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull
+		FROM pg_catalog.pg_attribute a
+		JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p') AND a.attnum > 0 AND NOT a.attisdropped`, schema, name)
+	if err != nil {
+		return nil, false, fmt.Errorf("describe table %s: %w", table, err)
+	}
+	cols = map[string]Column{}
+	for rows.Next() {
+		var col string
+		var typ, base int64
+		var c Column
+		if err := rows.Scan(&col, &typ, &base, &c.Type, &c.NotNull); err != nil {
+			return nil, false, fmt.Errorf("describe table %s: %w", table, err)
+		}
+		c.TypeOID, c.BaseOID = uint32(typ), uint32(base)
+		cols[col] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("describe table %s: %w", table, err)
+	}
+	return cols, len(cols) > 0, nil
+}
+
+// DescribeURL connects to url (a normal connection, bounded like the
+// stream's setup) and describes table; see DescribeTable.
+func DescribeURL(ctx context.Context, url, table string) (map[string]Column, bool, error) {
+	ccfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, false, Fatal(fmt.Errorf("parse --pg-url: %w", err))
+	}
+	configureConn(&ccfg.Config)
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, ccfg)
+	if err != nil {
+		return nil, false, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	return DescribeTable(ctx, conn, table)
+}

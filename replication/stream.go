@@ -179,7 +179,7 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	}
 	defer sess.Close()
 
-	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.New(s.cfg.Table, s.cfg.Columns), readTimeout: readTimeout}
+	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.New(s.cfg.Table, s.cfg.Columns, s.cfg.ExtraColumns...), readTimeout: readTimeout}
 	// Wake a blocked read when shutdown starts, and when Kafka's
 	// acknowledgements moved the confirmed LSN, so that it is reported
 	// within minStatusGap instead of at the next status tick.
@@ -324,6 +324,10 @@ func (s *Stream) connectReplication(ctx context.Context) (*pgconn.PgConn, error)
 		return nil, Fatal(fmt.Errorf("parse --pg-url: %w", err))
 	}
 	cfg.RuntimeParams["replication"] = "database"
+	// pgoutput writes column values with the walsender's output functions:
+	// fix the text forms of dates and timestamps the relay parses.
+	cfg.RuntimeParams["DateStyle"] = "ISO"
+	cfg.RuntimeParams["TimeZone"] = "UTC"
 	configureConn(cfg)
 	// Read the stream in large chunks: while draining, the socket holds
 	// many messages, and pgproto3's own 8 KB reads would cost a read system
@@ -577,6 +581,9 @@ func (r *reader) sendStatus(replyRequested bool) error {
 	}
 	return nil
 }
+
+// SetExtraColumns sets Config.ExtraColumns; call it before Run.
+func (s *Stream) SetExtraColumns(cols []string) { s.cfg.ExtraColumns = cols }
 
 // SetSessionFunc sets how sessions are made; call it before Run.
 func (s *Stream) SetSessionFunc(f NewSessionFunc) { s.newSession = f }

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
+	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
@@ -58,6 +59,12 @@ type Config struct {
 	KafkaSASLPassword string
 	RegistryCAFile    string
 	Columns           decoder.Columns
+	KeyFormat         recordpkg.KeyFormat
+	ValueFormat       recordpkg.ValueFormat
+	BuiltinHeaders    router.Builtin
+	HeaderColumns     []recordpkg.HeaderColumn
+	TimestampColumn   string
+	Tombstones        bool
 }
 
 // setting is one configuration key: its flag name, default and help.
@@ -86,8 +93,8 @@ var settings = []setting{
 	{"kafka-sasl-password", "", "SASL password; prefer CDC_RELAY_KAFKA_SASL_PASSWORD or CDC_RELAY_KAFKA_SASL_PASSWORD_FILE", false},
 	{"schema-registry-ca-file", "", "PEM CA bundle for an https registry (default: the system roots); basic auth goes in the URL, http://user:pass@host", false},
 	{"topic-template", router.DefaultTemplate, "topic name; placeholders {aggregate_type} and {event_type}", false},
-	{"schema-registry-url", "", "Confluent-compatible schema registry", true},
-	{"schemas-dir", "", "directory of .avsc files, one per event_type", true},
+	{"schema-registry-url", "", "Confluent-compatible schema registry (required with --value-format avro or --key-format avro)", false},
+	{"schemas-dir", "", "directory of .avsc files, one per event_type (required with --value-format avro)", false},
 	{"subject-strategy", "topic_record", "subject name strategy: topic, record or topic_record", false},
 	{"dlq-topic", "outbox.dlq", "dead-letter topic", false},
 	{"on-invalid", "dlq", "what to do with an invalid event: dlq or halt", false},
@@ -103,6 +110,12 @@ var settings = []setting{
 	{"status-interval", "1s", "how often the confirmed LSN is reported to PostgreSQL (at most 10s)", false},
 	{"read-timeout", "60s", "a stream silent this long is treated as dead and reconnected (raised to wal_sender_timeout/2 + 5s if that is longer)", false},
 	{"shutdown-timeout", "30s", "how long shutdown waits for Kafka to acknowledge in-flight events", false},
+	{"key-format", "string", "Kafka key bytes, as Kafka Connect's key converter writes them: string (StringConverter), json (JsonConverter), json-schema (JsonConverter with schemas) or avro (AvroConverter, subject <topic>-key)", false},
+	{"value-format", "avro", "Kafka value: avro (Confluent wire format, the event type's schema) or json (the payload's compact JSON, as Debezium's outbox router with table.expand.json.payload=true)", false},
+	{"builtin-headers", "id,event_type,aggregate_type", "which of the headers id, event_type and aggregate_type are written (Debezium writes id alone); empty for none", false},
+	{"header-columns", "", "more outbox columns copied into headers as text, col[:header],... (uuid lowercase, integers decimal, timestamptz RFC 3339, timestamp epoch microseconds: Debezium's forms)", false},
+	{"timestamp-column", "", "outbox column the Kafka record timestamp comes from (timestamptz, timestamp as UTC, or bigint epoch milliseconds; NULL falls back); default the transaction's commit time", false},
+	{"tombstone-on-null-payload", "false", "true: a NULL payload becomes a record with a null value and the aggregate key (a tombstone, for compacted topics) instead of an invalid event", false},
 	{"halt-linger", "20s", "after a halt, keep serving /readyz (503, with the cause) and /metrics this long before exiting 1; 0s exits at once, SIGTERM ends it early", false},
 }
 
@@ -334,7 +347,10 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 	if _, err := router.New(c.TopicTemplate); err != nil {
 		return nil, &ConfigError{Msg: err.Error()}
 	}
-	if !strings.HasPrefix(c.SchemaRegistryURL, "http://") && !strings.HasPrefix(c.SchemaRegistryURL, "https://") {
+	if err := recordFormats(c, v); err != nil {
+		return nil, err
+	}
+	if c.SchemaRegistryURL != "" && !strings.HasPrefix(c.SchemaRegistryURL, "http://") && !strings.HasPrefix(c.SchemaRegistryURL, "https://") {
 		return nil, cfgErr("schema-registry-url", "%q must start with http:// or https://", c.SchemaRegistryURL)
 	}
 	st, err := schemaregistry.ParseStrategy(v["subject-strategy"])
@@ -439,6 +455,52 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// recordFormats resolves the settings of the row → record step: key and
+// value formats, headers, timestamps and tombstones, and which of the
+// registry settings they require.
+func recordFormats(c *Config, v map[string]string) error {
+	var err error
+	if c.KeyFormat, err = recordpkg.ParseKeyFormat(v["key-format"]); err != nil {
+		return cfgErr("key-format", "%v", err)
+	}
+	if c.ValueFormat, err = recordpkg.ParseValueFormat(v["value-format"]); err != nil {
+		return cfgErr("value-format", "%v", err)
+	}
+	required := func(name, why string) error {
+		if v[name] == "" {
+			return cfgErr(name, "is required with %s: set the flag, %s, or %s in --config", why, EnvName(name), name)
+		}
+		return nil
+	}
+	if c.ValueFormat == recordpkg.ValueAvro {
+		for _, name := range []string{"schema-registry-url", "schemas-dir"} {
+			if err := required(name, "--value-format avro (the default)"); err != nil {
+				return err
+			}
+		}
+	}
+	if c.KeyFormat == recordpkg.KeyAvro {
+		if err := required("schema-registry-url", "--key-format avro"); err != nil {
+			return err
+		}
+	}
+	if c.BuiltinHeaders, err = router.ParseBuiltin(v["builtin-headers"]); err != nil {
+		return cfgErr("builtin-headers", "%v", err)
+	}
+	if c.HeaderColumns, err = recordpkg.ParseHeaderColumns(v["header-columns"], c.BuiltinHeaders); err != nil {
+		return cfgErr("header-columns", "%v", err)
+	}
+	c.TimestampColumn = v["timestamp-column"]
+	switch v["tombstone-on-null-payload"] {
+	case "true":
+		c.Tombstones = true
+	case "false":
+	default:
+		return cfgErr("tombstone-on-null-payload", "%q is not true or false", v["tombstone-on-null-payload"])
+	}
+	return nil
 }
 
 func columnField(c *decoder.Columns, key string) *string {

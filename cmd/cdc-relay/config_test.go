@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/router"
 )
 
 func env(m map[string]string) func(string) string {
@@ -72,6 +74,26 @@ func TestEnvConfigPath(t *testing.T) {
 	}
 }
 
+// TestJSONNeedsNoRegistry: with --value-format json and a non-Avro key, the
+// registry settings are optional.
+func TestJSONNeedsNoRegistry(t *testing.T) {
+	c, err := LoadConfig([]string{"--pg-url", "postgres://u@h/db", "--kafka-brokers", "k:9092", "--value-format", "json", "--key-format", "json",
+		"--builtin-headers", "id", "--header-columns", "tenant, created_at:ts"}, env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ValueFormat.String() != "json" || c.KeyFormat.String() != "json" || c.BuiltinHeaders != router.BuiltinID || len(c.HeaderColumns) != 2 || c.HeaderColumns[1].Header != "ts" {
+		t.Fatalf("config %+v", c)
+	}
+	d, err := LoadConfig(required, env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ValueFormat.String() != "avro" || d.KeyFormat.String() != "string" || d.BuiltinHeaders != router.AllBuiltin || d.Tombstones || d.TimestampColumn != "" {
+		t.Fatalf("defaults %+v", d)
+	}
+}
+
 func TestBadSettingsNameTheField(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -93,6 +115,15 @@ func TestBadSettingsNameTheField(t *testing.T) {
 		{"bad duration", append(append([]string{}, required...), "--status-interval", "1h"), nil, "--status-interval"},
 		{"unknown flag", append(append([]string{}, required...), "--nope", "1"), nil, "-nope"},
 		{"missing config file", append(append([]string{}, required...), "--config", "/nonexistent.yaml"), nil, "--config"},
+		{"unknown key format", append(append([]string{}, required...), "--key-format", "protobuf"), nil, "--key-format"},
+		{"unknown value format", append(append([]string{}, required...), "--value-format", "xml"), nil, "--value-format"},
+		{"unknown value format env", required, map[string]string{"CDC_RELAY_VALUE_FORMAT": "Avro"}, "--value-format"},
+		{"unknown builtin header", append(append([]string{}, required...), "--builtin-headers", "id,type"), nil, "--builtin-headers"},
+		{"header column twice", append(append([]string{}, required...), "--header-columns", "a:x,b:x"), nil, "--header-columns"},
+		{"header column named id", append(append([]string{}, required...), "--header-columns", "tenant:id"), nil, "--header-columns"},
+		{"bad tombstone flag", append(append([]string{}, required...), "--tombstone-on-null-payload", "yes"), nil, "--tombstone-on-null-payload"},
+		{"avro value needs schemas", []string{"--pg-url", "postgres://u@h/db", "--kafka-brokers", "k:9092", "--schema-registry-url", "http://r:8081"}, nil, "--schemas-dir"},
+		{"avro key needs registry", []string{"--pg-url", "postgres://u@h/db", "--kafka-brokers", "k:9092", "--value-format", "json", "--key-format", "avro"}, nil, "--schema-registry-url"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

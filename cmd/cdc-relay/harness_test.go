@@ -453,6 +453,12 @@ type record struct {
 	// Codec is the compression of the record's batch as stored by the
 	// broker (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
 	Codec uint8
+	// Time is the record's timestamp.
+	Time time.Time
+	// NullValue is true for a null value (a tombstone).
+	NullValue bool
+	// NullHeaders names the headers with a null value.
+	NullHeaders []string
 }
 
 // consumer reads topics from the start with franz-go.
@@ -482,11 +488,16 @@ func consume(t *testing.T, topicRegex string, opts ...kgo.Opt) *consumer {
 		for ctx.Err() == nil {
 			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
 				h := map[string]string{}
+				var nulls []string
 				for _, x := range r.Headers {
 					h[x.Key] = string(x.Value)
+					if x.Value == nil {
+						nulls = append(nulls, x.Key)
+					}
 				}
 				c.mu.Lock()
-				c.recs = append(c.recs, record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: r.Value, Headers: h, Codec: r.Attrs.CompressionType()})
+				c.recs = append(c.recs, record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: r.Value, Headers: h,
+					Codec: r.Attrs.CompressionType(), Time: r.Timestamp, NullValue: r.Value == nil, NullHeaders: nulls})
 				c.mu.Unlock()
 			})
 		}

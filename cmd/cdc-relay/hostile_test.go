@@ -12,8 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,11 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cdc-relay/cdc-relay/decoder"
-	"github.com/cdc-relay/cdc-relay/publisher"
-	"github.com/cdc-relay/cdc-relay/replication"
-	"github.com/cdc-relay/cdc-relay/router"
-	"github.com/cdc-relay/cdc-relay/schemaregistry"
+	recordpkg "github.com/cdc-relay/cdc-relay/record"
 )
 
 // nullableDDL is an outbox table whose user allows NULL in aggregate_id,
@@ -231,22 +225,22 @@ func TestHostileInputDLQ(t *testing.T) {
 			t.Errorf("%s: event %s went to %q, want the DLQ %q", tc.name, id, rec.Topic, f.dlq)
 			continue
 		}
-		tc.checkError(t, rec.Headers[HeaderError])
+		tc.checkError(t, rec.Headers[recordpkg.HeaderError])
 		if rec.Headers["event_type"] != "OrderCreated" || rec.Headers["aggregate_type"] != deref(tc.row.AggregateType) {
 			t.Errorf("%s: DLQ headers %v", tc.name, rec.Headers)
 		}
 		wantKey := deref(tc.row.AggregateID)
-		if strings.Contains(rec.Headers[HeaderError], "-byte key is omitted") {
+		if strings.Contains(rec.Headers[recordpkg.HeaderError], "-byte key is omitted") {
 			wantKey = ""
 		}
 		if rec.Key != wantKey {
 			t.Errorf("%s: DLQ key %.40q, want %.40q", tc.name, rec.Key, wantKey)
 		}
-		if strings.Contains(rec.Headers[HeaderError], "headers column is omitted") && len(rec.Headers) != 4 {
+		if strings.Contains(rec.Headers[recordpkg.HeaderError], "headers column is omitted") && len(rec.Headers) != 4 {
 			t.Errorf("%s: DLQ headers %.200q, want only id, event_type, aggregate_type and error", tc.name, rec.Headers)
 		}
 		switch {
-		case strings.Contains(rec.Headers[HeaderError], "-byte payload is omitted") || tc.row.Payload == nil:
+		case strings.Contains(rec.Headers[recordpkg.HeaderError], "-byte payload is omitted") || tc.row.Payload == nil:
 			if len(rec.Value) != 0 {
 				t.Errorf("%s: DLQ value has %d bytes, want none", tc.name, len(rec.Value))
 			}
@@ -685,7 +679,7 @@ func TestUpdateDeleteTruncateIgnored(t *testing.T) {
 			}
 			for _, rec := range c.records() {
 				if !inserted[rec.Headers["id"]] || rec.Topic != f.topic("Order") {
-					t.Errorf("unexpected record: %s id=%s error=%q", rec.Topic, rec.Headers["id"], rec.Headers[HeaderError])
+					t.Errorf("unexpected record: %s id=%s error=%q", rec.Topic, rec.Headers["id"], rec.Headers[recordpkg.HeaderError])
 				}
 			}
 			if n, err := r.metric("cdc_relay_dlq_events_total"); err == nil && n != 0 {
@@ -759,128 +753,12 @@ func TestDLQPublishFailureRetried(t *testing.T) {
 	c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
 	recs := byID(c.waitIDs(120*time.Second, append(append(good, bad...), after...)))
 	rec := recs[strconv.FormatInt(bad[0], 10)]
-	if rec.Topic != f.dlq || !strings.Contains(rec.Headers[HeaderError], `no schema for event_type "NoSuchEvent"`) {
-		t.Fatalf("dead-letter record: topic %q error %q", rec.Topic, rec.Headers[HeaderError])
+	if rec.Topic != f.dlq || !strings.Contains(rec.Headers[recordpkg.HeaderError], `no schema for event_type "NoSuchEvent"`) {
+		t.Fatalf("dead-letter record: topic %q error %q", rec.Topic, rec.Headers[recordpkg.HeaderError])
 	}
 	end := currentLSN(t, conn)
 	waitFor(t, 60*time.Second, "confirmed_flush_lsn to pass the dead-letter event", func() bool { return f.confirmedFlush() >= end })
 	if code := r.terminate(); code != 0 {
 		t.Fatalf("exit code %d", code)
-	}
-}
-
-// TestDeadLetterFits: a dead-letter record never exceeds --max-record-bytes
-// (the broker would refuse it and the relay could not get past the event):
-// the largest parts of the row are dropped first, and the error says which.
-func TestDeadLetterFits(t *testing.T) {
-	const max = 2000
-	h := &handler{cfg: &Config{DLQTopic: "dlq"}, maxRecord: max}
-	big := func(n int) []byte { return bytes.Repeat([]byte("x"), n) }
-	tests := []struct {
-		name                 string
-		payload, headers     []byte
-		key, aggType         []byte
-		wantOmitted          string // "" when nothing is
-		wantPayload, wantKey bool
-		wantRowHeader        bool
-	}{
-		{"fits", []byte(`{"a": 1}`), []byte(`{"h": "v"}`), []byte("k"), []byte("Order"), "", true, true, true},
-		{"payload too large", big(3000), []byte(`{"h": "v"}`), []byte("k"), []byte("Order"),
-			"; the 3000-byte payload is omitted because it does not fit in a record", false, true, true},
-		{"headers too large", []byte(`{"a": 1}`), []byte(`{"h": "` + string(big(3000)) + `"}`), []byte("k"), []byte("Order"),
-			"; the 3009-byte headers column is omitted because it does not fit in a record", true, true, false},
-		{"key too large", []byte(`{"a": 1}`), []byte(`{"h": "v"}`), big(3000), []byte("Order"),
-			"; the 3000-byte key is omitted because it does not fit in a record", true, false, true},
-		{"everything too large", big(1500), []byte(`{"h": "` + string(big(1400)) + `"}`), big(1300), big(5000),
-			"; the 1500-byte payload, the 1409-byte headers column, the 1300-byte key and the end of the id, event_type and aggregate_type headers are omitted because they do not fit in a record",
-			false, false, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			row := &decoder.Row{Payload: tc.payload}
-			rec := &publisher.Record{}
-			h.deadLetter(rec, row, []byte("42"), []byte("OrderCreated"), tc.aggType, tc.key, tc.headers, "the reason")
-			if n := publisher.Size(rec.Key, rec.Value, rec.Headers); n > max {
-				t.Fatalf("dead letter is %d bytes, more than %d", n, max)
-			}
-			last := rec.Headers[len(rec.Headers)-1]
-			if last.Key != HeaderError || string(last.Value) != "the reason"+tc.wantOmitted {
-				t.Fatalf("last header %s=%q, want error=%q", last.Key, last.Value, "the reason"+tc.wantOmitted)
-			}
-			if got := rec.Value != nil; got != tc.wantPayload {
-				t.Errorf("payload kept = %v, want %v", got, tc.wantPayload)
-			}
-			if got := rec.Key != nil; got != tc.wantKey {
-				t.Errorf("key kept = %v, want %v", got, tc.wantKey)
-			}
-			if got := len(rec.Headers) == 5; got != tc.wantRowHeader {
-				t.Errorf("row header kept = %v, want %v (headers %d)", got, tc.wantRowHeader, len(rec.Headers))
-			}
-			if rec.Topic != "dlq" || rec.Headers[0].Key != "id" || string(rec.Headers[0].Value) != "42" {
-				t.Errorf("topic %q, first header %s=%q", rec.Topic, rec.Headers[0].Key, rec.Headers[0].Value)
-			}
-		})
-	}
-}
-
-func TestClip(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"short", 10, "short"},
-		{"exactly10!", 10, "exactly10!"},
-		{"abcdefghijkl", 10, "abcdefg…"},
-		{"ééééé", 8, "éé…"}, // never cuts inside a rune
-	} {
-		if got := clip(tc.in, tc.n); got != tc.want || len(got) > tc.n {
-			t.Errorf("clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
-		}
-	}
-}
-
-// TestRegistryRefusalHalts: a registry that refuses a registration at
-// runtime (a 4xx such as 422 or 401) halts the relay with the reason instead
-// of reconnecting forever; a registry that is down (5xx) is retried (an
-// ordinary error: the stream reconnects and tries again).
-func TestRegistryRefusalHalts(t *testing.T) {
-	for _, tc := range []struct {
-		status    int
-		wantFatal bool
-	}{{422, true}, {401, true}, {503, false}} {
-		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.WriteHeader(tc.status)
-				fmt.Fprintf(w, `{"error_code": %d, "message": "refused by the test"}`, tc.status*100+1)
-			}))
-			t.Cleanup(srv.Close)
-			schemas, err := schemaregistry.LoadDir(schemaDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			reg, err := schemaregistry.New(schemaregistry.Config{URL: srv.URL, Schemas: schemas, Timeout: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rt, _ := router.New(router.DefaultTemplate)
-			h := &handler{cfg: &Config{DLQTopic: "dlq", OnInvalid: "dlq"}, router: rt, registry: reg, maxRecord: 1000000,
-				metrics: newMetrics(&replication.Stats{}, newLagRate(func() uint64 { return 0 }))}
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			defer cancel()
-			agg := uuidFor(306)
-			row := &decoder.Row{ID: []byte("1"), AggregateType: []byte("Order"), AggregateID: []byte(agg), EventType: []byte("OrderCreated"),
-				Payload: []byte(orderCreated(agg, 1))}
-			reason, _, err := h.build(ctx, &publisher.Record{}, row, row.ID, row.EventType, row.AggregateType, row.AggregateID, nil, nil)
-			if reason != "" || err == nil {
-				t.Fatalf("reason %q, err %v; want an error", reason, err)
-			}
-			if got := replication.IsFatal(err); got != tc.wantFatal {
-				t.Fatalf("fatal = %v, want %v: %v", got, tc.wantFatal, err)
-			}
-			if tc.wantFatal && (!strings.Contains(err.Error(), "refused by the test") || !strings.Contains(err.Error(), `event_type "OrderCreated"`)) {
-				t.Fatalf("error does not say what was refused and why: %v", err)
-			}
-		})
 	}
 }

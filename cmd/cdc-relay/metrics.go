@@ -190,3 +190,12 @@ func (m *metrics) countRegistryRequests(c *http.Client) *http.Client {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// SchemaLookup counts a per-event schema lookup (record.Observer).
+func (m *metrics) SchemaLookup(hit bool) {
+	if hit {
+		m.cacheHit.Inc()
+	} else {
+		m.cacheMiss.Inc()
+	}
+}

@@ -14,7 +14,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/cdc-relay/cdc-relay/internal/backoff"
 	"github.com/cdc-relay/cdc-relay/publisher"
+	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
@@ -29,10 +31,13 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	log := newLogger(cfg, stderr)
 	setMemoryLimit(cfg, getenv, log)
 
-	schemas, err := schemaregistry.LoadDir(cfg.SchemasDir)
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
-		return exitConfig
+	var schemas map[string]*schemaregistry.Schema
+	var err error
+	if cfg.SchemasDir != "" {
+		if schemas, err = schemaregistry.LoadDir(cfg.SchemasDir); err != nil {
+			fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+			return exitConfig
+		}
 	}
 	rt, err := router.New(cfg.TopicTemplate)
 	if err != nil {
@@ -71,12 +76,16 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	}, nil)
 	lag := newLagRate(stats().LagBytes)
 	m := newMetrics(stats(), lag)
-	reg, err := schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log,
-		HTTPClient: m.countRegistryRequests(httpClient)})
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-url: %v\n", err)
-		return exitConfig
+	var reg *schemaregistry.Registry
+	if cfg.SchemaRegistryURL != "" {
+		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log,
+			HTTPClient: m.countRegistryRequests(httpClient)})
+		if err != nil {
+			fmt.Fprintf(stderr, "cdc-relay: --schema-registry-url: %v\n", err)
+			return exitConfig
+		}
 	}
+	base := &handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log}
 	pub, err := publisher.New(publisher.Config{
 		Brokers:        cfg.KafkaBrokers,
 		Compression:    compression(cfg.KafkaCompression),
@@ -84,7 +93,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		Linger:         cfg.KafkaLinger,
 		MaxRecordBytes: cfg.MaxRecordBytes,
 		Transport:      transport,
-		Reject:         rejected(cfg, m, log),
+		Reject:         func(r *publisher.Record, err error) (*publisher.Record, error) { return base.rejected(r, err) },
 		Observer:       m,
 		Logger:         log,
 	})
@@ -93,10 +102,6 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		return exitConfig
 	}
 	defer pub.Close()
-	stream.SetSessionFunc(func(sctx context.Context, tr *replication.Tracker) (replication.Session, error) {
-		return &handler{cfg: cfg, router: rt, registry: reg, pub: pub.NewSession(sctx, tr),
-			maxRecord: pub.MaxRecordBytes(), metrics: m, log: log}, nil
-	})
 
 	srv, err := newHTTPServer(cfg.MetricsAddr, m, stats(), cfg.ReadTimeout, log)
 	if err != nil {
@@ -108,7 +113,21 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	log.Info("start", "version", version, "pg_url", Redact(cfg.PGURL), "slot", cfg.Slot, "publication", cfg.Publication,
 		"table", cfg.Table, "kafka_brokers", cfg.KafkaBrokers, "schemas", len(schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
 
-	if err := reg.Preflight(ctx, rt.Matcher()); err != nil {
+	if base.builder, err = newBuilder(ctx, cfg, rt, reg, m, log); err != nil {
+		if ctx.Err() != nil {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
+		return exitConfig
+	}
+	stream.SetExtraColumns(base.builder.ExtraColumns())
+	stream.SetSessionFunc(func(sctx context.Context, tr *replication.Tracker) (replication.Session, error) {
+		h := *base
+		h.pub = pub.NewSession(sctx, tr)
+		return &h, nil
+	})
+
+	if err := preflight(ctx, reg, rt); err != nil {
 		if ctx.Err() != nil {
 			return exitOK
 		}
@@ -146,6 +165,50 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		return exitFailed
 	}
 	return exitOK
+}
+
+// newBuilder makes the row → record step. When a setting depends on the
+// outbox table's columns (header columns, a timestamp column, a JSON key),
+// it first reads their types from the catalog, retrying until PostgreSQL
+// answers: a column that does not exist or has an unusable type is a
+// configuration error (exit 2). A table that does not exist yet is checked
+// as rows arrive instead.
+func newBuilder(ctx context.Context, cfg *Config, rt *router.Router, reg *schemaregistry.Registry, m *metrics, log *slog.Logger) (*recordpkg.Builder, error) {
+	rc := recordpkg.Config{Router: rt, Registry: reg, KeyFormat: cfg.KeyFormat, ValueFormat: cfg.ValueFormat,
+		Builtin: cfg.BuiltinHeaders, HeaderColumns: cfg.HeaderColumns, TimestampColumn: cfg.TimestampColumn,
+		Tombstones: cfg.Tombstones, AggregateIDColumn: cfg.Columns.AggregateID, MaxRecordBytes: cfg.MaxRecordBytes,
+		DLQTopic: cfg.DLQTopic, Observer: m}
+	if len(cfg.HeaderColumns) > 0 || cfg.TimestampColumn != "" || cfg.KeyFormat == recordpkg.KeyJSON || cfg.KeyFormat == recordpkg.KeyJSONSchema {
+		bo := backoff.Backoff{}
+		for {
+			cols, ok, err := replication.DescribeURL(ctx, cfg.PGURL, cfg.Table)
+			if err == nil {
+				if ok {
+					rc.Table = cols
+				} else {
+					log.Warn("outbox table does not exist yet: its columns are checked when rows arrive", "table", cfg.Table)
+				}
+				break
+			}
+			if replication.IsFatal(err) {
+				return nil, err
+			}
+			log.Warn("cannot read the outbox table's columns from the catalog; retrying", "table", cfg.Table, "err", Redact(err.Error()), "consecutive_errors", bo.Attempts()+1)
+			if bo.Wait(ctx) != nil {
+				return nil, ctx.Err()
+			}
+		}
+	}
+	return recordpkg.New(rc)
+}
+
+// preflight registers the schemas known at startup (see
+// schemaregistry.Registry.Preflight); nothing to do without Avro values.
+func preflight(ctx context.Context, reg *schemaregistry.Registry, rt *router.Router) error {
+	if reg == nil {
+		return nil
+	}
+	return reg.Preflight(ctx, rt.Matcher())
 }
 
 // lingerHalted keeps a halted relay up for linger, or until a signal, so

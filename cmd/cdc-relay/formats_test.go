@@ -1,0 +1,246 @@
+package main
+
+// The row → record formats of a Debezium replacement, end to end: key and
+// value formats, builtin and column headers, record timestamps and
+// tombstones, read back by franz-go (and, for Avro keys, decoded through
+// the registry by srclient and goavro).
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// formatsDDL is an outbox with a nullable payload and the column types
+// header columns and timestamps are read from.
+const formatsDDL = `CREATE TABLE %s (
+	id bigserial PRIMARY KEY,
+	aggregate_type text NOT NULL,
+	aggregate_id text NOT NULL,
+	event_type text NOT NULL,
+	payload jsonb,
+	headers jsonb NOT NULL DEFAULT '{}',
+	tenant uuid,
+	occurred_at timestamptz,
+	seq bigint,
+	local_ts timestamp,
+	amount numeric
+)`
+
+// TestDebeziumShapedRecords: --key-format json, --value-format json (no
+// registry settings at all), --builtin-headers id, --header-columns of
+// every supported kind, --timestamp-column and tombstones.
+//
+// The database's default TimeZone and DateStyle are not UTC and ISO here,
+// as on many servers: the relay's replication connection must still get
+// timestamp text it reads correctly.
+func TestDebeziumShapedRecords(t *testing.T) {
+	f := newFixture(t, formatsDDL)
+	f.exec(`ALTER DATABASE ` + testDB + ` SET timezone = 'Asia/Kolkata'`)
+	f.exec(`ALTER DATABASE ` + testDB + ` SET datestyle = 'SQL, DMY'`)
+	t.Cleanup(func() {
+		f.exec(`ALTER DATABASE ` + testDB + ` RESET timezone`)
+		f.exec(`ALTER DATABASE ` + testDB + ` RESET datestyle`)
+	})
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	args := []string{"run", "--pg-url", dbURL, "--slot", f.slot, "--publication", f.publication, "--table", "public." + f.table,
+		"--kafka-brokers", broker.Addr(), "--topic-template", f.topicPrefix + ".{aggregate_type}", "--dlq-topic", f.dlq,
+		"--key-format", "json", "--value-format", "json", "--builtin-headers", "id",
+		"--header-columns", "tenant,occurred_at:occurred,seq,local_ts", "--timestamp-column", "occurred_at",
+		"--tombstone-on-null-payload", "true"}
+	r := startRelay(t, args)
+	r.waitStreaming(60 * time.Second)
+	ctx := context.Background()
+	conn := connect(t)
+
+	insert := fmt.Sprintf(`INSERT INTO %s (aggregate_type, aggregate_id, event_type, payload, headers, tenant, occurred_at, seq, local_ts)
+		VALUES ($1, $2, 'CustomerChanged', $3::jsonb, '{"traceparent": "00-ff"}', $4, $5, $6, $7) RETURNING id`, f.table)
+	var ids []int64
+	add := func(agg string, payload any, tenant any, occurred any, seq any, local any) int64 {
+		var id int64
+		if err := conn.QueryRow(ctx, insert, "Customer", agg, payload, tenant, occurred, seq, local).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		return id
+	}
+	start := time.Now()
+	full := add("c\"1", `{"name": "Ann", "tags": ["a", "b"], "nested": {"x": 1.5}}`, "5D9E1D7A-6B1F-4C4E-9A57-1F0E0A3C2B11",
+		time.Date(2026, 11, 30, 10, 0, 0, 123456000, time.UTC), int64(-42), time.Date(2026, 11, 30, 10, 0, 0, 5000, time.UTC))
+	nulls := add("c2", `{"name": "Bob"}`, nil, nil, nil, nil)
+	tomb := add("c2", nil, nil, nil, nil, nil)
+	notObject := add("c3", `[1, 2]`, nil, nil, nil, nil)
+	end := time.Now()
+
+	recs := byID(c.waitIDs(90*time.Second, ids))
+	id := func(n int64) record { return recs[strconv.FormatInt(n, 10)] }
+
+	got := id(full)
+	if got.Topic != f.topic("Customer") || got.Key != `"c\"1"` {
+		t.Errorf("topic %q key %q, want %q and the JSON string literal", got.Topic, got.Key, f.topic("Customer"))
+	}
+	if want := `{"name":"Ann","tags":["a","b"],"nested":{"x":1.5}}`; string(got.Value) != want {
+		t.Errorf("value %s, want %s", got.Value, want)
+	}
+	wantHeaders := map[string]string{"id": strconv.FormatInt(full, 10), "tenant": "5d9e1d7a-6b1f-4c4e-9a57-1f0e0a3c2b11",
+		"occurred": "2026-11-30T10:00:00.123456Z", "seq": "-42", "local_ts": "1796032800000005", "traceparent": "00-ff"}
+	if !equalMaps(got.Headers, wantHeaders) {
+		t.Errorf("headers %v\nwant    %v", got.Headers, wantHeaders)
+	}
+	if want := time.Date(2026, 11, 30, 10, 0, 0, 123e6, time.UTC); !got.Time.Equal(want) {
+		t.Errorf("timestamp %v, want occurred_at %v", got.Time, want)
+	}
+
+	got = id(nulls)
+	if nulls := strings.Join(got.NullHeaders, ","); nulls != "tenant,occurred,seq,local_ts" {
+		t.Errorf("null headers %q, want the NULL columns tenant,occurred,seq,local_ts", nulls)
+	}
+	// A NULL timestamp column falls back to the commit time, which lies
+	// between the first insert and the last commit (millisecond resolution).
+	if got.Time.Before(start.Truncate(time.Millisecond)) || got.Time.After(end) {
+		t.Errorf("timestamp %v of a NULL occurred_at is not the commit time (between %v and %v)", got.Time, start, end)
+	}
+
+	got = id(tomb)
+	if !got.NullValue || got.Key != `"c2"` || got.Topic != f.topic("Customer") {
+		t.Errorf("tombstone: null value %v key %q topic %q", got.NullValue, got.Key, got.Topic)
+	}
+	if id(nulls).Partition != got.Partition {
+		t.Errorf("tombstone on partition %d, its aggregate's events on %d", got.Partition, id(nulls).Partition)
+	}
+
+	got = id(notObject)
+	if got.Topic != f.dlq || !strings.Contains(got.Headers["error"], "not a JSON object") || string(got.Value) != "[1, 2]" {
+		t.Errorf("non-object payload: topic %q error %q value %q", got.Topic, got.Headers["error"], got.Value)
+	}
+	if n, err := r.metric(`cdc_relay_dlq_events_total`); err != nil || n != 1 {
+		t.Errorf("dlq events %v, %v; want 1", n, err)
+	}
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestAvroKey: --key-format avro writes Confluent's framing of an Avro
+// string, registered as "string" under <topic>-key; an independent client
+// (srclient fetches the schema by id, goavro decodes) reads the aggregate id.
+func TestAvroKey(t *testing.T) {
+	f := newFixture(t, "")
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args("--key-format", "avro"))
+	r.waitStreaming(60 * time.Second)
+	agg := uuidFor(910)
+	ids, err := f.insertTx(context.Background(), connect(t), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := c.waitIDs(60*time.Second, ids)[0]
+	key := []byte(rec.Key)
+	if len(key) < 5 || key[0] != 0 {
+		t.Fatalf("key % x is not in the Confluent wire format", key)
+	}
+	schema, err := newAvroDecoder().client.GetSchema(int(binary.BigEndian.Uint32(key[1:5])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	native, rest, err := schema.Codec().NativeFromBinary(key[5:])
+	if err != nil || len(rest) != 0 || native != agg {
+		t.Fatalf("key decodes to %v (rest %d, err %v), want %s", native, len(rest), err, agg)
+	}
+	latest, err := newAvroDecoder().client.GetLatestSchema(rec.Topic + "-key")
+	if err != nil || latest.ID() != schema.ID() {
+		t.Fatalf("subject %s-key: %v, %v; want schema %d", rec.Topic, latest, err, schema.ID())
+	}
+	if v, _, err := newAvroDecoder().decode(rec.Value); err != nil || v["order_id"] != agg {
+		t.Fatalf("value %v, %v", v, err)
+	}
+	// The partition is murmur2 of the key bytes, as the Java producer picks it.
+	if want := javaPartition(key, 3); rec.Partition != want {
+		t.Errorf("partition %d, want %d (murmur2 of the key bytes)", rec.Partition, want)
+	}
+}
+
+// javaPartition is the Java client's default partitioner for a keyed record:
+// toPositive(murmur2(key)) % n (written here from its specification).
+func javaPartition(key []byte, n int32) int32 {
+	const seed, m, r = uint32(0x9747b28c), uint32(0x5bd1e995), 24
+	h := seed ^ uint32(len(key))
+	for len(key) >= 4 {
+		k := binary.LittleEndian.Uint32(key)
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+		key = key[4:]
+	}
+	switch len(key) {
+	case 3:
+		h ^= uint32(key[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(key[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(key[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return int32(h&0x7fffffff) % n
+}
+
+// TestRecordColumnsConfigErrors: a header column that does not exist, a
+// header column without a header form and a timestamp column of an
+// unsupported type are configuration errors found in the catalog: exit 2,
+// naming the flag, before anything streams.
+func TestRecordColumnsConfigErrors(t *testing.T) {
+	f := newFixture(t, formatsDDL)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing header column", []string{"--header-columns", "tenant,nope"}, `--header-columns: column "nope" does not exist`},
+		{"header column type", []string{"--header-columns", "amount"}, `--header-columns: column "amount" is of type numeric`},
+		{"timestamp column type", []string{"--timestamp-column", "tenant"}, `--timestamp-column: column "tenant" is of type uuid`},
+		{"missing timestamp column", []string{"--timestamp-column", "nope"}, `--timestamp-column: column "nope" does not exist`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startRelay(t, f.args(tc.args...))
+			if code := r.wait(60 * time.Second); code != exitConfig {
+				t.Fatalf("exit code %d, want %d; output:\n%s", code, exitConfig, tailString(r.Output(), 3000))
+			}
+			if !strings.Contains(r.Output(), tc.want) {
+				t.Fatalf("output does not say %q:\n%s", tc.want, tailString(r.Output(), 3000))
+			}
+		})
+	}
+	if _, active := f.slotState(); active {
+		t.Fatal("a relay with a bad configuration holds the slot")
+	}
+	var check bytes.Buffer
+	code := run([]string{"check", "--pg-url", dbURL, "--slot", f.slot, "--publication", f.publication, "--table", "public." + f.table,
+		"--kafka-brokers", broker.Addr(), "--value-format", "json", "--header-columns", "nope"}, env(nil), &check, &bytes.Buffer{})
+	if code != exitFailed || !strings.Contains(check.String(), `FAIL  --header-columns: column "nope" does not exist`) {
+		t.Fatalf("check: exit %d\n%s", code, check.String())
+	}
+}

@@ -1,0 +1,452 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/publisher"
+	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/router"
+	"github.com/cdc-relay/cdc-relay/schemaregistry"
+)
+
+// Config configures a Builder. Fields without a default are required.
+type Config struct {
+	// Router names topics. Required.
+	Router *router.Router
+	// Registry hands out Avro encoders and key schema ids. Required with
+	// ValueAvro or KeyAvro, unused otherwise.
+	Registry *schemaregistry.Registry
+	// KeyFormat of the key; default KeyString (--key-format).
+	KeyFormat KeyFormat
+	// ValueFormat of the value; default ValueAvro (--value-format).
+	ValueFormat ValueFormat
+	// Builtin is the set of builtin headers written (--builtin-headers);
+	// the zero value writes none, the relay's default is router.AllBuiltin.
+	Builtin router.Builtin
+	// HeaderColumns are columns copied into headers (--header-columns).
+	HeaderColumns []HeaderColumn
+	// TimestampColumn, when set, is the column the record timestamp comes
+	// from (--timestamp-column); default the transaction's commit time.
+	TimestampColumn string
+	// Tombstones makes a NULL payload a record with a null value
+	// (--tombstone-on-null-payload); default false: such a row is invalid.
+	Tombstones bool
+	// Table describes the outbox table's columns by name, from the catalog
+	// (DescribeTable). nil when the table could not be read: column types
+	// then come from the Relation messages, and a missing column is found
+	// when the first row arrives.
+	Table map[string]replication.Column
+	// AggregateIDColumn names the aggregate_id column, to look up its type
+	// (the JSON key of an integer column is a number). Default
+	// "aggregate_id".
+	AggregateIDColumn string
+	// MaxRecordBytes: larger records are invalid. Required.
+	MaxRecordBytes int
+	// DLQTopic receives dead letters. Required.
+	DLQTopic string
+	// Observer receives per-event figures; default none.
+	Observer Observer
+}
+
+// Observer receives the builder's per-event figures.
+type Observer interface {
+	// SchemaLookup is called for every Avro value: hit is false when the
+	// (topic, event type) pair needed a registry round trip.
+	SchemaLookup(hit bool)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) SchemaLookup(bool) {}
+
+// FlagError is a configuration that cannot work with the table, naming the
+// flag. The relay exits 2 with it.
+type FlagError struct {
+	Flag string // without the dashes
+	Msg  string
+}
+
+func (e *FlagError) Error() string { return "--" + e.Flag + ": " + e.Msg }
+
+// Builder turns outbox rows into Kafka records. Build is called by one
+// goroutine at a time (the stream's reader).
+type Builder struct {
+	cfg    Config
+	key    *keyEncoder
+	json   jsonValue
+	extra  []string     // the decoder's extra columns
+	heads  []headerSlot // per header column
+	ts     int          // index of the timestamp column in extra, or -1
+	tsConv timestampColumn
+	tsOID  uint32 // the timestamp column's type oid as pgoutput sends it
+	obs    Observer
+
+	keyMu  sync.Mutex
+	keyIDs map[string]*[5]byte // KeyAvro: topic → wire-format header of the key schema
+}
+
+// headerSlot is one header column: its header name, index in extra, and
+// its converter when the catalog told the type.
+type headerSlot struct {
+	name   string
+	column string
+	extra  int
+	oid    uint32 // atttypid from the catalog (0 if unknown)
+	conv   headerConv
+}
+
+// New checks cfg against the table and returns a Builder. Errors are
+// *FlagError.
+func New(cfg Config) (*Builder, error) {
+	if cfg.AggregateIDColumn == "" {
+		cfg.AggregateIDColumn = "aggregate_id"
+	}
+	if (cfg.ValueFormat == ValueAvro || cfg.KeyFormat == KeyAvro) && cfg.Registry == nil {
+		return nil, &FlagError{"schema-registry-url", "is required with --value-format avro or --key-format avro"}
+	}
+	b := &Builder{cfg: cfg, ts: -1, obs: cfg.Observer, keyIDs: map[string]*[5]byte{}}
+	if b.obs == nil {
+		b.obs = nopObserver{}
+	}
+	var aggCol *replication.Column
+	if c, ok := cfg.Table[cfg.AggregateIDColumn]; ok {
+		aggCol = &c
+	}
+	b.key = newKeyEncoder(cfg.KeyFormat, aggCol)
+	index := func(col string) int {
+		for i, name := range b.extra {
+			if name == col {
+				return i
+			}
+		}
+		b.extra = append(b.extra, col)
+		return len(b.extra) - 1
+	}
+	for _, hc := range cfg.HeaderColumns {
+		slot := headerSlot{name: hc.Header, column: hc.Column, extra: index(hc.Column)}
+		if cfg.Table != nil {
+			col, ok := cfg.Table[hc.Column]
+			if !ok {
+				return nil, &FlagError{"header-columns", fmt.Sprintf("column %q does not exist in the outbox table: use one of its columns (%s)", hc.Column, columnList(cfg.Table))}
+			}
+			if slot.conv = headerConverter(col.BaseOID); slot.conv == nil {
+				return nil, &FlagError{"header-columns", fmt.Sprintf("column %q is of type %s, which has no header form: use a column of type %s, or a generated text column", hc.Column, col.Type, HeaderTypes)}
+			}
+			slot.oid = col.TypeOID
+		}
+		b.heads = append(b.heads, slot)
+	}
+	if cfg.TimestampColumn != "" {
+		b.ts = index(cfg.TimestampColumn)
+		if cfg.Table != nil {
+			col, ok := cfg.Table[cfg.TimestampColumn]
+			if !ok {
+				return nil, &FlagError{"timestamp-column", fmt.Sprintf("column %q does not exist in the outbox table: use one of its columns (%s)", cfg.TimestampColumn, columnList(cfg.Table))}
+			}
+			if b.tsConv = timestampConverter(col.BaseOID); b.tsConv == nil {
+				return nil, &FlagError{"timestamp-column", fmt.Sprintf("column %q is of type %s: use a column of type %s", cfg.TimestampColumn, col.Type, TimestampTypes)}
+			}
+			b.tsOID = col.TypeOID
+		}
+	}
+	return b, nil
+}
+
+// ExtraColumns are the columns the decoder must deliver in Row.Extra
+// besides the outbox columns (decoder.New's extra).
+func (b *Builder) ExtraColumns() []string { return b.extra }
+
+// Invalid is an event the relay cannot publish: it goes to the dead-letter
+// topic, or halts the relay. It is an error naming the event.
+type Invalid struct {
+	ID, EventType, AggregateType string
+	// Reason says what is wrong; it becomes the dead letter's error header.
+	Reason string
+	// Kind labels cdc_relay_dlq_events_total: ReasonSchema, ...
+	Kind string
+}
+
+func (e *Invalid) Error() string {
+	return fmt.Sprintf("invalid event id=%s event_type=%s aggregate_type=%s: %s; halted with nothing confirmed past it (--on-invalid halt)",
+		e.ID, e.EventType, e.AggregateType, e.Reason)
+}
+
+// Reasons an event is invalid; they label cdc_relay_dlq_events_total.
+const (
+	ReasonSchema      = "schema_mismatch"
+	ReasonNoSchema    = "no_schema"
+	ReasonAggregateID = "empty_aggregate_id"
+	ReasonTopic       = "invalid_topic"
+	ReasonTooLarge    = "too_large"
+	ReasonHeaders     = "invalid_headers"
+	ReasonNull        = "null_column"
+	ReasonPayload     = "invalid_payload"
+	ReasonTimestamp   = "invalid_timestamp"
+	ReasonColumn      = "invalid_column"
+)
+
+// HeaderError is the dead-letter header that carries the reason.
+const HeaderError = "error"
+
+// registryTimeout bounds a first registration inside the reader.
+const registryTimeout = 20 * time.Second
+
+// row is one row's bytes as the record keeps them: copied into the
+// record's buffer, since the decoded row aliases the receive buffer.
+type row struct {
+	id, eventType, aggType, aggID, headersJSON []byte
+	commitTime                                 time.Time
+	src                                        *decoder.Row
+}
+
+// Build makes rec the record for src, a row of a transaction committed at
+// commitTime. When the row is invalid it returns the *Invalid and makes rec
+// its dead letter instead. An error is a failure that is not the event's
+// fault (the registry unreachable, a shutdown, an incompatible schema); rec
+// is then unusable.
+func (b *Builder) Build(ctx context.Context, rec *publisher.Record, commitTime time.Time, src *decoder.Row) (*Invalid, error) {
+	// One buffer holds every byte the record keeps from the row, then the
+	// header columns, the key and the value: a steady stream allocates
+	// nothing per event here.
+	kept := len(src.ID) + len(src.EventType) + len(src.AggregateType) + len(src.AggregateID) + len(src.Headers)
+	for _, v := range src.Extra {
+		kept += len(v) + 16
+	}
+	arena := rec.Buffer(2*kept + len(src.Payload) + avroSlack)
+	r := row{commitTime: commitTime, src: src}
+	r.id, arena = keep(arena, src.ID)
+	r.eventType, arena = keep(arena, src.EventType)
+	r.aggType, arena = keep(arena, src.AggregateType)
+	r.aggID, arena = keep(arena, src.AggregateID)
+	r.headersJSON, arena = keep(arena, src.Headers)
+	rec.Time = commitTime
+
+	reason, kind, err := b.build(ctx, rec, &r, arena)
+	if err != nil {
+		return nil, err
+	}
+	if reason == "" {
+		return nil, nil
+	}
+	// A reason may quote the row (a bad uuid, an enum symbol, a map key):
+	// keep headers, logs and the halt message a sane size.
+	inv := &Invalid{ID: clip(string(r.id), maxNameBytes), EventType: clip(string(r.eventType), maxNameBytes),
+		AggregateType: clip(string(r.aggType), maxNameBytes), Reason: clip(reason, maxReasonBytes), Kind: kind}
+	b.deadLetter(rec, r, inv.Reason)
+	return inv, nil
+}
+
+// avroSlack is room beyond the JSON payload's size for the Avro value:
+// the 5-byte wire-format prefix and a little more. The Avro body is almost
+// always smaller than its JSON; when it is not, the buffer grows.
+const avroSlack = 32
+
+func keep(arena, b []byte) ([]byte, []byte) {
+	if b == nil {
+		return nil, arena
+	}
+	start := len(arena)
+	arena = append(arena, b...)
+	return arena[start:len(arena):len(arena)], arena
+}
+
+// build fills rec for a valid row, appending what it writes to arena. It
+// returns a reason (and its metric kind) when the row is invalid.
+func (b *Builder) build(ctx context.Context, rec *publisher.Record, r *row, arena []byte) (reason, kind string, err error) {
+	src := r.src
+	tombstone := src.PayloadNull && b.cfg.Tombstones
+	if col := src.NullField(); col != "" && !(col == "payload" && tombstone) {
+		return col + " is NULL", ReasonNull, nil
+	}
+	switch {
+	case src.AggregateIDNull:
+		return "aggregate_id is NULL", ReasonAggregateID, nil
+	case len(r.aggID) == 0:
+		return "aggregate_id is empty", ReasonAggregateID, nil
+	case len(r.eventType) == 0 && b.cfg.ValueFormat == ValueAvro && !tombstone:
+		return "event_type is empty", ReasonNoSchema, nil
+	}
+	if b.ts >= 0 {
+		if v := src.Extra[b.ts]; v != nil {
+			ms, reason := b.timestamp(src, v)
+			if reason != "" {
+				return reason, ReasonTimestamp, nil
+			}
+			rec.Time = time.UnixMilli(ms)
+		}
+	}
+	topic, terr := b.cfg.Router.Topic(r.aggType, r.eventType)
+	if terr != nil {
+		return terr.Error(), ReasonTopic, nil
+	}
+	headers := router.AppendBuiltin(rec.HeaderBuffer(), b.cfg.Builtin, r.id, r.eventType, r.aggType)
+	for i := range b.heads {
+		h := &b.heads[i]
+		v := src.Extra[h.extra]
+		if v == nil {
+			headers = append(headers, kafka.Header{Key: h.name})
+			continue
+		}
+		conv, reason := b.headerConv(h, src)
+		if reason != "" {
+			return reason, ReasonColumn, nil
+		}
+		start := len(arena)
+		if arena, err = conv(arena, v); err != nil {
+			return fmt.Sprintf("header column %s: %v", h.column, err), ReasonColumn, nil
+		}
+		headers = append(headers, kafka.Header{Key: h.name, Value: arena[start:len(arena):len(arena)]})
+	}
+	headers, herr := router.AppendJSON(headers, r.headersJSON)
+	if herr != nil {
+		return herr.Error(), ReasonHeaders, nil
+	}
+	key := r.aggID
+	if b.key.format != KeyString {
+		var header *[5]byte
+		if b.key.format == KeyAvro {
+			if header, err = b.keyHeader(ctx, topic); err != nil {
+				return "", "", err
+			}
+		}
+		start := len(arena)
+		arena = b.key.append(arena, r.aggID, header)
+		key = arena[start:len(arena):len(arena)]
+	}
+	var value []byte
+	switch {
+	case tombstone:
+	case b.cfg.ValueFormat == ValueJSON:
+		start := len(arena)
+		if arena, err = b.json.append(arena, src.Payload); err != nil {
+			return err.Error(), ReasonPayload, nil
+		}
+		value = arena[start:]
+	default:
+		var reason, kind string
+		if value, reason, kind, err = b.avro(ctx, topic, r.eventType, arena, src.Payload); reason != "" || err != nil {
+			return reason, kind, err
+		}
+		if cap(value) != cap(arena) {
+			rec.KeepBuffer(value) // it grew: start the next use larger
+		}
+	}
+	if n := publisher.Size(key, value, headers); n > b.cfg.MaxRecordBytes {
+		return fmt.Sprintf("record is %d bytes, larger than the broker accepts (--max-record-bytes %d)", n, b.cfg.MaxRecordBytes), ReasonTooLarge, nil
+	}
+	rec.Topic, rec.Key, rec.Value, rec.Headers = topic, key, value, headers
+	return "", "", nil
+}
+
+// avro appends the Avro value of payload to arena's free end.
+func (b *Builder) avro(ctx context.Context, topic string, eventType, arena, payload []byte) (value []byte, reason, kind string, err error) {
+	enc := b.cfg.Registry.Cached(topic, eventType)
+	var eerr error
+	b.obs.SchemaLookup(enc != nil)
+	if enc == nil {
+		// A new (topic, event type): one registration. Bound it, so a
+		// registry outage turns into a reconnect instead of a reader that
+		// stops answering PostgreSQL.
+		rctx, cancel := context.WithTimeout(ctx, registryTimeout)
+		enc, eerr = b.cfg.Registry.Encoder(rctx, topic, eventType)
+		cancel()
+	}
+	if eerr != nil {
+		var incompatible *schemaregistry.IncompatibleError
+		switch {
+		case errors.Is(eerr, schemaregistry.ErrNoSchema):
+			return nil, fmt.Sprintf("no schema for event_type %q: add %s.avsc to --schemas-dir", eventType, eventType), ReasonNoSchema, nil
+		case errors.As(eerr, &incompatible):
+			return nil, "", "", replication.Fatal(eerr)
+		case schemaregistry.Permanent(eerr):
+			// The registry refuses the request (bad credentials, a schema or
+			// subject it considers invalid): every event of this type would
+			// hit it, and reconnecting would retry it forever without a
+			// word beyond "reconnect". Halt and say why.
+			return nil, "", "", replication.Fatal(fmt.Errorf("schema registry refused to register event_type %q for topic %q: %w", eventType, topic, eerr))
+		}
+		return nil, "", "", fmt.Errorf("schema registry: %w", eerr)
+	}
+	value, perr := enc.Append(arena[len(arena):], payload)
+	if perr != nil {
+		return nil, perr.Error(), ReasonSchema, nil
+	}
+	return value, "", "", nil
+}
+
+// keyHeader returns the wire-format header of the key schema for topic,
+// registering the schema on the topic's first event.
+func (b *Builder) keyHeader(ctx context.Context, topic string) (*[5]byte, error) {
+	b.keyMu.Lock()
+	h := b.keyIDs[topic]
+	b.keyMu.Unlock()
+	if h != nil {
+		return h, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, registryTimeout)
+	id, err := b.cfg.Registry.KeyID(rctx, topic)
+	cancel()
+	if err != nil {
+		var incompatible *schemaregistry.IncompatibleError
+		if errors.As(err, &incompatible) || schemaregistry.Permanent(err) {
+			return nil, replication.Fatal(err)
+		}
+		return nil, fmt.Errorf("schema registry: %w", err)
+	}
+	h = &[5]byte{0, byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)}
+	b.keyMu.Lock()
+	b.keyIDs[topic] = h
+	b.keyMu.Unlock()
+	return h, nil
+}
+
+// headerConv returns the converter for a header column of this row: the
+// catalog's, when the Relation message still sends the type the catalog
+// described; else one for the type the Relation sends.
+func (b *Builder) headerConv(h *headerSlot, src *decoder.Row) (headerConv, string) {
+	oid := src.ExtraTypes[h.extra]
+	if h.conv != nil && (oid == h.oid || h.oid == 0) {
+		return h.conv, ""
+	}
+	if conv := headerConverter(oid); conv != nil {
+		return conv, ""
+	}
+	return nil, fmt.Sprintf("header column %s has type oid %d, which has no header form (it changed since the relay started?): use a column of type %s", h.column, oid, HeaderTypes)
+}
+
+// timestamp converts the timestamp column's value to epoch milliseconds.
+func (b *Builder) timestamp(src *decoder.Row, v []byte) (int64, string) {
+	conv := b.tsConv
+	if oid := src.ExtraTypes[b.ts]; conv == nil || (oid != b.tsOID && b.tsOID != 0) {
+		if conv = timestampConverter(oid); conv == nil {
+			return 0, fmt.Sprintf("timestamp column %s has type oid %d: use a column of type %s", b.cfg.TimestampColumn, oid, TimestampTypes)
+		}
+	}
+	ms, err := conv(v)
+	if err != nil {
+		return 0, fmt.Sprintf("timestamp column %s: %v", b.cfg.TimestampColumn, err)
+	}
+	if ms < 0 {
+		return 0, fmt.Sprintf("timestamp column %s: %s is before 1970, which a Kafka timestamp cannot be", b.cfg.TimestampColumn, v)
+	}
+	return ms, ""
+}
+
+// columnList names the table's columns for messages.
+func columnList(table map[string]replication.Column) string {
+	names := make([]string, 0, len(table))
+	for name := range table {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,14 @@
+// Package record is the relay's row → record step: it turns one outbox row
+// (a decoder.Row and its transaction's commit time) into the Kafka record
+// the publisher sends, or into a dead letter when the row is invalid.
+//
+// What comes in: the row's columns as pgoutput text, the commit time.
+// What goes out: a *publisher.Record with topic (router), key
+// (--key-format: the bytes of Kafka Connect's String, JSON or Avro
+// converter), value (--value-format: Avro in the Confluent wire format, or
+// the payload's compact JSON; nil for a tombstone), headers (the builtin
+// id, event_type and aggregate_type, --header-columns in Debezium's text
+// forms, the headers jsonb) and timestamp (the commit time, or
+// --timestamp-column). What only it owns: the byte formats of keys,
+// values, header columns and timestamps, and the dead-letter record.
+package record

@@ -1,0 +1,167 @@
+package record
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/router"
+)
+
+func TestKeyFormats(t *testing.T) {
+	text := &replication.Column{TypeOID: oidText, BaseOID: oidText, Type: "text", NotNull: true}
+	nullable := &replication.Column{TypeOID: oidText, BaseOID: oidText, Type: "text"}
+	uuid := &replication.Column{TypeOID: oidUUID, BaseOID: oidUUID, Type: "uuid", NotNull: true}
+	bigint := &replication.Column{TypeOID: oidInt8, BaseOID: oidInt8, Type: "bigint", NotNull: true}
+	avroHeader := &[5]byte{0, 0, 0, 1, 2}
+	tests := []struct {
+		name   string
+		format KeyFormat
+		col    *replication.Column
+		id     string
+		want   string
+	}{
+		{"string", KeyString, text, "order-1", "order-1"},
+		{"json", KeyJSON, text, "order-1", `"order-1"`},
+		{"json escapes", KeyJSON, text, "a\"b\\c\n\t\x01/<>&\u2028é", `"a\"b\\c\n\t\u0001/<>&` + "\u2028é\""},
+		{"json integer", KeyJSON, bigint, "42", `42`},
+		{"json-schema text", KeyJSONSchema, text, "o-1", `{"schema":{"type":"string","optional":false},"payload":"o-1"}`},
+		{"json-schema nullable", KeyJSONSchema, nullable, "o-1", `{"schema":{"type":"string","optional":true},"payload":"o-1"}`},
+		{"json-schema uuid", KeyJSONSchema, uuid, "5d9e1d7a-6b1f-4c4e-9a57-1f0e0a3c2b11",
+			`{"schema":{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1},"payload":"5d9e1d7a-6b1f-4c4e-9a57-1f0e0a3c2b11"}`},
+		{"json-schema bigint", KeyJSONSchema, bigint, "-7", `{"schema":{"type":"int64","optional":false},"payload":-7}`},
+		{"json-schema unknown column", KeyJSONSchema, nil, "x", `{"schema":{"type":"string","optional":false},"payload":"x"}`},
+		// Avro: the wire-format header, the zig-zag varint length (3 → 6), the bytes.
+		{"avro", KeyAvro, text, "abc", "\x00\x00\x00\x01\x02\x06abc"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := newKeyEncoder(tt.format, tt.col).append(nil, []byte(tt.id), avroHeader)
+			if string(got) != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseFormats(t *testing.T) {
+	for _, s := range []string{"string", "json", "json-schema", "avro"} {
+		f, err := ParseKeyFormat(s)
+		if err != nil || f.String() != s {
+			t.Errorf("ParseKeyFormat(%q) = %v, %v", s, f, err)
+		}
+	}
+	if _, err := ParseKeyFormat("protobuf"); err == nil || !strings.Contains(err.Error(), "string, json, json-schema or avro") {
+		t.Errorf("ParseKeyFormat(protobuf) = %v", err)
+	}
+	if _, err := ParseValueFormat("xml"); err == nil || !strings.Contains(err.Error(), "avro or json") {
+		t.Errorf("ParseValueFormat(xml) = %v", err)
+	}
+	hc, err := ParseHeaderColumns(" tenant , created_at:ts ", router.AllBuiltin)
+	if err != nil || len(hc) != 2 || hc[0] != (HeaderColumn{"tenant", "tenant"}) || hc[1] != (HeaderColumn{"created_at", "ts"}) {
+		t.Errorf("ParseHeaderColumns = %v, %v", hc, err)
+	}
+	for _, bad := range []string{"a,a", "a:x,b:x", "id", ":x", "col:event_type"} {
+		if _, err := ParseHeaderColumns(bad, router.AllBuiltin); err == nil {
+			t.Errorf("ParseHeaderColumns(%q) accepted", bad)
+		}
+	}
+	if hc, err := ParseHeaderColumns("id", router.BuiltinEventType); err != nil || hc[0].Header != "id" {
+		t.Errorf("id as a header column without the builtin id: %v, %v", hc, err)
+	}
+}
+
+func TestParseTimestamp(t *testing.T) {
+	tests := []struct {
+		in     string
+		zoned  bool
+		want   time.Time
+		errSub string
+	}{
+		{"2026-12-01 06:11:25.123456+00", true, time.Date(2026, 12, 1, 6, 11, 25, 123456000, time.UTC), ""},
+		{"2026-12-01 06:11:25+00", true, time.Date(2026, 12, 1, 6, 11, 25, 0, time.UTC), ""},
+		{"2026-12-01 09:11:25.5+03", true, time.Date(2026, 12, 1, 6, 11, 25, 5e8, time.UTC), ""},
+		{"2026-12-01 00:41:25-05:30", true, time.Date(2026, 12, 1, 6, 11, 25, 0, time.UTC), ""},
+		{"1890-01-01 00:00:00+02:30:17", true, time.Date(1889, 12, 31, 21, 29, 43, 0, time.UTC), ""},
+		{"2024-02-29 23:59:59.999999", false, time.Date(2024, 2, 29, 23, 59, 59, 999999000, time.UTC), ""},
+		{"12024-01-01 00:00:00", false, time.Date(12024, 1, 1, 0, 0, 0, 0, time.UTC), ""},
+		{"1969-12-31 23:59:59.9", false, time.Date(1969, 12, 31, 23, 59, 59, 9e8, time.UTC), ""},
+		{"infinity", true, time.Time{}, "infinity"},
+		{"-infinity", false, time.Time{}, "infinity"},
+		{"0044-03-15 12:00:00+00 BC", true, time.Time{}, "not a timestamp"},
+		{"2023-02-29 00:00:00", false, time.Time{}, "not a timestamp"},
+		{"2026-12-01 06:11:25", true, time.Time{}, "not a timestamp"}, // no offset
+		{"2026-12-01T06:11:25Z", true, time.Time{}, "not a timestamp"},
+	}
+	for _, tt := range tests {
+		got, err := parseTimestamp([]byte(tt.in), tt.zoned)
+		if tt.errSub != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.errSub) {
+				t.Errorf("parseTimestamp(%q) = %v, %v; want an error with %q", tt.in, got.Time(), err, tt.errSub)
+			}
+			continue
+		}
+		if err != nil || !got.Time().Equal(tt.want) {
+			t.Errorf("parseTimestamp(%q) = %v, %v; want %v", tt.in, got.Time(), err, tt.want)
+		}
+	}
+}
+
+func TestHeaderConverters(t *testing.T) {
+	tests := []struct {
+		oid  uint32
+		in   string
+		want string
+	}{
+		{oidUUID, "5d9e1d7a-6b1f-4c4e-9a57-1f0e0a3c2b11", "5d9e1d7a-6b1f-4c4e-9a57-1f0e0a3c2b11"},
+		{oidInt8, "-9223372036854775808", "-9223372036854775808"},
+		{oidInt2, "7", "7"},
+		{oidText, "plain text", "plain text"},
+		{oidBool, "t", "true"},
+		{oidBool, "f", "false"},
+		{oidTimestamptz, "2026-12-01 06:11:25.123456+00", "2026-12-01T06:11:25.123456Z"},
+		{oidTimestamptz, "2026-12-01 06:11:25.12+00", "2026-12-01T06:11:25.12Z"},
+		{oidTimestamptz, "2026-12-01 09:11:00+03", "2026-12-01T06:11:00Z"},
+		{oidTimestamp, "2026-12-01 06:11:25.123456", "1796105485123456"},
+		{oidTimestamp, "1970-01-01 00:00:00", "0"},
+		{oidDate, "2026-12-01", "20788"},
+	}
+	for _, tt := range tests {
+		conv := headerConverter(tt.oid)
+		if conv == nil {
+			t.Fatalf("no converter for oid %d", tt.oid)
+		}
+		got, err := conv(nil, []byte(tt.in))
+		if err != nil || string(got) != tt.want {
+			t.Errorf("oid %d %q = %q, %v; want %q", tt.oid, tt.in, got, err, tt.want)
+		}
+	}
+	if headerConverter(1700) != nil { // numeric
+		t.Error("numeric has a header converter")
+	}
+}
+
+func TestJSONValue(t *testing.T) {
+	var v jsonValue
+	tests := []struct{ in, want, errSub string }{
+		{`{"a": 1, "b": [1, 2, {"c": "x y"}], "d": null}`, `{"a":1,"b":[1,2,{"c":"x y"}],"d":null}`, ""},
+		{`  {"s": "a\"b \\u00e9 \n"}  `, `{"s":"a\"b \\u00e9 \n"}`, ""},
+		{`{}`, `{}`, ""},
+		{`[1, 2]`, "", "not a JSON object"},
+		{`"text"`, "", "not a JSON object"},
+		{`{"a": }`, "", "not valid JSON"},
+	}
+	for _, tt := range tests {
+		got, err := v.append([]byte("prefix:"), []byte(tt.in))
+		if tt.errSub != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.errSub) || string(got) != "prefix:" {
+				t.Errorf("%s: got %q, %v; want error %q and dst unchanged", tt.in, got, err, tt.errSub)
+			}
+			continue
+		}
+		if err != nil || string(got) != "prefix:"+tt.want {
+			t.Errorf("%s: got %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
