@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 
+	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
@@ -26,6 +27,12 @@ type checker struct {
 
 func (c *checker) ok(format string, args ...any) {
 	fmt.Fprintf(c.out, "ok    %s\n", fmt.Sprintf(format, args...))
+}
+
+// warn reports something that works but may not be what the user wants;
+// it does not fail the check.
+func (c *checker) warn(format string, args ...any) {
+	fmt.Fprintf(c.out, "WARN  %s\n", fmt.Sprintf(format, args...))
 }
 
 func (c *checker) fail(format string, args ...any) {
@@ -45,7 +52,9 @@ func check(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	c := &checker{out: stdout}
 	c.postgres(ctx, cfg)
 	c.kafka(ctx, cfg)
-	c.registry(ctx, cfg)
+	if cfg.SchemaRegistryURL != "" {
+		c.registry(ctx, cfg)
+	}
 	if c.failed > 0 {
 		fmt.Fprintf(stdout, "%d check(s) failed\n", c.failed)
 		return exitFailed
@@ -107,8 +116,12 @@ func (c *checker) postgres(ctx context.Context, cfg *Config) {
 		var db string
 		conn.QueryRow(ctx, "SELECT current_database()").Scan(&db)
 		switch {
-		case info.Type != "logical" || info.Plugin != "pgoutput":
-			c.fail("slot %s uses plugin %q (%s): the relay needs a logical pgoutput slot; drop it (SELECT pg_drop_replication_slot('%s')) if unused, or set --slot", cfg.Slot, info.Plugin, info.Type, cfg.Slot)
+		case info.Type != "logical":
+			c.fail("slot %s is a %s slot: it can't be reused, the relay needs a logical pgoutput slot; set --slot to another name", cfg.Slot, info.Type)
+		case info.Plugin != "pgoutput":
+			c.fail("slot %s uses plugin %s: it can't be reused, the relay reads pgoutput only (a Debezium slot with plugin.name=decoderbufs, or a wal2json slot, keeps its own format); "+
+				"set --slot to a new name so the relay creates a pgoutput slot (docs/MIGRATING.md: create it before you stop the old reader), and drop %s (SELECT pg_drop_replication_slot('%s')) once nothing uses it",
+				cfg.Slot, info.Plugin, cfg.Slot, cfg.Slot)
 		case info.Database != db:
 			c.fail("slot %s belongs to database %s, not %s: point --pg-url at %s or set --slot", cfg.Slot, info.Database, db, info.Database)
 		case info.WALStatus == "lost":
@@ -160,6 +173,19 @@ func (c *checker) table(ctx context.Context, conn *pgx.Conn, cfg *Config) {
 		optional = " (no headers column: only id, event_type and aggregate_type headers)"
 	}
 	c.ok("table %s has the required columns%s", cfg.Table, optional)
+	if len(cfg.HeaderColumns) > 0 || cfg.TimestampColumn != "" {
+		desc, _, err := replication.DescribeTable(ctx, conn, cfg.Table)
+		if err != nil {
+			c.fail("table %s: %v", cfg.Table, err)
+			return
+		}
+		rc := recordpkg.Config{Router: nil, ValueFormat: recordpkg.ValueJSON, HeaderColumns: cfg.HeaderColumns, TimestampColumn: cfg.TimestampColumn, Table: desc}
+		if _, err := recordpkg.New(rc); err != nil {
+			c.fail("%v", err)
+			return
+		}
+		c.ok("header and timestamp columns exist and have usable types")
+	}
 }
 
 func (c *checker) publication(ctx context.Context, conn *pgx.Conn, cfg *Config) {
@@ -178,6 +204,13 @@ func (c *checker) publication(ctx context.Context, conn *pgx.Conn, cfg *Config) 
 		c.fail("publication %s does not publish INSERTs: run ALTER PUBLICATION %s SET (publish = 'insert')", cfg.Publication, cfg.Publication)
 	default:
 		c.ok("publication %s publishes inserts of %s", cfg.Publication, cfg.Table)
+	}
+	var allTables bool
+	conn.QueryRow(ctx, `SELECT coalesce((SELECT puballtables FROM pg_catalog.pg_publication WHERE pubname = $1), false)`, cfg.Publication).Scan(&allTables)
+	if allTables {
+		c.warn("publication %s is FOR ALL TABLES (Debezium's default): every table's changes cross the wire to the relay, which skips them; "+
+			"a publication of the outbox alone is cheaper: CREATE PUBLICATION cdc_relay FOR TABLE %s WITH (publish = 'insert', publish_via_partition_root = true) and set --publication cdc_relay",
+			cfg.Publication, cfg.Table)
 	}
 }
 
