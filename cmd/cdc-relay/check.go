@@ -119,7 +119,7 @@ func (c *checker) postgres(ctx context.Context, cfg *Config) {
 		case info.Type != "logical":
 			c.fail("slot %s is a %s slot: it can't be reused, the relay needs a logical pgoutput slot; set --slot to another name", cfg.Slot, info.Type)
 		case info.Plugin != "pgoutput":
-			c.fail("slot %s uses plugin %s: it can't be reused, the relay reads pgoutput only (a Debezium slot with plugin.name=decoderbufs, or a wal2json slot, keeps its own format); "+
+			c.fail("slot %s uses plugin %q: it can't be reused, the relay reads pgoutput only (a Debezium slot with plugin.name=decoderbufs, or a wal2json slot, keeps its own format); "+
 				"set --slot to a new name so the relay creates a pgoutput slot (docs/MIGRATING.md: create it before you stop the old reader), and drop %s (SELECT pg_drop_replication_slot('%s')) once nothing uses it",
 				cfg.Slot, info.Plugin, cfg.Slot, cfg.Slot)
 		case info.Database != db:

@@ -41,6 +41,32 @@ func TestCheckPasses(t *testing.T) {
 	}
 }
 
+// TestCheckWarnsAllTables: Debezium's default publication is FOR ALL TABLES;
+// check passes with it but warns, and the relay streams through it.
+func TestCheckWarnsAllTables(t *testing.T) {
+	f := newFixture(t, "")
+	f.exec("CREATE PUBLICATION " + f.publication + " FOR ALL TABLES")
+	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
+	code, out := runCommand(commandArgs("check", f.args()))
+	if code != 0 || !strings.Contains(out, "WARN  publication "+f.publication+" is FOR ALL TABLES") {
+		t.Fatalf("check = %d, want 0 and a FOR ALL TABLES warning:\n%s", code, out)
+	}
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args())
+	r.waitStreaming(60 * time.Second)
+	conn := connect(t)
+	f.exec("CREATE TABLE IF NOT EXISTS other_" + f.name + " (x int)")
+	f.exec("INSERT INTO other_" + f.name + " VALUES (1)")
+	agg := uuidFor(920)
+	ids, err := f.insertTx(context.Background(), conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs := c.waitIDs(60*time.Second, ids); len(recs) != 1 || recs[0].Topic != f.topic("Order") {
+		t.Fatalf("records %+v", recs)
+	}
+}
+
 func TestCheckFailures(t *testing.T) {
 	replica, err := pgtest.Start(pgtest.Options{Settings: map[string]string{"wal_level": "replica"}})
 	if err != nil {
@@ -68,7 +94,7 @@ func TestCheckFailures(t *testing.T) {
 		{"slot with another plugin", func(f *fixture) []string {
 			f.exec("SELECT pg_create_logical_replication_slot($1, 'test_decoding')", f.slot)
 			return f.args()
-		}, "uses plugin \"test_decoding\""},
+		}, "uses plugin \"test_decoding\": it can't be reused"},
 		{"missing column", func(f *fixture) []string {
 			f.exec(fmt.Sprintf("ALTER TABLE %s DROP COLUMN event_type", f.table))
 			return f.args()
