@@ -1,12 +1,14 @@
 package router
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/cdc-relay/cdc-relay/internal/jsontext"
 )
 
 // Header names the relay always sets; they match Debezium's EventRouter "id"
@@ -122,58 +124,31 @@ func AppendBuiltin(dst []kafka.Header, set Builtin, id, eventType, aggregateType
 // whichever builtin headers are written. Values alias headersJSON: copy them
 // before the input is reused.
 func AppendJSON(dst []kafka.Header, headersJSON []byte) ([]kafka.Header, error) {
-	if len(headersJSON) == 0 {
-		return dst, nil
-	}
-	i := skipSpace(headersJSON, 0)
-	if i == len(headersJSON) {
-		return dst, nil
-	}
-	if headersJSON[i] != '{' {
-		if end, ok := skipValue(headersJSON, i); ok && skipSpace(headersJSON, end) == len(headersJSON) {
-			if string(headersJSON[i:end]) == "null" {
-				return dst, nil
-			}
-			return dst, fmt.Errorf("%w: got %s", ErrHeadersNotObject, kindOf(headersJSON[i]))
+	obj, _, err := jsontext.OpenObject(headersJSON)
+	if err != nil {
+		if errors.Is(err, jsontext.ErrSyntax) {
+			return dst, ErrBadJSON
 		}
-		return dst, ErrBadJSON
-	}
-	i = skipSpace(headersJSON, i+1)
-	if i < len(headersJSON) && headersJSON[i] == '}' {
-		return dst, nil
+		return dst, fmt.Errorf("%w: %v", ErrHeadersNotObject, err)
 	}
 	for {
-		if i >= len(headersJSON) || headersJSON[i] != '"' {
-			return dst, ErrBadJSON
-		}
-		kEnd, ok := skipString(headersJSON, i)
-		if !ok {
-			return dst, ErrBadJSON
-		}
-		key, err := unquote(headersJSON[i:kEnd])
+		key, raw, ok, err := obj.Next()
 		if err != nil {
-			return dst, err
+			return dst, badJSON(err)
+		}
+		if !ok {
+			return dst, nil
 		}
 		switch string(key) {
 		case HeaderID, HeaderEventType, HeaderAggregateType:
 			// Never a second id/event_type/aggregate_type header (see ErrReservedHeader).
 			return dst, fmt.Errorf("headers column sets %q, %w", key, ErrReservedHeader)
 		}
-		i = skipSpace(headersJSON, kEnd)
-		if i >= len(headersJSON) || headersJSON[i] != ':' {
-			return dst, ErrBadJSON
-		}
-		i = skipSpace(headersJSON, i+1)
-		vEnd, ok := skipValue(headersJSON, i)
-		if !ok {
-			return dst, ErrBadJSON
-		}
-		raw := headersJSON[i:vEnd]
 		var val []byte
 		switch raw[0] {
 		case '"':
-			if val, err = unquote(raw); err != nil {
-				return dst, err
+			if val, err = jsontext.Unquote(raw); err != nil {
+				return dst, badJSON(err)
 			}
 		case 'n':
 			val = nil
@@ -181,112 +156,14 @@ func AppendJSON(dst []kafka.Header, headersJSON []byte) ([]kafka.Header, error) 
 			val = raw
 		}
 		dst = append(dst, kafka.Header{Key: intern(key), Value: val})
-		i = skipSpace(headersJSON, vEnd)
-		if i >= len(headersJSON) {
-			return dst, ErrBadJSON
-		}
-		if headersJSON[i] == '}' {
-			if skipSpace(headersJSON, i+1) != len(headersJSON) {
-				return dst, ErrBadJSON
-			}
-			return dst, nil
-		}
-		if headersJSON[i] != ',' {
-			return dst, ErrBadJSON
-		}
-		i = skipSpace(headersJSON, i+1)
 	}
 }
 
-func kindOf(c byte) string {
-	switch c {
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	default:
-		return "a number"
+// badJSON maps jsontext's syntax errors to ErrBadJSON, keeping the detail
+// of a bad escape.
+func badJSON(err error) error {
+	if err == jsontext.ErrSyntax {
+		return ErrBadJSON
 	}
-}
-
-// unquote returns a JSON string's contents; it allocates only for escapes.
-func unquote(q []byte) ([]byte, error) {
-	inner := q[1 : len(q)-1]
-	for _, c := range inner {
-		if c == '\\' {
-			var s string
-			if err := json.Unmarshal(q, &s); err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrBadJSON, err)
-			}
-			return []byte(s), nil
-		}
-	}
-	return inner, nil
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the closing quote of the string at b[i].
-func skipString(b []byte, i int) (int, bool) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, true
-		}
-	}
-	return 0, false
-}
-
-// skipValue returns the index after the JSON value starting at b[i]. It
-// checks structure loosely; jsonb text from PostgreSQL is always valid.
-func skipValue(b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return 0, false
-	}
-	switch c := b[i]; {
-	case c == '"':
-		return skipString(b, i)
-	case c == '{' || c == '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, ok := skipString(b, j)
-				if !ok {
-					return 0, false
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return 0, false
-	default:
-		j := i
-		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-			j++
-		}
-		lit := string(b[i:j])
-		if j == i {
-			return 0, false
-		}
-		if lit == "true" || lit == "false" || lit == "null" || c == '-' || (c >= '0' && c <= '9') {
-			return j, true
-		}
-		return 0, false
-	}
+	return fmt.Errorf("%w: %v", ErrBadJSON, errors.Unwrap(err))
 }
