@@ -11,8 +11,9 @@ type Kind uint8
 
 const (
 	// KindSkip is anything the relay ignores: Update, Delete, Truncate, Type,
-	// Origin, logical decoding messages, stream and two-phase messages, and
-	// inserts into tables other than the outbox.
+	// Origin, logical decoding messages without the configured prefix, stream
+	// and two-phase messages, and inserts into tables other than the outbox
+	// tables.
 	KindSkip Kind = iota
 	// KindRelation means a Relation message was applied to the cache.
 	KindRelation
@@ -20,7 +21,8 @@ const (
 	KindBegin
 	// KindCommit ends a transaction: CommitLSN, EndLSN and CommitTime are set.
 	KindCommit
-	// KindRow is an INSERT into the outbox table: Row is set.
+	// KindRow is an INSERT into an outbox table, or a logical decoding
+	// message with the configured prefix: Row is set.
 	KindRow
 )
 
@@ -89,8 +91,23 @@ type Row struct {
 	// the decoder's and is overwritten by the next Decode.
 	Extra [][]byte
 	// ExtraTypes holds each extra column's type oid, from the Relation
-	// message. It belongs to the decoder's relation cache: do not modify.
+	// message (0 for a logical message). It belongs to the decoder: do not
+	// modify.
 	ExtraTypes []uint32
+
+	// Message is true for an outbox event written as a logical decoding
+	// message (pg_logical_emit_message) rather than a row; the column
+	// fields then come from its JSON content, ID from its LSN when the
+	// content has no id, and Extra is all NULL.
+	Message bool
+	// LSN (Message) is the message's LSN.
+	LSN uint64
+	// NonTransactional (Message) is true for a message emitted with
+	// transactional = false: atomic with nothing, so not an outbox event.
+	NonTransactional bool
+	// Malformed (Message) says why the content is not an outbox event; ""
+	// when it is.
+	Malformed string
 }
 
 // NullField returns the logical name ("id", "aggregate_type", "event_type" or
@@ -111,42 +128,77 @@ func (r *Row) NullField() string {
 }
 
 // Decoder decodes one pgoutput stream. It caches, per relation id, whether
-// the relation is the outbox table and how its columns map to Row fields.
-// Use New; a zero Decoder matches no table.
+// the relation is an outbox table and how its columns map to Row fields.
+// Use New or NewDecoder; a zero Decoder matches no table.
 type Decoder struct {
-	schema, table string
-	qualified     string // "schema.table", for errors
-	names         [numFields]string
-	extra         []string // extra column names (New's extra)
-	extraVals     [][]byte // Row.Extra's backing array
+	tables    []table
+	extra     []string // extra column names (Config.Extra)
+	extraVals [][]byte // Row.Extra's backing array
+	noTypes   []uint32 // Row.ExtraTypes of a message: no column types
+	prefix    string   // Config.MessagePrefix
 
 	rels map[uint32]*relation
 	// last is the relation of the previous Insert: outbox inserts come in
 	// runs, so this skips the map lookup.
 	last *relation
+
+	msg message // the parsed content of the last logical message
 }
 
-// New returns a decoder for the outbox table given as "schema.table"; an
-// unqualified name means schema "public". Either part may be written in
-// double quotes ("My Schema"."Outbox", with "" for a quote); otherwise the
-// text is used as is, without case folding, since pgoutput sends names as
-// stored in the catalog. cols names the columns (see DefaultColumns).
-//
-// extra names further columns whose text the relay needs (header columns, a
-// timestamp column): Row.Extra carries their values in this order. Like the
-// required columns, a Relation that lacks one of them makes the table's
-// inserts fail with a *MissingColumnError.
-func New(table string, cols Columns, extra ...string) *Decoder {
-	schema, name := splitTable(table)
-	return &Decoder{
-		schema:    schema,
-		table:     name,
-		qualified: schema + "." + name,
-		names:     cols.names(),
-		extra:     extra,
-		extraVals: make([][]byte, len(extra)),
+// table is one outbox table as the decoder matches it.
+type table struct {
+	schema, name string
+	qualified    string // "schema.table", for errors
+	names        [numFields]string
+}
+
+// Table names one outbox table and its columns.
+type Table struct {
+	// Name is "schema.table"; an unqualified name means schema "public".
+	// Either part may be written in double quotes ("My Schema"."Outbox",
+	// with "" for a quote); otherwise the text is used as is, without case
+	// folding, since pgoutput sends names as stored in the catalog.
+	Name string
+	// Columns names its columns (see DefaultColumns).
+	Columns Columns
+}
+
+// Config configures a Decoder.
+type Config struct {
+	// Tables are the outbox tables. Inserts into other tables are skipped.
+	Tables []Table
+	// Extra names further columns whose text the relay needs (header
+	// columns, a timestamp column): Row.Extra carries their values in this
+	// order. Like the required columns, a Relation of an outbox table that
+	// lacks one of them makes the table's inserts fail with a
+	// *MissingColumnError. At most 64.
+	Extra []string
+	// MessagePrefix selects the logical decoding messages that are outbox
+	// events (pg_logical_emit_message with this prefix); other messages are
+	// skipped. "" skips every message.
+	MessagePrefix string
+}
+
+// New returns a decoder for one outbox table, "schema.table" (see
+// Table.Name), with its column names and extra columns (see Config.Extra).
+func New(name string, cols Columns, extra ...string) *Decoder {
+	return NewDecoder(Config{Tables: []Table{{Name: name, Columns: cols}}, Extra: extra})
+}
+
+// NewDecoder returns a decoder configured by cfg.
+func NewDecoder(cfg Config) *Decoder {
+	d := &Decoder{
+		extra:     cfg.Extra,
+		extraVals: make([][]byte, len(cfg.Extra)),
+		noTypes:   make([]uint32, len(cfg.Extra)),
+		prefix:    cfg.MessagePrefix,
 		rels:      make(map[uint32]*relation),
 	}
+	for _, t := range cfg.Tables {
+		schema, name := splitTable(t.Name)
+		d.tables = append(d.tables, table{schema: schema, name: name, qualified: schema + "." + name, names: t.Columns.names()})
+	}
+	return d
 }
 
 // Decode decodes one pgoutput message (the WALData of an XLogData message)
@@ -170,7 +222,9 @@ func (d *Decoder) Decode(data []byte, m *Message) error {
 		}
 		*m = Message{Kind: KindRelation}
 		return nil
-	case 'U', 'D', 'T', 'Y', 'O', 'M', // update, delete, truncate, type, origin, logical message
+	case 'M':
+		return d.decodeMessage(data, m)
+	case 'U', 'D', 'T', 'Y', 'O', // update, delete, truncate, type, origin
 		'S', 'E', 'c', 'A', 'p', // stream start/stop/commit/abort/prepare (proto 2+)
 		'b', 'P', 'K', 'r': // two-phase begin prepare/prepare/commit prepared/rollback prepared (proto 3+)
 		if err := validateSkipped(data); err != nil {

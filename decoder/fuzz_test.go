@@ -38,6 +38,8 @@ func FuzzDecode(f *testing.F) {
 		}
 		f.Add(whole)
 	}
+	f.Add(messageMsg(true, 7, "outbox", `{"aggregate_type": "A", "aggregate_id": "1", "event_type": "E", "payload": {"x": "\u00e9"}}`))
+	f.Add(messageMsg(false, 7, "outbox", `{"id": 1}`))
 	primed := New("public.outbox", DefaultColumns())
 	var m Message
 	for _, r := range relations {
@@ -49,8 +51,9 @@ func FuzzDecode(f *testing.F) {
 		orig := bytes.Clone(data)
 
 		// A copy of the primed decoder; cached relations are never
-		// modified, only replaced, so they can be shared.
-		d := New("public.outbox", DefaultColumns())
+		// modified, only replaced, so they can be shared. It reads
+		// logical messages too.
+		d := NewDecoder(Config{Tables: []Table{{Name: "public.outbox", Columns: DefaultColumns()}}, MessagePrefix: "outbox"})
 		d.rels = maps.Clone(primed.rels)
 		var m Message
 		if err := d.Decode(data, &m); err == nil {
@@ -106,6 +109,13 @@ func checkMessage(t *testing.T, data []byte, m *Message) {
 		return
 	}
 	r := &m.Row
+	if r.Message {
+		// Its columns come from JSON content (unescaped, or the LSN as id).
+		if r.Malformed == "" && (r.ID == nil || r.AggregateType == nil || r.AggregateID == nil || r.EventType == nil || (r.Payload == nil) != r.PayloadNull) {
+			t.Fatalf("well-formed message with a missing column: %+v", r)
+		}
+		return
+	}
 	for _, c := range []struct {
 		null bool
 		v    []byte

@@ -8,8 +8,9 @@ import (
 // relation is what the decoder remembers of one Relation message.
 type relation struct {
 	id     uint32
-	outbox bool // namespace and name equal the configured table
-	// The rest is set only for the outbox table.
+	outbox bool   // namespace and name are those of an outbox table
+	table  *table // that table
+	// The rest is set only for an outbox table.
 	slots   []uint8             // per column: bit set of the fields it feeds
 	columns []string            // per column: its name, for errors
 	extra   []int16             // per column: index among the extra columns, or -1
@@ -54,7 +55,13 @@ func (d *Decoder) decodeRelation(data []byte) error {
 		return short("relation columns")
 	}
 
-	rel := &relation{id: id, outbox: string(ns) == d.schema && string(name) == d.table}
+	rel := &relation{id: id}
+	for i := range d.tables {
+		if t := &d.tables[i]; string(ns) == t.schema && string(name) == t.name {
+			rel.outbox, rel.table = true, t
+			break
+		}
+	}
 	if rel.outbox {
 		rel.slots = make([]uint8, ncols)
 		rel.columns = make([]string, ncols)
@@ -79,7 +86,7 @@ func (d *Decoder) decodeRelation(data []byte) error {
 			continue
 		}
 		rel.columns[i] = string(col)
-		for f, want := range d.names {
+		for f, want := range rel.table.names {
 			if want != "" && string(col) == want {
 				rel.slots[i] |= 1 << f
 			}
@@ -100,7 +107,7 @@ func (d *Decoder) decodeRelation(data []byte) error {
 	if missing := requiredFields &^ found; rel.outbox && missing != 0 {
 		for f := range numFields {
 			if missing&(1<<f) != 0 {
-				rel.missing = &MissingColumnError{Table: d.qualified, Column: d.names[f]}
+				rel.missing = &MissingColumnError{Table: rel.table.qualified, Column: rel.table.names[f]}
 				break
 			}
 		}
@@ -108,7 +115,7 @@ func (d *Decoder) decodeRelation(data []byte) error {
 	if rel.outbox && rel.missing == nil {
 		for x, name := range d.extra {
 			if foundExtra&(1<<x) == 0 {
-				rel.missing = &MissingColumnError{Table: d.qualified, Column: name}
+				rel.missing = &MissingColumnError{Table: rel.table.qualified, Column: name}
 				break
 			}
 		}

@@ -87,9 +87,9 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 		case 'n':
 			nulls |= slot
 		case 'u':
-			return &ColumnError{Table: d.qualified, Column: rel.columns[i], Err: ErrUnchangedToast}
+			return &ColumnError{Table: rel.table.qualified, Column: rel.columns[i], Err: ErrUnchangedToast}
 		case 'b':
-			return &ColumnError{Table: d.qualified, Column: rel.columns[i], Err: ErrBinaryColumn}
+			return &ColumnError{Table: rel.table.qualified, Column: rel.columns[i], Err: ErrBinaryColumn}
 		default:
 			return fmt.Errorf("decode insert: column %q kind 0x%02x: %w", rel.columns[i], kind, ErrTupleFormat)
 		}
