@@ -102,6 +102,8 @@ type Row struct {
 	Message bool
 	// LSN (Message) is the message's LSN.
 	LSN uint64
+	// Content (Message) is the message's raw content.
+	Content []byte
 	// NonTransactional (Message) is true for a message emitted with
 	// transactional = false: atomic with nothing, so not an outbox event.
 	NonTransactional bool

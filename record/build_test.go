@@ -76,7 +76,7 @@ func TestBuildFormats(t *testing.T) {
 	reg := fakeRegistry(t, &calls)
 	commit := time.Date(2026, 12, 1, 6, 11, 25, 987654000, time.UTC)
 	agg := "00000000-0000-4000-8000-000000000001"
-	base := Config{Router: testRouter(t), Registry: reg, Builtin: router.AllBuiltin, Table: outboxTable, MaxRecordBytes: 1 << 20, DLQTopic: "dlq"}
+	base := Config{Router: testRouter(t), Registry: reg, Builtin: router.AllBuiltin, Tables: []Table{{Name: "public.outbox", AggregateID: "aggregate_id", Columns: outboxTable}}, MaxRecordBytes: 1 << 20, DLQTopic: "dlq"}
 	row := func() *decoder.Row {
 		return &decoder.Row{ID: []byte("42"), AggregateType: []byte("Order"), AggregateID: []byte(agg), EventType: []byte("OrderCreated"),
 			Payload: []byte(orderCreated(agg, 1)), Headers: []byte(`{"traceparent": "00-ab"}`)}
@@ -242,16 +242,16 @@ func TestBuildFormats(t *testing.T) {
 }
 
 func TestNewChecksColumns(t *testing.T) {
-	base := Config{Router: testRouter(t), ValueFormat: ValueJSON, Builtin: router.AllBuiltin, Table: outboxTable, MaxRecordBytes: 1 << 20, DLQTopic: "dlq"}
+	base := Config{Router: testRouter(t), ValueFormat: ValueJSON, Builtin: router.AllBuiltin, Tables: []Table{{Name: "public.outbox", AggregateID: "aggregate_id", Columns: outboxTable}}, MaxRecordBytes: 1 << 20, DLQTopic: "dlq"}
 	tests := []struct {
 		name string
 		mod  func(*Config)
 		want string
 	}{
-		{"missing header column", func(c *Config) { c.HeaderColumns = []HeaderColumn{{"nope", "nope"}} }, `--header-columns: column "nope" does not exist`},
-		{"header column type", func(c *Config) { c.HeaderColumns = []HeaderColumn{{"amount", "amount"}} }, `--header-columns: column "amount" is of type numeric`},
-		{"missing timestamp column", func(c *Config) { c.TimestampColumn = "nope" }, `--timestamp-column: column "nope" does not exist`},
-		{"timestamp column type", func(c *Config) { c.TimestampColumn = "aggregate_type" }, `--timestamp-column: column "aggregate_type" is of type text: use a column of type timestamptz`},
+		{"missing header column", func(c *Config) { c.HeaderColumns = []HeaderColumn{{"nope", "nope"}} }, `--header-columns: column "nope" does not exist in the outbox table public.outbox`},
+		{"header column type", func(c *Config) { c.HeaderColumns = []HeaderColumn{{"amount", "amount"}} }, `--header-columns: column "amount" of public.outbox is of type numeric`},
+		{"missing timestamp column", func(c *Config) { c.TimestampColumn = "nope" }, `--timestamp-column: column "nope" does not exist in the outbox table public.outbox`},
+		{"timestamp column type", func(c *Config) { c.TimestampColumn = "aggregate_type" }, `--timestamp-column: column "aggregate_type" of public.outbox is of type text: use a column of type timestamptz`},
 		{"avro key without registry", func(c *Config) { c.KeyFormat = KeyAvro }, "--schema-registry-url: is required"},
 	}
 	for _, tt := range tests {

@@ -40,21 +40,34 @@ type Config struct {
 	// Tombstones makes a NULL payload a record with a null value
 	// (--tombstone-on-null-payload); default false: such a row is invalid.
 	Tombstones bool
-	// Table describes the outbox table's columns by name, from the catalog
-	// (DescribeTable). nil when the table could not be read: column types
-	// then come from the Relation messages, and a missing column is found
-	// when the first row arrives.
-	Table map[string]replication.Column
-	// AggregateIDColumn names the aggregate_id column, to look up its type
-	// (the JSON key of an integer column is a number). Default
-	// "aggregate_id".
-	AggregateIDColumn string
+	// Tables describe the outbox tables' columns, from the catalog
+	// (replication.DescribeTable). Without them column types come from the
+	// Relation messages alone (a domain then has no header form), and a
+	// missing column is found when the first row arrives.
+	Tables []Table
+	// CloudEvents adds the CloudEvents Kafka binary-mode headers
+	// (--cloudevents); default false.
+	CloudEvents bool
+	// CloudEventsSource is the ce_source attribute, a URI-reference.
+	// Required with CloudEvents.
+	CloudEventsSource string
 	// MaxRecordBytes: larger records are invalid. Required.
 	MaxRecordBytes int
 	// DLQTopic receives dead letters. Required.
 	DLQTopic string
 	// Observer receives per-event figures; default none.
 	Observer Observer
+}
+
+// Table is what the catalog says of one outbox table.
+type Table struct {
+	// Name is "schema.table", for messages.
+	Name string
+	// AggregateID names its aggregate_id column, whose type decides the
+	// JSON form of the key (an integer column gives a number).
+	AggregateID string
+	// Columns are its columns by name.
+	Columns map[string]replication.Column
 }
 
 // Observer receives the builder's per-event figures.
@@ -80,48 +93,41 @@ func (e *FlagError) Error() string { return "--" + e.Flag + ": " + e.Msg }
 // Builder turns outbox rows into Kafka records. Build is called by one
 // goroutine at a time (the stream's reader).
 type Builder struct {
-	cfg    Config
-	key    *keyEncoder
-	json   jsonValue
-	extra  []string     // the decoder's extra columns
-	heads  []headerSlot // per header column
-	ts     int          // index of the timestamp column in extra, or -1
-	tsConv timestampColumn
-	tsOID  uint32 // the timestamp column's type oid as pgoutput sends it
-	obs    Observer
+	cfg   Config
+	key   *keyEncoder
+	json  jsonValue
+	extra []string          // the decoder's extra columns
+	heads []headerSlot      // per header column
+	ts    int               // index of the timestamp column in extra, or -1
+	base  map[uint32]uint32 // a domain's type oid → its base type's
+	ce    cloudEvents
+	obs   Observer
 
 	keyMu  sync.Mutex
 	keyIDs map[string]*[5]byte // KeyAvro: topic → wire-format header of the key schema
 }
 
-// headerSlot is one header column: its header name, index in extra, and
-// its converter when the catalog told the type.
+// headerSlot is one header column: its header name, column and index in
+// extra.
 type headerSlot struct {
 	name   string
 	column string
 	extra  int
-	oid    uint32 // atttypid from the catalog (0 if unknown)
-	conv   headerConv
 }
 
 // New checks cfg against the table and returns a Builder. Errors are
 // *FlagError.
 func New(cfg Config) (*Builder, error) {
-	if cfg.AggregateIDColumn == "" {
-		cfg.AggregateIDColumn = "aggregate_id"
-	}
 	if (cfg.ValueFormat == ValueAvro || cfg.KeyFormat == KeyAvro) && cfg.Registry == nil {
 		return nil, &FlagError{"schema-registry-url", "is required with --value-format avro or --key-format avro"}
 	}
-	b := &Builder{cfg: cfg, ts: -1, obs: cfg.Observer, keyIDs: map[string]*[5]byte{}}
+	b := &Builder{cfg: cfg, ts: -1, obs: cfg.Observer, keyIDs: map[string]*[5]byte{}, base: map[uint32]uint32{}}
 	if b.obs == nil {
 		b.obs = nopObserver{}
 	}
-	var aggCol *replication.Column
-	if c, ok := cfg.Table[cfg.AggregateIDColumn]; ok {
-		aggCol = &c
+	if cfg.CloudEvents {
+		b.ce = newCloudEvents(cfg.CloudEventsSource, cfg.ValueFormat)
 	}
-	b.key = newKeyEncoder(cfg.KeyFormat, aggCol)
 	index := func(col string) int {
 		for i, name := range b.extra {
 			if name == col {
@@ -132,33 +138,56 @@ func New(cfg Config) (*Builder, error) {
 		return len(b.extra) - 1
 	}
 	for _, hc := range cfg.HeaderColumns {
-		slot := headerSlot{name: hc.Header, column: hc.Column, extra: index(hc.Column)}
-		if cfg.Table != nil {
-			col, ok := cfg.Table[hc.Column]
-			if !ok {
-				return nil, &FlagError{"header-columns", fmt.Sprintf("column %q does not exist in the outbox table: use one of its columns (%s)", hc.Column, columnList(cfg.Table))}
-			}
-			if slot.conv = headerConverter(col.BaseOID); slot.conv == nil {
-				return nil, &FlagError{"header-columns", fmt.Sprintf("column %q is of type %s, which has no header form: use a column of type %s, or a generated text column", hc.Column, col.Type, HeaderTypes)}
-			}
-			slot.oid = col.TypeOID
-		}
-		b.heads = append(b.heads, slot)
+		b.heads = append(b.heads, headerSlot{name: hc.Header, column: hc.Column, extra: index(hc.Column)})
 	}
 	if cfg.TimestampColumn != "" {
 		b.ts = index(cfg.TimestampColumn)
-		if cfg.Table != nil {
-			col, ok := cfg.Table[cfg.TimestampColumn]
-			if !ok {
-				return nil, &FlagError{"timestamp-column", fmt.Sprintf("column %q does not exist in the outbox table: use one of its columns (%s)", cfg.TimestampColumn, columnList(cfg.Table))}
+	}
+	var key *replication.Column
+	for i, t := range cfg.Tables {
+		for _, hc := range cfg.HeaderColumns {
+			col, err := t.column("header-columns", hc.Column)
+			if err != nil {
+				return nil, err
 			}
-			if b.tsConv = timestampConverter(col.BaseOID); b.tsConv == nil {
-				return nil, &FlagError{"timestamp-column", fmt.Sprintf("column %q is of type %s: use a column of type %s", cfg.TimestampColumn, col.Type, TimestampTypes)}
+			if headerConverter(col.BaseOID) == nil {
+				return nil, &FlagError{"header-columns", fmt.Sprintf("column %q of %s is of type %s, which has no header form: use a column of type %s, or a generated text column", hc.Column, t.Name, col.Type, HeaderTypes)}
 			}
-			b.tsOID = col.TypeOID
+		}
+		if cfg.TimestampColumn != "" {
+			col, err := t.column("timestamp-column", cfg.TimestampColumn)
+			if err != nil {
+				return nil, err
+			}
+			if timestampConverter(col.BaseOID) == nil {
+				return nil, &FlagError{"timestamp-column", fmt.Sprintf("column %q of %s is of type %s: use a column of type %s", cfg.TimestampColumn, t.Name, col.Type, TimestampTypes)}
+			}
+		}
+		for _, col := range t.Columns {
+			if col.TypeOID != col.BaseOID {
+				b.base[col.TypeOID] = col.BaseOID
+			}
+		}
+		if col, ok := t.Columns[t.AggregateID]; ok {
+			if i > 0 && key != nil && newKeyEncoder(cfg.KeyFormat, key).differs(newKeyEncoder(cfg.KeyFormat, &col)) {
+				return nil, &FlagError{"key-format", fmt.Sprintf("the aggregate id columns of %s and %s have types %s and %s, which give keys of different JSON types: make them the same type", cfg.Tables[0].Name, t.Name, key.Type, col.Type)}
+			}
+			if key == nil {
+				key = &col
+			}
 		}
 	}
+	b.key = newKeyEncoder(cfg.KeyFormat, key)
 	return b, nil
+}
+
+// column returns the table's column for a flag's setting, or a FlagError.
+func (t *Table) column(flag, name string) (replication.Column, error) {
+	col, ok := t.Columns[name]
+	if !ok {
+		return col, &FlagError{flag, fmt.Sprintf("column %q does not exist in the outbox table %s: use one of its columns (%s)", name, t.Name, columnList(t.Columns))}
+	}
+	return col, nil
 }
 
 // ExtraColumns are the columns the decoder must deliver in Row.Extra
@@ -192,6 +221,11 @@ const (
 	ReasonPayload     = "invalid_payload"
 	ReasonTimestamp   = "invalid_timestamp"
 	ReasonColumn      = "invalid_column"
+	// ReasonMessage is a logical message whose content is not an outbox event.
+	ReasonMessage = "invalid_message"
+	// ReasonNonTransactional is a logical message emitted outside a
+	// transaction's atomicity (transactional = false).
+	ReasonNonTransactional = "non_transactional"
 )
 
 // HeaderError is the dead-letter header that carries the reason.
@@ -222,6 +256,10 @@ func (b *Builder) Build(ctx context.Context, rec *publisher.Record, commitTime t
 		kept += len(v) + 16
 	}
 	arena := rec.Buffer(2*kept + len(src.Payload) + avroSlack)
+	if commitTime.IsZero() {
+		// A non-transactional message belongs to no transaction.
+		commitTime = time.Now()
+	}
 	r := row{commitTime: commitTime, src: src}
 	r.id, arena = keep(arena, src.ID)
 	r.eventType, arena = keep(arena, src.EventType)
@@ -263,6 +301,14 @@ func keep(arena, b []byte) ([]byte, []byte) {
 // returns a reason (and its metric kind) when the row is invalid.
 func (b *Builder) build(ctx context.Context, rec *publisher.Record, r *row, arena []byte) (reason, kind string, err error) {
 	src := r.src
+	if src.Message {
+		switch {
+		case src.NonTransactional:
+			return "a non-transactional logical message is atomic with no transaction, so it is not an outbox event: emit it with pg_logical_emit_message(true, ...)", ReasonNonTransactional, nil
+		case src.Malformed != "":
+			return src.Malformed, ReasonMessage, nil
+		}
+	}
 	tombstone := src.PayloadNull && b.cfg.Tombstones
 	if col := src.NullField(); col != "" && !(col == "payload" && tombstone) {
 		return col + " is NULL", ReasonNull, nil
@@ -306,7 +352,14 @@ func (b *Builder) build(ctx context.Context, rec *publisher.Record, r *row, aren
 		}
 		headers = append(headers, kafka.Header{Key: h.name, Value: arena[start:len(arena):len(arena)]})
 	}
+	if b.ce.on {
+		headers, arena = b.ce.append(headers, arena, r)
+	}
+	fromJSON := len(headers)
 	headers, herr := router.AppendJSON(headers, r.headersJSON)
+	if herr == nil && b.ce.on {
+		herr = b.ce.reserved(headers[fromJSON:])
+	}
 	if herr != nil {
 		return herr.Error(), ReasonHeaders, nil
 	}
@@ -409,15 +462,20 @@ func (b *Builder) keyHeader(ctx context.Context, topic string) (*[5]byte, error)
 	return h, nil
 }
 
-// headerConv returns the converter for a header column of this row: the
-// catalog's, when the Relation message still sends the type the catalog
-// described; else one for the type the Relation sends.
+// baseOID returns the oid of the type a column of type oid is stored as:
+// a domain's base type, from the catalog.
+func (b *Builder) baseOID(oid uint32) uint32 {
+	if base, ok := b.base[oid]; ok {
+		return base
+	}
+	return oid
+}
+
+// headerConv returns the converter for a header column of this row, by
+// the type the Relation message sends.
 func (b *Builder) headerConv(h *headerSlot, src *decoder.Row) (headerConv, string) {
 	oid := src.ExtraTypes[h.extra]
-	if h.conv != nil && (oid == h.oid || h.oid == 0) {
-		return h.conv, ""
-	}
-	if conv := headerConverter(oid); conv != nil {
+	if conv := headerConverter(b.baseOID(oid)); conv != nil {
 		return conv, ""
 	}
 	return nil, fmt.Sprintf("header column %s has type oid %d, which has no header form (it changed since the relay started?): use a column of type %s", h.column, oid, HeaderTypes)
@@ -425,11 +483,10 @@ func (b *Builder) headerConv(h *headerSlot, src *decoder.Row) (headerConv, strin
 
 // timestamp converts the timestamp column's value to epoch milliseconds.
 func (b *Builder) timestamp(src *decoder.Row, v []byte) (int64, string) {
-	conv := b.tsConv
-	if oid := src.ExtraTypes[b.ts]; conv == nil || (oid != b.tsOID && b.tsOID != 0) {
-		if conv = timestampConverter(oid); conv == nil {
-			return 0, fmt.Sprintf("timestamp column %s has type oid %d: use a column of type %s", b.cfg.TimestampColumn, oid, TimestampTypes)
-		}
+	oid := src.ExtraTypes[b.ts]
+	conv := timestampConverter(b.baseOID(oid))
+	if conv == nil {
+		return 0, fmt.Sprintf("timestamp column %s has type oid %d: use a column of type %s", b.cfg.TimestampColumn, oid, TimestampTypes)
 	}
 	ms, err := conv(v)
 	if err != nil {

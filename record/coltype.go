@@ -50,10 +50,10 @@ func headerConverter(oid uint32) headerConv {
 }
 
 // HeaderTypes lists the types --header-columns supports, for messages.
-const HeaderTypes = "text, varchar, char, name, uuid, smallint, integer, bigint, boolean, json, jsonb, timestamptz, timestamp and date"
+const HeaderTypes = "text, varchar, char, name, uuid, smallint, integer, bigint, boolean, json, jsonb, timestamptz, timestamp or date"
 
 // TimestampTypes lists the types --timestamp-column supports, for messages.
-const TimestampTypes = "timestamptz, timestamp (read as UTC) and bigint (epoch milliseconds)"
+const TimestampTypes = "timestamptz, timestamp (read as UTC) or bigint (epoch milliseconds)"
 
 func appendAsIs(dst, text []byte) ([]byte, error) { return append(dst, text...), nil }
 

@@ -22,7 +22,11 @@ import (
 // the id, event_type and aggregate_type values), and says so in the error
 // header: a dead letter the broker refuses would stop the relay instead.
 func (b *Builder) deadLetter(rec *publisher.Record, r row, reason string) {
-	payload := append([]byte(nil), r.src.Payload...)
+	raw := r.src.Payload
+	if r.src.Message {
+		raw = r.src.Content // the whole message, as the application wrote it
+	}
+	payload := append([]byte(nil), raw...)
 	// The row's own headers (traceparent, ...) travel too, when they parse;
 	// the id, event_type and aggregate_type headers come from the row.
 	headers, err := router.AppendHeaders(make([]kafka.Header, 0, 8), r.id, r.eventType, r.aggType, r.headersJSON)
@@ -46,7 +50,7 @@ func (b *Builder) deadLetter(rec *publisher.Record, r row, reason string) {
 	}{
 		{len(payload), func() {
 			payload = nil
-			omitted = append(omitted, fmt.Sprintf("the %d-byte payload", len(r.src.Payload)))
+			omitted = append(omitted, fmt.Sprintf("the %d-byte payload", len(raw)))
 		}},
 		{rowHeaders, func() {
 			headers = append(headers[:3], headers[len(headers)-1])

@@ -48,6 +48,11 @@ func newKeyEncoder(format KeyFormat, col *replication.Column) *keyEncoder {
 	return k
 }
 
+// differs reports whether k and o write keys of different JSON shapes.
+func (k *keyEncoder) differs(o *keyEncoder) bool {
+	return (k.format == KeyJSON || k.format == KeyJSONSchema) && (k.integer != o.integer || string(k.schema) != string(o.schema))
+}
+
 // append appends the key for aggregate id id to dst. avroHeader is the
 // 5-byte wire-format header of the key schema (KeyAvro only).
 func (k *keyEncoder) append(dst, id []byte, avroHeader *[5]byte) []byte {

@@ -14,12 +14,17 @@ type Config struct {
 	URL string
 	// Slot is the logical slot (pgoutput), created when missing. Default "cdc_relay".
 	Slot string
-	// Publication is created FOR TABLE Table WITH (publish = 'insert') when missing. Default "cdc_relay".
+	// Publication is created FOR TABLE with the Tables, WITH (publish =
+	// 'insert', publish_via_partition_root = true), when missing. Default
+	// "cdc_relay".
 	Publication string
-	// Table is the outbox table, "schema.table". Default "public.outbox".
-	Table string
-	// Columns names the outbox columns. Default decoder.DefaultColumns().
-	Columns decoder.Columns
+	// Tables are the outbox tables ("schema.table") and their column names.
+	// Default public.outbox with decoder.DefaultColumns().
+	Tables []decoder.Table
+	// MessagePrefix, when set, makes logical decoding messages with this
+	// prefix outbox events (PostgreSQL 14+; older servers send none).
+	// Default "": no messages.
+	MessagePrefix string
 	// ExtraColumns are further columns whose text each row carries in
 	// decoder.Row.Extra (header columns, a timestamp column). Default none.
 	ExtraColumns []string
@@ -53,11 +58,8 @@ func (c *Config) setDefaults() {
 	if c.Publication == "" {
 		c.Publication = "cdc_relay"
 	}
-	if c.Table == "" {
-		c.Table = "public.outbox"
-	}
-	if c.Columns == (decoder.Columns{}) {
-		c.Columns = decoder.DefaultColumns()
+	if len(c.Tables) == 0 {
+		c.Tables = []decoder.Table{{Name: "public.outbox", Columns: decoder.DefaultColumns()}}
 	}
 	if c.StatusInterval <= 0 {
 		c.StatusInterval = time.Second

@@ -28,19 +28,25 @@ func SplitTable(table string) (schema, name string) {
 	return "public", table
 }
 
-// EnsurePublication creates the publication FOR TABLE <table> WITH (publish =
-// 'insert') when it does not exist, and checks that an existing one publishes
-// the table. It reports whether it created the publication.
-func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication, table string) (created bool, err error) {
-	schema, name := SplitTable(table)
+// EnsurePublication creates the publication FOR TABLE <tables> WITH (publish
+// = 'insert', publish_via_partition_root = true) when it does not exist, and
+// checks that an existing one publishes every table and its inserts. It
+// reports whether it created the publication.
+func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication string, tables []string) (created bool, err error) {
+	idents := make([]string, len(tables))
+	for i, table := range tables {
+		schema, name := SplitTable(table)
+		var exists bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p'))`, schema, name).Scan(&exists); err != nil {
+			return false, fmt.Errorf("look up table %s: %w", table, err)
+		}
+		if !exists {
+			return false, fmt.Errorf("outbox table %s.%s does not exist: create it (see docs/outbox.sql) or set --table", schema, name)
+		}
+		idents[i] = pgx.Identifier{schema, name}.Sanitize()
+	}
 	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p'))`, schema, name).Scan(&exists); err != nil {
-		return false, fmt.Errorf("look up table %s: %w", table, err)
-	}
-	if !exists {
-		return false, fmt.Errorf("outbox table %s.%s does not exist: create it (see docs/outbox.sql) or set --table", schema, name)
-	}
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1)`, publication).Scan(&exists); err != nil {
 		return false, fmt.Errorf("look up publication %s: %w", publication, err)
 	}
@@ -48,7 +54,7 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication, table s
 		// publish_via_partition_root makes a partitioned outbox's rows arrive
 		// under the root table; it changes nothing for a plain table.
 		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert', publish_via_partition_root = true)",
-			pgx.Identifier{publication}.Sanitize(), pgx.Identifier{schema, name}.Sanitize())
+			pgx.Identifier{publication}.Sanitize(), strings.Join(idents, ", "))
 		_, err := conn.Exec(ctx, sql)
 		var pgErr *pgconn.PgError
 		switch {
@@ -59,21 +65,41 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication, table s
 			return false, fmt.Errorf("create publication %s: %w", publication, err)
 		}
 	}
-	var publishes, inserts bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables
-		WHERE pubname = $1 AND schemaname = $2 AND tablename = $3),
-		(SELECT pubinsert FROM pg_catalog.pg_publication WHERE pubname = $1)`, publication, schema, name).Scan(&publishes, &inserts); err != nil {
-		return created, fmt.Errorf("look up publication %s tables: %w", publication, err)
-	}
-	if !publishes {
-		return created, Fatal(fmt.Errorf("publication %s does not publish %s.%s: run ALTER PUBLICATION %s ADD TABLE %s.%s, or set --publication",
-			publication, schema, name, publication, schema, name))
-	}
-	if !inserts {
-		return created, Fatal(fmt.Errorf("publication %s does not publish INSERTs, so no outbox row would ever arrive: run ALTER PUBLICATION %s SET (publish = 'insert'), or set --publication",
-			publication, publication))
+	for _, table := range tables {
+		if err := CheckPublication(ctx, conn, publication, table); err != nil {
+			return created, Fatal(err)
+		}
 	}
 	return created, nil
+}
+
+// CheckPublication reads from the catalog whether the existing publication
+// publishes the inserts of table under the table's own name, and returns
+// an error saying what is wrong and the statement that fixes it.
+func CheckPublication(ctx context.Context, conn *pgx.Conn, publication, table string) error {
+	schema, name := SplitTable(table)
+	var publishes, inserts, viaRoot, partitioned bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables
+		WHERE pubname = $1 AND schemaname = $2 AND tablename = $3),
+		coalesce((SELECT pubinsert FROM pg_catalog.pg_publication WHERE pubname = $1), false),
+		coalesce((SELECT pubviaroot FROM pg_catalog.pg_publication WHERE pubname = $1), false),
+		EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $2 AND c.relname = $3 AND c.relkind = 'p')`, publication, schema, name).Scan(&publishes, &inserts, &viaRoot, &partitioned); err != nil {
+		return fmt.Errorf("look up publication %s tables: %w", publication, err)
+	}
+	pub := pgx.Identifier{publication}.Sanitize()
+	switch {
+	case !publishes && partitioned && !viaRoot:
+		return fmt.Errorf("publication %s does not publish %s.%s under its own name: %s is partitioned and the publication has publish_via_partition_root = false, so rows would arrive under each partition's name; run ALTER PUBLICATION %s SET (publish_via_partition_root = true)",
+			publication, schema, name, name, pub)
+	case !publishes:
+		return fmt.Errorf("publication %s does not publish %s.%s: run ALTER PUBLICATION %s ADD TABLE %s, or set --publication",
+			publication, schema, name, pub, pgx.Identifier{schema, name}.Sanitize())
+	case !inserts:
+		return fmt.Errorf("publication %s does not publish INSERTs, so no outbox row would ever arrive: run ALTER PUBLICATION %s SET (publish = 'insert'), or set --publication",
+			publication, pub)
+	}
+	return nil
 }
 
 // LookupSlot reads the slot's row; ok is false when the slot does not exist.
@@ -178,11 +204,20 @@ type Column struct {
 	NotNull bool
 }
 
-// DescribeTable reads the table's columns from pg_attribute (the catalog;
-// never the table itself). ok is false when the table does not exist.
-func DescribeTable(ctx context.Context, conn *pgx.Conn, table string) (cols map[string]Column, ok bool, err error) {
+// TableInfo is what the catalog says of a table: its oid (the relation id
+// pgoutput sends; 0 when the table does not exist) and its columns by name.
+type TableInfo struct {
+	Name    string
+	OID     uint32
+	Columns map[string]Column
+}
+
+// DescribeTable reads the table's oid and columns from pg_class and
+// pg_attribute (the catalog; never the table itself).
+func DescribeTable(ctx context.Context, conn *pgx.Conn, table string) (TableInfo, error) {
 	schema, name := SplitTable(table)
-	rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid::int8,
+	info := TableInfo{Name: table, Columns: map[string]Column{}}
+	rows, err := conn.Query(ctx, `SELECT c.oid::int8, a.attname, a.atttypid::int8,
 		CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END::int8,
 		pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull
 		FROM pg_catalog.pg_attribute a
@@ -191,39 +226,55 @@ func DescribeTable(ctx context.Context, conn *pgx.Conn, table string) (cols map[
 		JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
 		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p') AND a.attnum > 0 AND NOT a.attisdropped`, schema, name)
 	if err != nil {
-		return nil, false, fmt.Errorf("describe table %s: %w", table, err)
+		return info, fmt.Errorf("describe table %s: %w", table, err)
 	}
-	cols = map[string]Column{}
 	for rows.Next() {
+		var oid, typ, base int64
 		var col string
-		var typ, base int64
 		var c Column
-		if err := rows.Scan(&col, &typ, &base, &c.Type, &c.NotNull); err != nil {
-			return nil, false, fmt.Errorf("describe table %s: %w", table, err)
+		if err := rows.Scan(&oid, &col, &typ, &base, &c.Type, &c.NotNull); err != nil {
+			return info, fmt.Errorf("describe table %s: %w", table, err)
 		}
 		c.TypeOID, c.BaseOID = uint32(typ), uint32(base)
-		cols[col] = c
+		info.OID = uint32(oid)
+		info.Columns[col] = c
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, fmt.Errorf("describe table %s: %w", table, err)
+		return info, fmt.Errorf("describe table %s: %w", table, err)
 	}
-	return cols, len(cols) > 0, nil
+	return info, nil
 }
 
-// DescribeURL connects to url (a normal connection, bounded like the
-// stream's setup) and describes table; see DescribeTable.
-func DescribeURL(ctx context.Context, url, table string) (map[string]Column, bool, error) {
+// Inspection is what the relay reads from the server at startup.
+type Inspection struct {
+	// Major is the server's major version.
+	Major int
+	// Tables describe the outbox tables, in the order asked.
+	Tables []TableInfo
+}
+
+// Inspect connects to url (a normal connection, bounded like the stream's
+// setup) and reads the server version and the tables' descriptions.
+func Inspect(ctx context.Context, url string, tables []string) (*Inspection, error) {
 	ccfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return nil, false, Fatal(fmt.Errorf("parse --pg-url: %w", err))
+		return nil, Fatal(fmt.Errorf("parse --pg-url: %w", err))
 	}
 	configureConn(&ccfg.Config)
 	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, ccfg)
 	if err != nil {
-		return nil, false, fmt.Errorf("connect: %w", err)
+		return nil, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.Background())
-	return DescribeTable(ctx, conn, table)
+	in := &Inspection{Major: ServerMajor(conn.PgConn().ParameterStatus("server_version"))}
+	for _, t := range tables {
+		info, err := DescribeTable(ctx, conn, t)
+		if err != nil {
+			return nil, err
+		}
+		in.Tables = append(in.Tables, info)
+	}
+	return in, nil
 }

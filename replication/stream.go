@@ -138,6 +138,9 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 
 	// The publication name is quoted so that its case survives.
 	pluginArgs := []string{"proto_version '1'", fmt.Sprintf(`publication_names '"%s"'`, s.cfg.Publication)}
+	if s.messagePrefix(rconn) != "" {
+		pluginArgs = append(pluginArgs, "messages 'true'")
+	}
 	if err := pglogrepl.StartReplication(setupCtx, rconn, s.cfg.Slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: pluginArgs}); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "55006" {
@@ -179,7 +182,7 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	}
 	defer sess.Close()
 
-	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.New(s.cfg.Table, s.cfg.Columns, s.cfg.ExtraColumns...), readTimeout: readTimeout}
+	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.NewDecoder(decoder.Config{Tables: s.cfg.Tables, Extra: s.cfg.ExtraColumns, MessagePrefix: s.messagePrefix(rconn)}), readTimeout: readTimeout}
 	// Wake a blocked read when shutdown starts, and when Kafka's
 	// acknowledgements moved the confirmed LSN, so that it is reported
 	// within minStatusGap instead of at the next status tick.
@@ -256,12 +259,12 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool) (*pgx.
 		conn.Close(context.Background())
 		return nil, err
 	}
-	created, err := EnsurePublication(setupCtx, conn, s.cfg.Publication, s.cfg.Table)
+	created, err := EnsurePublication(setupCtx, conn, s.cfg.Publication, s.tableNames())
 	if err != nil {
 		return fail(err)
 	}
 	if created {
-		s.log.Info("publication created", "publication", s.cfg.Publication, "table", s.cfg.Table)
+		s.log.Info("publication created", "publication", s.cfg.Publication, "tables", s.tableNames())
 	}
 	slotCtx := setupCtx
 	if *createSlot {
@@ -581,6 +584,44 @@ func (r *reader) sendStatus(replyRequested bool) error {
 	}
 	return nil
 }
+
+// tableNames lists the outbox tables' names.
+func (s *Stream) tableNames() []string {
+	names := make([]string, len(s.cfg.Tables))
+	for i, t := range s.cfg.Tables {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// messagePrefix is Config.MessagePrefix when the server can send logical
+// decoding messages (PostgreSQL 14+), else "".
+func (s *Stream) messagePrefix(conn *pgconn.PgConn) string {
+	if s.cfg.MessagePrefix == "" || ServerMajor(conn.ParameterStatus("server_version")) < MessagesMinMajor {
+		return ""
+	}
+	return s.cfg.MessagePrefix
+}
+
+// MessagesMinMajor is the first PostgreSQL major whose pgoutput sends
+// logical decoding messages.
+const MessagesMinMajor = 14
+
+// ServerMajor returns the major version of a server_version text ("15.8
+// (Debian 15.8-1)", "17beta1", "9.6.2" gives 9); 0 when it has none.
+func ServerMajor(version string) int {
+	n := 0
+	for _, c := range version {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// SetMessagePrefix sets Config.MessagePrefix; call it before Run.
+func (s *Stream) SetMessagePrefix(prefix string) { s.cfg.MessagePrefix = prefix }
 
 // SetExtraColumns sets Config.ExtraColumns; call it before Run.
 func (s *Stream) SetExtraColumns(cols []string) { s.cfg.ExtraColumns = cols }

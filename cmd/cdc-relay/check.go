@@ -105,7 +105,8 @@ func (c *checker) postgres(ctx context.Context, cfg *Config) {
 	} else {
 		c.fail("role %s lacks the REPLICATION attribute: run ALTER ROLE %s WITH REPLICATION", role, pgx.Identifier{role}.Sanitize())
 	}
-	c.table(ctx, conn, cfg)
+	c.tables(ctx, conn, cfg)
+	c.messages(conn, cfg)
 	c.publication(ctx, conn, cfg)
 	switch {
 	case slotErr != nil:
@@ -134,52 +135,46 @@ func (c *checker) postgres(ctx context.Context, cfg *Config) {
 	}
 }
 
-// table checks that the outbox table has the columns the relay maps, from
-// the catalog: the table itself is never read.
-func (c *checker) table(ctx context.Context, conn *pgx.Conn, cfg *Config) {
-	schema, name := replication.SplitTable(cfg.Table)
-	rows, err := conn.Query(ctx, `SELECT a.attname FROM pg_catalog.pg_attribute a
-		JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, schema, name)
-	if err != nil {
-		c.fail("table %s: %v", cfg.Table, err)
-		return
-	}
-	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil || len(cols) == 0 {
-		c.fail("table %s does not exist: create it (docs/outbox.sql) or set --table", cfg.Table)
-		return
-	}
-	have := map[string]bool{}
-	for _, col := range cols {
-		have[col] = true
-	}
-	required := []struct{ field, col string }{
-		{"id", cfg.Columns.ID}, {"aggregate_type", cfg.Columns.AggregateType}, {"aggregate_id", cfg.Columns.AggregateID},
-		{"event_type", cfg.Columns.EventType}, {"payload", cfg.Columns.Payload},
-	}
-	var missing []string
-	for _, r := range required {
-		if !have[r.col] {
-			missing = append(missing, r.col)
+// tables checks that each outbox table exists, once, and has the columns
+// the relay maps and the header and timestamp columns, from the catalog:
+// the tables themselves are never read.
+func (c *checker) tables(ctx context.Context, conn *pgx.Conn, cfg *Config) {
+	seen := map[uint32]string{}
+	var described []recordpkg.Table
+	for _, t := range cfg.Tables {
+		info, err := replication.DescribeTable(ctx, conn, t.Name)
+		switch {
+		case err != nil:
+			c.fail("table %s: %v", t.Name, err)
+			continue
+		case info.OID == 0:
+			c.fail("table %s does not exist: create it (docs/outbox.sql) or correct --table", t.Name)
+			continue
+		case seen[info.OID] != "":
+			c.fail("--table %s and %s are the same table: give each outbox table once", seen[info.OID], t.Name)
+			continue
 		}
+		seen[info.OID] = t.Name
+		required := []string{t.Columns.ID, t.Columns.AggregateType, t.Columns.AggregateID, t.Columns.EventType, t.Columns.Payload}
+		var missing []string
+		for _, col := range required {
+			if _, ok := info.Columns[col]; !ok {
+				missing = append(missing, col)
+			}
+		}
+		if len(missing) > 0 {
+			c.fail("table %s lacks column(s) %s: add them (docs/outbox.sql) or map them with columns: in --config", t.Name, strings.Join(missing, ", "))
+			continue
+		}
+		optional := ""
+		if _, ok := info.Columns[t.Columns.Headers]; !ok {
+			optional = " (no headers column: only id, event_type and aggregate_type headers)"
+		}
+		c.ok("table %s has the required columns%s", t.Name, optional)
+		described = append(described, recordpkg.Table{Name: t.Name, AggregateID: t.Columns.AggregateID, Columns: info.Columns})
 	}
-	if len(missing) > 0 {
-		c.fail("table %s lacks column(s) %s: add them (docs/outbox.sql) or map them with columns: in --config", cfg.Table, strings.Join(missing, ", "))
-		return
-	}
-	optional := ""
-	if !have[cfg.Columns.Headers] {
-		optional = " (no headers column: only id, event_type and aggregate_type headers)"
-	}
-	c.ok("table %s has the required columns%s", cfg.Table, optional)
 	if len(cfg.HeaderColumns) > 0 || cfg.TimestampColumn != "" {
-		desc, _, err := replication.DescribeTable(ctx, conn, cfg.Table)
-		if err != nil {
-			c.fail("table %s: %v", cfg.Table, err)
-			return
-		}
-		rc := recordpkg.Config{Router: nil, ValueFormat: recordpkg.ValueJSON, HeaderColumns: cfg.HeaderColumns, TimestampColumn: cfg.TimestampColumn, Table: desc}
+		rc := recordpkg.Config{ValueFormat: recordpkg.ValueJSON, HeaderColumns: cfg.HeaderColumns, TimestampColumn: cfg.TimestampColumn, Tables: described}
 		if _, err := recordpkg.New(rc); err != nil {
 			c.fail("%v", err)
 			return
@@ -188,29 +183,39 @@ func (c *checker) table(ctx context.Context, conn *pgx.Conn, cfg *Config) {
 	}
 }
 
-func (c *checker) publication(ctx context.Context, conn *pgx.Conn, cfg *Config) {
-	schema, name := replication.SplitTable(cfg.Table)
-	var exists, publishes, inserts bool
-	conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1),
-		EXISTS (SELECT 1 FROM pg_catalog.pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3),
-		coalesce((SELECT pubinsert FROM pg_catalog.pg_publication WHERE pubname = $1), false)`, cfg.Publication, schema, name).
-		Scan(&exists, &publishes, &inserts)
+// messages checks that the server can send the logical decoding messages
+// --message-prefix asks for.
+func (c *checker) messages(conn *pgx.Conn, cfg *Config) {
+	major := replication.ServerMajor(conn.PgConn().ParameterStatus("server_version"))
 	switch {
-	case !exists:
-		c.ok("publication %s does not exist yet: the relay creates it on start (needs ownership of %s)", cfg.Publication, cfg.Table)
-	case !publishes:
-		c.fail("publication %s does not publish %s: run ALTER PUBLICATION %s ADD TABLE %s", cfg.Publication, cfg.Table, cfg.Publication, cfg.Table)
-	case !inserts:
-		c.fail("publication %s does not publish INSERTs: run ALTER PUBLICATION %s SET (publish = 'insert')", cfg.Publication, cfg.Publication)
-	default:
-		c.ok("publication %s publishes inserts of %s", cfg.Publication, cfg.Table)
+	case cfg.MessagePrefix == "":
+	case major >= replication.MessagesMinMajor:
+		c.ok("logical decoding messages with prefix %q are outbox events (PostgreSQL %d)", cfg.MessagePrefix, major)
+	case cfg.MessagePrefixSet:
+		c.fail("--message-prefix %q: PostgreSQL %d cannot send logical decoding messages to a pgoutput client (PostgreSQL %d+ can): upgrade the server, or remove --message-prefix",
+			cfg.MessagePrefix, major, replication.MessagesMinMajor)
 	}
-	var allTables bool
-	conn.QueryRow(ctx, `SELECT coalesce((SELECT puballtables FROM pg_catalog.pg_publication WHERE pubname = $1), false)`, cfg.Publication).Scan(&allTables)
+}
+
+func (c *checker) publication(ctx context.Context, conn *pgx.Conn, cfg *Config) {
+	var exists, allTables bool
+	conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1),
+		coalesce((SELECT puballtables FROM pg_catalog.pg_publication WHERE pubname = $1), false)`, cfg.Publication).Scan(&exists, &allTables)
+	if !exists {
+		c.ok("publication %s does not exist yet: the relay creates it on start (needs ownership of %s)", cfg.Publication, strings.Join(tableNames(cfg.Tables), ", "))
+		return
+	}
+	for _, t := range cfg.Tables {
+		if err := replication.CheckPublication(ctx, conn, cfg.Publication, t.Name); err != nil {
+			c.fail("%v", err)
+		} else {
+			c.ok("publication %s publishes inserts of %s", cfg.Publication, t.Name)
+		}
+	}
 	if allTables {
 		c.warn("publication %s is FOR ALL TABLES (Debezium's default): every table's changes cross the wire to the relay, which skips them; "+
 			"a publication of the outbox alone is cheaper: CREATE PUBLICATION cdc_relay FOR TABLE %s WITH (publish = 'insert', publish_via_partition_root = true) and set --publication cdc_relay",
-			cfg.Publication, cfg.Table)
+			cfg.Publication, strings.Join(tableNames(cfg.Tables), ", "))
 	}
 }
 

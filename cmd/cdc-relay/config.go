@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -28,7 +29,7 @@ type Config struct {
 	PGURL             string
 	Slot              string
 	Publication       string
-	Table             string
+	Tables            []decoder.Table
 	KafkaBrokers      []string
 	TopicTemplate     string
 	SchemaRegistryURL string
@@ -58,13 +59,19 @@ type Config struct {
 	KafkaSASLUser     string
 	KafkaSASLPassword string
 	RegistryCAFile    string
-	Columns           decoder.Columns
 	KeyFormat         recordpkg.KeyFormat
 	ValueFormat       recordpkg.ValueFormat
 	BuiltinHeaders    router.Builtin
 	HeaderColumns     []recordpkg.HeaderColumn
 	TimestampColumn   string
 	Tombstones        bool
+	MessagePrefix     string
+	// MessagePrefixSet is true when --message-prefix was set (flag, env or
+	// YAML): an older server is then a configuration error, not a quiet
+	// absence of messages.
+	MessagePrefixSet  bool
+	CloudEvents       bool
+	CloudEventsSource string
 }
 
 // setting is one configuration key: its flag name, default and help.
@@ -82,7 +89,8 @@ var settings = []setting{
 	{"slot", "cdc_relay", "logical replication slot (pgoutput), created if missing", false},
 	{"recreate-lost-slot", "false", "true: drop and recreate a slot whose WAL was removed (wal_status lost) instead of halting; events may have been lost, and the relay logs it at ERROR", false},
 	{"publication", "cdc_relay", "publication, created if missing", false},
-	{"table", "public.outbox", "the outbox table", false},
+	{"table", "public.outbox", "the outbox table; repeat the flag for several (env and YAML: a list), all in one publication", false},
+	{"message-prefix", "outbox", "logical decoding messages (pg_logical_emit_message, PostgreSQL 14+) with this prefix are outbox events too; empty: none", false},
 	{"kafka-brokers", "", "comma-separated Kafka bootstrap list", true},
 	{"kafka-tls", "false", "true: connect to the brokers over TLS", false},
 	{"kafka-tls-ca-file", "", "PEM CA bundle that signs the brokers' certificates (default: the system roots)", false},
@@ -116,6 +124,8 @@ var settings = []setting{
 	{"header-columns", "", "more outbox columns copied into headers as text, col[:header],... (uuid lowercase, integers decimal, timestamptz RFC 3339, timestamp epoch microseconds: Debezium's forms)", false},
 	{"timestamp-column", "", "outbox column the Kafka record timestamp comes from (timestamptz, timestamp as UTC, or bigint epoch milliseconds; NULL falls back); default the transaction's commit time", false},
 	{"tombstone-on-null-payload", "false", "true: a NULL payload becomes a record with a null value and the aggregate key (a tombstone, for compacted topics) instead of an invalid event", false},
+	{"cloudevents", "false", "true: add the CloudEvents Kafka binary-mode headers ce_specversion, ce_id, ce_source, ce_type, ce_subject, ce_time and content-type", false},
+	{"cloudevents-source", "", "the CloudEvents source attribute, a URI-reference such as /orders or https://shop.example/orders; required with --cloudevents", false},
 	{"halt-linger", "20s", "after a halt, keep serving /readyz (503, with the cause) and /metrics this long before exiting 1; 0s exits at once, SIGTERM ends it early", false},
 }
 
@@ -145,6 +155,45 @@ func cfgErr(key, format string, args ...any) error {
 type yamlFile struct {
 	values  map[string]string
 	columns map[string]string
+	// tableColumns maps a table (as written) to its own column names,
+	// from a table list entry {name: ..., columns: {...}}.
+	tableColumns map[string]map[string]string
+}
+
+// readTables reads the YAML table key: a name, a list of names, or a list
+// whose entries may be {name: schema.table, columns: {...}}.
+func (y *yamlFile) readTables(path string, node yaml.Node) error {
+	if node.Kind == yaml.ScalarNode {
+		y.values["table"] = node.Value
+		return nil
+	}
+	if node.Kind != yaml.SequenceNode {
+		return cfgErr("table", "in %s: want a table name or a list of them", path)
+	}
+	var names []string
+	for _, item := range node.Content {
+		switch item.Kind {
+		case yaml.ScalarNode:
+			names = append(names, item.Value)
+		case yaml.MappingNode:
+			var t struct {
+				Name    string            `yaml:"name"`
+				Columns map[string]string `yaml:"columns"`
+			}
+			if err := item.Decode(&t); err != nil || t.Name == "" {
+				return cfgErr("table", "in %s: a table entry is a name or {name: schema.table, columns: {...}}", path)
+			}
+			names = append(names, t.Name)
+			if y.tableColumns == nil {
+				y.tableColumns = map[string]map[string]string{}
+			}
+			y.tableColumns[t.Name] = t.Columns
+		default:
+			return cfgErr("table", "in %s: a table entry is a name or {name: schema.table, columns: {...}}", path)
+		}
+	}
+	y.values["table"] = strings.Join(names, ",")
+	return nil
 }
 
 func readYAML(path string) (*yamlFile, error) {
@@ -167,6 +216,10 @@ func readYAML(path string) (*yamlFile, error) {
 		case key == "columns":
 			if err := node.Decode(&y.columns); err != nil {
 				return nil, cfgErr("config", "%s: columns must map names to column names: %v", path, err)
+			}
+		case key == "table":
+			if err := y.readTables(path, node); err != nil {
+				return nil, err
 			}
 		case key == "config" || !known[key]:
 			return nil, cfgErr("config", "%s: unknown key %q; keys are the flag names (see cdc-relay run -h) and columns", path, k)
@@ -211,6 +264,13 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (*Conf
 		help := s.help + " (env " + EnvName(s.name) + ")"
 		if s.required {
 			help += " (required)"
+		}
+		if s.name == "table" {
+			// --table may be given several times.
+			tables := &listValue{def: s.def}
+			fs.Var(tables, s.name, help)
+			vals[s.name] = &tables.joined
+			continue
 		}
 		vals[s.name] = fs.String(s.name, s.def, help)
 	}
@@ -275,7 +335,37 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (*Conf
 	if fileErr != nil {
 		return nil, fileErr
 	}
-	return buildConfig(resolved, y)
+	c, err := buildConfig(resolved, y)
+	if err != nil {
+		return nil, err
+	}
+	_, inYAML := y.get("message-prefix")
+	c.MessagePrefixSet = source["message-prefix"] != "" || inYAML
+	return c, nil
+}
+
+// listValue is a flag that may be repeated; joined holds the values
+// separated by commas, or the default until the flag is set.
+type listValue struct {
+	def    string
+	joined string
+	set    bool
+}
+
+func (l *listValue) String() string {
+	if !l.set {
+		return l.def
+	}
+	return l.joined
+}
+
+func (l *listValue) Set(v string) error {
+	if l.set {
+		l.joined += ","
+	}
+	l.joined += v
+	l.set = true
+	return nil
 }
 
 func lookupEnv(getenv func(string) string, name string) (string, bool) {
@@ -306,7 +396,6 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 		PGURL:             v["pg-url"],
 		Slot:              v["slot"],
 		Publication:       v["publication"],
-		Table:             v["table"],
 		TopicTemplate:     v["topic-template"],
 		SchemaRegistryURL: v["schema-registry-url"],
 		SchemasDir:        v["schemas-dir"],
@@ -326,11 +415,10 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 	if !identName.MatchString(c.Publication) {
 		return nil, cfgErr("publication", "%q is not a valid publication name: use letters, digits and _", c.Publication)
 	}
-	schema, table := splitTable(c.Table)
-	if !identName.MatchString(schema) || !identName.MatchString(table) {
-		return nil, cfgErr("table", "%q is not schema.table: use e.g. public.outbox", c.Table)
+	if err := outboxTables(c, v["table"], y); err != nil {
+		return nil, err
 	}
-	c.Table = schema + "." + table
+	c.MessagePrefix = v["message-prefix"]
 	for _, b := range strings.Split(v["kafka-brokers"], ",") {
 		b = strings.TrimSpace(b)
 		if b == "" {
@@ -348,6 +436,9 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 		return nil, &ConfigError{Msg: err.Error()}
 	}
 	if err := recordFormats(c, v); err != nil {
+		return nil, err
+	}
+	if err := cloudEvents(c, v); err != nil {
 		return nil, err
 	}
 	if c.SchemaRegistryURL != "" && !strings.HasPrefix(c.SchemaRegistryURL, "http://") && !strings.HasPrefix(c.SchemaRegistryURL, "https://") {
@@ -441,19 +532,6 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 	if c.MaxRecordBytes > c.KafkaBatchBytes {
 		return nil, cfgErr("max-record-bytes", "%d is larger than --kafka-batch-bytes %d: a record must fit in one produce request", c.MaxRecordBytes, c.KafkaBatchBytes)
 	}
-	c.Columns = decoder.DefaultColumns()
-	if y != nil {
-		for k, name := range y.columns {
-			dst := columnField(&c.Columns, k)
-			if dst == nil {
-				return nil, cfgErr("config", "columns: unknown column %q: use id, aggregate_type, aggregate_id, event_type, payload, headers or created_at", k)
-			}
-			if name == "" {
-				return nil, cfgErr("config", "columns.%s is empty", k)
-			}
-			*dst = name
-		}
-	}
 	return c, nil
 }
 
@@ -499,6 +577,86 @@ func recordFormats(c *Config, v map[string]string) error {
 	case "false":
 	default:
 		return cfgErr("tombstone-on-null-payload", "%q is not true or false", v["tombstone-on-null-payload"])
+	}
+	return nil
+}
+
+// outboxTables resolves --table (a comma-separated list) and the column
+// names of each table: the defaults, then YAML columns:, then the table's
+// own columns: in a YAML table entry.
+func outboxTables(c *Config, list string, y *yamlFile) error {
+	base := decoder.DefaultColumns()
+	var perTable map[string]map[string]string
+	if y != nil {
+		if err := mapColumns(&base, y.columns, "columns"); err != nil {
+			return err
+		}
+		perTable = y.tableColumns
+	}
+	seen := map[string]string{}
+	for _, raw := range strings.Split(list, ",") {
+		raw = strings.TrimSpace(raw)
+		if raw == "" {
+			continue
+		}
+		schema, table := splitTable(raw)
+		if !identName.MatchString(schema) || !identName.MatchString(table) {
+			return cfgErr("table", "%q is not schema.table: use e.g. public.outbox", raw)
+		}
+		name := schema + "." + table
+		if first, dup := seen[name]; dup {
+			return cfgErr("table", "%q and %q are the same table %s: give each outbox table once", first, raw, name)
+		}
+		seen[name] = raw
+		cols := base
+		if err := mapColumns(&cols, perTable[raw], "table "+raw+" columns"); err != nil {
+			return err
+		}
+		c.Tables = append(c.Tables, decoder.Table{Name: name, Columns: cols})
+	}
+	if len(c.Tables) == 0 {
+		return cfgErr("table", "is empty: set at least one outbox table, e.g. public.outbox")
+	}
+	return nil
+}
+
+// mapColumns applies a YAML column mapping (field: column name) to cols.
+func mapColumns(cols *decoder.Columns, m map[string]string, where string) error {
+	for k, name := range m {
+		dst := columnField(cols, k)
+		if dst == nil {
+			return cfgErr("config", "%s: unknown column %q: use id, aggregate_type, aggregate_id, event_type, payload, headers or created_at", where, k)
+		}
+		if name == "" {
+			return cfgErr("config", "%s.%s is empty", where, k)
+		}
+		*dst = name
+	}
+	return nil
+}
+
+// cloudEvents resolves --cloudevents and --cloudevents-source.
+func cloudEvents(c *Config, v map[string]string) error {
+	switch v["cloudevents"] {
+	case "true":
+		c.CloudEvents = true
+	case "false":
+	default:
+		return cfgErr("cloudevents", "%q is not true or false", v["cloudevents"])
+	}
+	c.CloudEventsSource = v["cloudevents-source"]
+	if !c.CloudEvents {
+		return nil
+	}
+	src := c.CloudEventsSource
+	if src == "" {
+		return cfgErr("cloudevents-source", "is required with --cloudevents: set the source attribute, a URI-reference such as /orders or https://shop.example/orders")
+	}
+	if strings.ContainsFunc(src, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return cfgErr("cloudevents-source", "%q is not a URI-reference: it contains a space or control character; use e.g. /orders or https://shop.example/orders", src)
+	}
+	if _, err := url.Parse(src); err != nil {
+		return cfgErr("cloudevents-source", "%q is not a URI-reference (%v): use e.g. /orders or https://shop.example/orders", src, err)
 	}
 	return nil
 }

@@ -22,13 +22,16 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Slot != "cdc_relay" || c.Publication != "cdc_relay" || c.Table != "public.outbox" ||
+	if c.Slot != "cdc_relay" || c.Publication != "cdc_relay" || len(c.Tables) != 1 || c.Tables[0].Name != "public.outbox" ||
 		c.TopicTemplate != "outbox.event.{aggregate_type}" || c.DLQTopic != "outbox.dlq" || c.OnInvalid != "dlq" ||
 		c.MetricsAddr != ":9187" || c.SubjectStrategy.String() != "topic_record" || c.StatusInterval != time.Second {
 		t.Fatalf("defaults wrong: %+v", c)
 	}
-	if c.Columns.ID != "id" || c.Columns.Payload != "payload" {
-		t.Fatalf("default columns wrong: %+v", c.Columns)
+	if cols := c.Tables[0].Columns; cols.ID != "id" || cols.Payload != "payload" {
+		t.Fatalf("default columns wrong: %+v", cols)
+	}
+	if c.MessagePrefix != "outbox" || c.MessagePrefixSet || c.CloudEvents {
+		t.Fatalf("message prefix %q (set %v), cloudevents %v", c.MessagePrefix, c.MessagePrefixSet, c.CloudEvents)
 	}
 }
 
@@ -49,9 +52,9 @@ func TestPrecedenceFlagEnvYAMLDefault(t *testing.T) {
 		{"flag beats env and yaml", c.Slot, "from_flag"},
 		{"env beats yaml", c.Publication, "pub_env"},
 		{"yaml beats default", c.DLQTopic, "yaml.dlq"},
-		{"yaml table", c.Table, "app.events"},
+		{"yaml table", c.Tables[0].Name, "app.events"},
 		{"yaml list", strings.Join(c.KafkaBrokers, ","), "a:1,b:2"},
-		{"yaml columns", c.Columns.AggregateID, "agg"},
+		{"yaml columns", c.Tables[0].Columns.AggregateID, "agg"},
 		{"default", c.OnInvalid, "dlq"},
 	}
 	for _, tc := range tests {
@@ -71,6 +74,42 @@ func TestEnvConfigPath(t *testing.T) {
 	}
 	if c.OnInvalid != "halt" {
 		t.Fatalf("OnInvalid = %q, want halt from the YAML named by CDC_RELAY_CONFIG", c.OnInvalid)
+	}
+}
+
+// TestSeveralTables: --table repeats; env and YAML take a list; a YAML
+// entry may map its own columns over the shared columns: mapping.
+func TestSeveralTables(t *testing.T) {
+	c, err := LoadConfig(append(append([]string{}, required...), "--table", "outbox", "--table", "billing.events"), env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(tableNames(c.Tables), ","); got != "public.outbox,billing.events" {
+		t.Fatalf("tables %s", got)
+	}
+	c, err = LoadConfig(required, env(map[string]string{"CDC_RELAY_TABLE": "a.x, b.y"}), &bytes.Buffer{})
+	if err != nil || strings.Join(tableNames(c.Tables), ",") != "a.x,b.y" {
+		t.Fatalf("env list: %v %v", c, err)
+	}
+	path := filepath.Join(t.TempDir(), "relay.yaml")
+	yaml := "table:\n  - public.outbox\n  - name: billing.events\n    columns:\n      aggregate_id: invoice_id\ncolumns:\n  event_type: type\nmessage-prefix: events\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = LoadConfig(append([]string{"--config", path}, required...), env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Tables) != 2 || c.Tables[0].Columns.AggregateID != "aggregate_id" || c.Tables[0].Columns.EventType != "type" ||
+		c.Tables[1].Name != "billing.events" || c.Tables[1].Columns.AggregateID != "invoice_id" || c.Tables[1].Columns.EventType != "type" {
+		t.Fatalf("tables %+v", c.Tables)
+	}
+	if c.MessagePrefix != "events" || !c.MessagePrefixSet {
+		t.Fatalf("message prefix %q set %v", c.MessagePrefix, c.MessagePrefixSet)
+	}
+	c, err = LoadConfig(append(append([]string{}, required...), "--cloudevents", "true", "--cloudevents-source", "/orders"), env(nil), &bytes.Buffer{})
+	if err != nil || !c.CloudEvents || c.CloudEventsSource != "/orders" {
+		t.Fatalf("cloudevents: %+v %v", c, err)
 	}
 }
 
@@ -123,6 +162,12 @@ func TestBadSettingsNameTheField(t *testing.T) {
 		{"header column named id", append(append([]string{}, required...), "--header-columns", "tenant:id"), nil, "--header-columns"},
 		{"bad tombstone flag", append(append([]string{}, required...), "--tombstone-on-null-payload", "yes"), nil, "--tombstone-on-null-payload"},
 		{"avro value needs schemas", []string{"--pg-url", "postgres://u@h/db", "--kafka-brokers", "k:9092", "--schema-registry-url", "http://r:8081"}, nil, "--schemas-dir"},
+		{"same table twice", append(append([]string{}, required...), "--table", "outbox", "--table", "public.outbox"), nil, "--table"},
+		{"bad table name", append(append([]string{}, required...), "--table", "a.b.c"), nil, "--table"},
+		{"cloudevents without source", append(append([]string{}, required...), "--cloudevents", "true"), nil, "--cloudevents-source"},
+		{"cloudevents source with a space", append(append([]string{}, required...), "--cloudevents", "true", "--cloudevents-source", "/my orders"), nil, "--cloudevents-source"},
+		{"cloudevents source not a URI", append(append([]string{}, required...), "--cloudevents", "true", "--cloudevents-source", "http://[::1"), nil, "--cloudevents-source"},
+		{"bad cloudevents flag", append(append([]string{}, required...), "--cloudevents", "yes"), nil, "--cloudevents"},
 		{"avro key needs registry", []string{"--pg-url", "postgres://u@h/db", "--kafka-brokers", "k:9092", "--value-format", "json", "--key-format", "avro"}, nil, "--schema-registry-url"},
 	}
 	for _, tc := range tests {

@@ -220,8 +220,8 @@ func TestRecordColumnsConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"missing header column", []string{"--header-columns", "tenant,nope"}, `--header-columns: column "nope" does not exist`},
-		{"header column type", []string{"--header-columns", "amount"}, `--header-columns: column "amount" is of type numeric`},
-		{"timestamp column type", []string{"--timestamp-column", "tenant"}, `--timestamp-column: column "tenant" is of type uuid`},
+		{"header column type", []string{"--header-columns", "amount"}, `--header-columns: column "amount" of public.` + f.table + ` is of type numeric`},
+		{"timestamp column type", []string{"--timestamp-column", "tenant"}, `--timestamp-column: column "tenant" of public.` + f.table + ` is of type uuid`},
 		{"missing timestamp column", []string{"--timestamp-column", "nope"}, `--timestamp-column: column "nope" does not exist`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
@@ -64,8 +65,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		URL:               cfg.PGURL,
 		Slot:              cfg.Slot,
 		Publication:       cfg.Publication,
-		Table:             cfg.Table,
-		Columns:           cfg.Columns,
+		Tables:            cfg.Tables,
 		StatusInterval:    cfg.StatusInterval,
 		ReadTimeout:       cfg.ReadTimeout,
 		DrainTimeout:      cfg.ShutdownTimeout,
@@ -111,14 +111,21 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	defer srv.Shutdown()
 
 	log.Info("start", "version", version, "pg_url", Redact(cfg.PGURL), "slot", cfg.Slot, "publication", cfg.Publication,
-		"table", cfg.Table, "kafka_brokers", cfg.KafkaBrokers, "schemas", len(schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
+		"tables", tableNames(cfg.Tables), "kafka_brokers", cfg.KafkaBrokers, "schemas", len(schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
 
-	if base.builder, err = newBuilder(ctx, cfg, rt, reg, m, log); err != nil {
+	in, err := inspect(ctx, cfg, log)
+	if err == nil {
+		base.builder, err = newBuilder(cfg, rt, reg, m, in)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return exitOK
 		}
 		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
 		return exitConfig
+	}
+	if in.Major >= replication.MessagesMinMajor {
+		stream.SetMessagePrefix(cfg.MessagePrefix)
 	}
 	stream.SetExtraColumns(base.builder.ExtraColumns())
 	stream.SetSessionFunc(func(sctx context.Context, tr *replication.Tracker) (replication.Session, error) {
@@ -167,39 +174,61 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	return exitOK
 }
 
-// newBuilder makes the row → record step. When a setting depends on the
-// outbox table's columns (header columns, a timestamp column, a JSON key),
-// it first reads their types from the catalog, retrying until PostgreSQL
-// answers: a column that does not exist or has an unusable type is a
-// configuration error (exit 2). A table that does not exist yet is checked
-// as rows arrive instead.
-func newBuilder(ctx context.Context, cfg *Config, rt *router.Router, reg *schemaregistry.Registry, m *metrics, log *slog.Logger) (*recordpkg.Builder, error) {
-	rc := recordpkg.Config{Router: rt, Registry: reg, KeyFormat: cfg.KeyFormat, ValueFormat: cfg.ValueFormat,
-		Builtin: cfg.BuiltinHeaders, HeaderColumns: cfg.HeaderColumns, TimestampColumn: cfg.TimestampColumn,
-		Tombstones: cfg.Tombstones, AggregateIDColumn: cfg.Columns.AggregateID, MaxRecordBytes: cfg.MaxRecordBytes,
-		DLQTopic: cfg.DLQTopic, Observer: m}
-	if len(cfg.HeaderColumns) > 0 || cfg.TimestampColumn != "" || cfg.KeyFormat == recordpkg.KeyJSON || cfg.KeyFormat == recordpkg.KeyJSONSchema {
-		bo := backoff.Backoff{}
-		for {
-			cols, ok, err := replication.DescribeURL(ctx, cfg.PGURL, cfg.Table)
-			if err == nil {
-				if ok {
-					rc.Table = cols
-				} else {
-					log.Warn("outbox table does not exist yet: its columns are checked when rows arrive", "table", cfg.Table)
-				}
-				break
-			}
-			if replication.IsFatal(err) {
-				return nil, err
-			}
-			log.Warn("cannot read the outbox table's columns from the catalog; retrying", "table", cfg.Table, "err", Redact(err.Error()), "consecutive_errors", bo.Attempts()+1)
-			if bo.Wait(ctx) != nil {
-				return nil, ctx.Err()
-			}
+// inspect reads the server version and the outbox tables' columns from
+// the catalog, retrying until PostgreSQL answers. A table that does not
+// exist, two names for one table, and --message-prefix on a server without
+// logical decoding messages are configuration errors.
+func inspect(ctx context.Context, cfg *Config, log *slog.Logger) (*replication.Inspection, error) {
+	bo := backoff.Backoff{}
+	var in *replication.Inspection
+	for {
+		var err error
+		if in, err = replication.Inspect(ctx, cfg.PGURL, tableNames(cfg.Tables)); err == nil {
+			break
+		}
+		if replication.IsFatal(err) {
+			return nil, err
+		}
+		log.Warn("cannot read the server version and the outbox tables from the catalog; retrying", "err", Redact(err.Error()), "consecutive_errors", bo.Attempts()+1)
+		if bo.Wait(ctx) != nil {
+			return nil, ctx.Err()
 		}
 	}
+	seen := map[uint32]string{}
+	for _, t := range in.Tables {
+		if t.OID == 0 {
+			return nil, cfgErr("table", "%s does not exist: create it (docs/outbox.sql) or correct --table", t.Name)
+		}
+		if first, dup := seen[t.OID]; dup {
+			return nil, cfgErr("table", "%s and %s are the same table: give each outbox table once", first, t.Name)
+		}
+		seen[t.OID] = t.Name
+	}
+	if cfg.MessagePrefixSet && cfg.MessagePrefix != "" && in.Major < replication.MessagesMinMajor {
+		return nil, cfgErr("message-prefix", "PostgreSQL %d cannot send logical decoding messages to a pgoutput client (PostgreSQL %d+ can): upgrade the server, or remove --message-prefix", in.Major, replication.MessagesMinMajor)
+	}
+	return in, nil
+}
+
+// newBuilder makes the row → record step for the inspected tables.
+func newBuilder(cfg *Config, rt *router.Router, reg *schemaregistry.Registry, m *metrics, in *replication.Inspection) (*recordpkg.Builder, error) {
+	rc := recordpkg.Config{Router: rt, Registry: reg, KeyFormat: cfg.KeyFormat, ValueFormat: cfg.ValueFormat,
+		Builtin: cfg.BuiltinHeaders, HeaderColumns: cfg.HeaderColumns, TimestampColumn: cfg.TimestampColumn,
+		Tombstones: cfg.Tombstones, CloudEvents: cfg.CloudEvents, CloudEventsSource: cfg.CloudEventsSource,
+		MaxRecordBytes: cfg.MaxRecordBytes, DLQTopic: cfg.DLQTopic, Observer: m}
+	for i, t := range in.Tables {
+		rc.Tables = append(rc.Tables, recordpkg.Table{Name: t.Name, AggregateID: cfg.Tables[i].Columns.AggregateID, Columns: t.Columns})
+	}
 	return recordpkg.New(rc)
+}
+
+// tableNames lists the outbox tables' names.
+func tableNames(tables []decoder.Table) []string {
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = t.Name
+	}
+	return names
 }
 
 // preflight registers the schemas known at startup (see
