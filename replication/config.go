@@ -1,8 +1,11 @@
 package replication
 
 import (
+	"context"
 	"log/slog"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 )
@@ -25,6 +28,13 @@ type Config struct {
 	// prefix outbox events (PostgreSQL 14+; older servers send none).
 	// Default "": no messages.
 	MessagePrefix string
+	// Inspect, when set, is called once, on the first connection that gets
+	// as far (a normal connection, before the publication and slot are
+	// looked at): it reads what it needs from the catalog and says which
+	// extra columns and message prefix to stream with, replacing
+	// ExtraColumns and MessagePrefix. An error marked Fatal halts the
+	// stream; any other retries with the connection.
+	Inspect func(ctx context.Context, conn *pgx.Conn) (Inspected, error)
 	// ExtraColumns are further columns whose text each row carries in
 	// decoder.Row.Extra (header columns, a timestamp column). Default none.
 	ExtraColumns []string
@@ -49,6 +59,12 @@ type Config struct {
 	RecreateLostSlot bool
 	// Logger receives lifecycle lines. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// Inspected is what Config.Inspect found.
+type Inspected struct {
+	ExtraColumns  []string
+	MessagePrefix string
 }
 
 func (c *Config) setDefaults() {

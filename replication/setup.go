@@ -244,37 +244,3 @@ func DescribeTable(ctx context.Context, conn *pgx.Conn, table string) (TableInfo
 	}
 	return info, nil
 }
-
-// Inspection is what the relay reads from the server at startup.
-type Inspection struct {
-	// Major is the server's major version.
-	Major int
-	// Tables describe the outbox tables, in the order asked.
-	Tables []TableInfo
-}
-
-// Inspect connects to url (a normal connection, bounded like the stream's
-// setup) and reads the server version and the tables' descriptions.
-func Inspect(ctx context.Context, url string, tables []string) (*Inspection, error) {
-	ccfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return nil, Fatal(fmt.Errorf("parse --pg-url: %w", err))
-	}
-	configureConn(&ccfg.Config)
-	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, ccfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
-	}
-	defer conn.Close(context.Background())
-	in := &Inspection{Major: ServerMajor(conn.PgConn().ParameterStatus("server_version"))}
-	for _, t := range tables {
-		info, err := DescribeTable(ctx, conn, t)
-		if err != nil {
-			return nil, err
-		}
-		in.Tables = append(in.Tables, info)
-	}
-	return in, nil
-}

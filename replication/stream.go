@@ -259,6 +259,14 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool) (*pgx.
 		conn.Close(context.Background())
 		return nil, err
 	}
+	if s.cfg.Inspect != nil {
+		in, err := s.cfg.Inspect(setupCtx, conn)
+		if err != nil {
+			return fail(err)
+		}
+		s.cfg.Inspect = nil // once
+		s.cfg.ExtraColumns, s.cfg.MessagePrefix = in.ExtraColumns, in.MessagePrefix
+	}
 	created, err := EnsurePublication(setupCtx, conn, s.cfg.Publication, s.tableNames())
 	if err != nil {
 		return fail(err)
@@ -620,11 +628,10 @@ func ServerMajor(version string) int {
 	return n
 }
 
-// SetMessagePrefix sets Config.MessagePrefix; call it before Run.
-func (s *Stream) SetMessagePrefix(prefix string) { s.cfg.MessagePrefix = prefix }
-
-// SetExtraColumns sets Config.ExtraColumns; call it before Run.
-func (s *Stream) SetExtraColumns(cols []string) { s.cfg.ExtraColumns = cols }
+// SetInspect sets Config.Inspect; call it before Run.
+func (s *Stream) SetInspect(f func(ctx context.Context, conn *pgx.Conn) (Inspected, error)) {
+	s.cfg.Inspect = f
+}
 
 // SetSessionFunc sets how sessions are made; call it before Run.
 func (s *Stream) SetSessionFunc(f NewSessionFunc) { s.newSession = f }

@@ -5,7 +5,8 @@
 #   - the Apache Kafka broker jars, resolved from Maven Central with
 #     scripts/kafka/pom.xml into $CACHE/kafka-<version>/libs;
 #   - the AxonOps schema registry binary, built from the Go module pinned in
-#     tools/go.mod into $CACHE/bin/schema-registry.
+#     tools/go.mod into $CACHE/bin/schema-registry;
+#   - the CloudEvents Python SDK in a virtualenv, $CACHE/venv-cloudevents.
 # CACHE is ${CDC_RELAY_CACHE:-$HOME/.cache/cdc-relay}. Every step is skipped
 # when its result is already there, so a second run takes well under a second.
 set -euo pipefail
@@ -83,6 +84,21 @@ else
 	fi
 	mv "$registry.tmp" "$registry"
 	say "schema registry ok ($registry)"
+fi
+
+# --- CloudEvents Python SDK (an independent reader for the CE tests) -------
+step="installing the CloudEvents Python SDK"
+cloudevents_version=1.12.1
+venv=$cache/venv-cloudevents
+if [ "$(cat "$venv/.complete" 2>/dev/null)" = "$cloudevents_version" ]; then
+	say "CloudEvents Python SDK ok ($venv)"
+else
+	command -v python3 >/dev/null || apt_install python3
+	rm -rf "$venv"
+	python3 -m venv "$venv" 2>/dev/null || { apt_install python3-venv; python3 -m venv "$venv"; }
+	"$venv/bin/pip" install -q --disable-pip-version-check "cloudevents==$cloudevents_version"
+	echo "$cloudevents_version" >"$venv/.complete"
+	say "CloudEvents Python SDK $cloudevents_version ok ($venv)"
 fi
 
 step="finishing"

@@ -12,10 +12,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
-	"github.com/cdc-relay/cdc-relay/internal/backoff"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -113,21 +113,22 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	log.Info("start", "version", version, "pg_url", Redact(cfg.PGURL), "slot", cfg.Slot, "publication", cfg.Publication,
 		"tables", tableNames(cfg.Tables), "kafka_brokers", cfg.KafkaBrokers, "schemas", len(schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
 
-	in, err := inspect(ctx, cfg, log)
-	if err == nil {
-		base.builder, err = newBuilder(cfg, rt, reg, m, in)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return exitOK
+	// On its first connection the stream reads the server version and the
+	// tables from the catalog; the row → record step is built from them.
+	stream.SetInspect(func(ctx context.Context, conn *pgx.Conn) (replication.Inspected, error) {
+		in, err := inspect(ctx, conn, cfg)
+		if err != nil {
+			return replication.Inspected{}, err
 		}
-		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
-		return exitConfig
-	}
-	if in.Major >= replication.MessagesMinMajor {
-		stream.SetMessagePrefix(cfg.MessagePrefix)
-	}
-	stream.SetExtraColumns(base.builder.ExtraColumns())
+		if base.builder, err = newBuilder(cfg, rt, reg, m, in); err != nil {
+			return replication.Inspected{}, replication.Fatal(err) // a *FlagError
+		}
+		prefix := ""
+		if in.Major >= replication.MessagesMinMajor {
+			prefix = cfg.MessagePrefix
+		}
+		return replication.Inspected{ExtraColumns: base.builder.ExtraColumns(), MessagePrefix: prefix}, nil
+	})
 	stream.SetSessionFunc(func(sctx context.Context, tr *replication.Tracker) (replication.Session, error) {
 		h := *base
 		h.pub = pub.NewSession(sctx, tr)
@@ -167,6 +168,12 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	go lag.Run(lagCtx)
 
 	if err := stream.Run(ctx); err != nil {
+		var cerr *ConfigError
+		var ferr *recordpkg.FlagError
+		if errors.As(err, &cerr) || errors.As(err, &ferr) {
+			fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
+			return exitConfig
+		}
 		fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error()))
 		lingerHalted(ctx, cfg.HaltLinger, log)
 		return exitFailed
@@ -175,43 +182,41 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 }
 
 // inspect reads the server version and the outbox tables' columns from
-// the catalog, retrying until PostgreSQL answers. A table that does not
-// exist, two names for one table, and --message-prefix on a server without
-// logical decoding messages are configuration errors.
-func inspect(ctx context.Context, cfg *Config, log *slog.Logger) (*replication.Inspection, error) {
-	bo := backoff.Backoff{}
-	var in *replication.Inspection
-	for {
-		var err error
-		if in, err = replication.Inspect(ctx, cfg.PGURL, tableNames(cfg.Tables)); err == nil {
-			break
-		}
-		if replication.IsFatal(err) {
+// the catalog. A table that does not exist, two names for one table, and
+// --message-prefix on a server without logical decoding messages are
+// configuration errors, marked fatal so that the stream stops.
+func inspect(ctx context.Context, conn *pgx.Conn, cfg *Config) (*inspection, error) {
+	in := &inspection{Major: replication.ServerMajor(conn.PgConn().ParameterStatus("server_version"))}
+	seen := map[uint32]string{}
+	for _, t := range cfg.Tables {
+		info, err := replication.DescribeTable(ctx, conn, t.Name)
+		if err != nil {
 			return nil, err
 		}
-		log.Warn("cannot read the server version and the outbox tables from the catalog; retrying", "err", Redact(err.Error()), "consecutive_errors", bo.Attempts()+1)
-		if bo.Wait(ctx) != nil {
-			return nil, ctx.Err()
+		if info.OID == 0 {
+			return nil, replication.Fatal(cfgErr("table", "%s does not exist: create it (docs/outbox.sql) or correct --table", t.Name))
 		}
-	}
-	seen := map[uint32]string{}
-	for _, t := range in.Tables {
-		if t.OID == 0 {
-			return nil, cfgErr("table", "%s does not exist: create it (docs/outbox.sql) or correct --table", t.Name)
+		if first, dup := seen[info.OID]; dup {
+			return nil, replication.Fatal(cfgErr("table", "%s and %s are the same table: give each outbox table once", first, t.Name))
 		}
-		if first, dup := seen[t.OID]; dup {
-			return nil, cfgErr("table", "%s and %s are the same table: give each outbox table once", first, t.Name)
-		}
-		seen[t.OID] = t.Name
+		seen[info.OID] = t.Name
+		in.Tables = append(in.Tables, info)
 	}
 	if cfg.MessagePrefixSet && cfg.MessagePrefix != "" && in.Major < replication.MessagesMinMajor {
-		return nil, cfgErr("message-prefix", "PostgreSQL %d cannot send logical decoding messages to a pgoutput client (PostgreSQL %d+ can): upgrade the server, or remove --message-prefix", in.Major, replication.MessagesMinMajor)
+		return nil, replication.Fatal(cfgErr("message-prefix", "PostgreSQL %d cannot send logical decoding messages to a pgoutput client (PostgreSQL %d+ can): upgrade the server, or remove --message-prefix", in.Major, replication.MessagesMinMajor))
 	}
 	return in, nil
 }
 
+// inspection is what the relay reads from the server on its first
+// connection.
+type inspection struct {
+	Major  int                     // the server's major version
+	Tables []replication.TableInfo // the outbox tables, in --table order
+}
+
 // newBuilder makes the row → record step for the inspected tables.
-func newBuilder(cfg *Config, rt *router.Router, reg *schemaregistry.Registry, m *metrics, in *replication.Inspection) (*recordpkg.Builder, error) {
+func newBuilder(cfg *Config, rt *router.Router, reg *schemaregistry.Registry, m *metrics, in *inspection) (*recordpkg.Builder, error) {
 	rc := recordpkg.Config{Router: rt, Registry: reg, KeyFormat: cfg.KeyFormat, ValueFormat: cfg.ValueFormat,
 		Builtin: cfg.BuiltinHeaders, HeaderColumns: cfg.HeaderColumns, TimestampColumn: cfg.TimestampColumn,
 		Tombstones: cfg.Tombstones, CloudEvents: cfg.CloudEvents, CloudEventsSource: cfg.CloudEventsSource,

@@ -91,6 +91,9 @@ func drainRecvlogical(ctx context.Context, o options, svc *services, db *databas
 	args := []string{"-d", db.url, "--slot", slot, "--start", "--plugin", "pgoutput",
 		"-o", "proto_version=1", "-o", "publication_names=" + publication,
 		"-f", "/dev/null", "--endpos", load.EndLSN.String(), "--no-loop"}
+	if o.messages {
+		args = append(args, "-o", "messages=true")
+	}
 	broker0, busy0 := cpuOrZero(svc.brokerPID), busySeconds()
 	c, err := startChild(ctx, "pg_recvlogical", filepath.Join(pgtest.BinDir, "pg_recvlogical"), args, nil)
 	if err != nil {

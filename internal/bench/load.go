@@ -45,6 +45,7 @@ func (s slotNames) all() []string {
 // loadInfo describes one run's backlog.
 type loadInfo struct {
 	Rows         int     `json:"rows"`
+	Messages     bool    `json:"messages,omitempty"` // logical decoding messages, not rows
 	MinID        int64   `json:"min_id"` // outbox ids of the load: MinID..MaxID
 	MaxID        int64   `json:"max_id"`
 	Transactions int     `json:"transactions"`
@@ -127,11 +128,19 @@ const insertRows = `INSERT INTO public.outbox (aggregate_type, aggregate_id, eve
 SELECT 'Order', md5('order-' || (g % 1000))::uuid::text, 'OrderCreated', ` + payloadExpr + `
 FROM generate_series($2::bigint, $3::bigint) AS g`
 
+// emitMessages writes rows $2..$3 as transactional logical decoding
+// messages with the relay's default prefix, in one statement, hence one
+// transaction: the same events as insertRows, with the row number as id.
+const emitMessages = `SELECT count(pg_logical_emit_message(true, 'outbox', jsonb_build_object(
+	'id', g, 'aggregate_type', 'Order', 'aggregate_id', md5('order-' || (g % 1000))::uuid::text, 'event_type', 'OrderCreated',
+	'payload', ` + payloadExpr + `)::text))
+FROM generate_series($2::bigint, $3::bigint) AS g`
+
 // loadBacklog empties the table, creates the run's slots, then inserts
 // --rows rows in transactions of --tx-size while nothing reads, and notes
 // the WAL positions before and after.
 func (db *database) loadBacklog(ctx context.Context, o options, slots slotNames) (loadInfo, error) {
-	info := loadInfo{Rows: o.rows}
+	info := loadInfo{Rows: o.rows, Messages: o.messages}
 	if _, err := db.conn.Exec(ctx, "TRUNCATE public.outbox"); err != nil {
 		return info, fmt.Errorf("truncate: %w", err)
 	}
@@ -144,10 +153,14 @@ func (db *database) loadBacklog(ctx context.Context, o options, slots slotNames)
 	if info.StartLSN, err = db.walLSN(ctx); err != nil {
 		return info, err
 	}
+	load := insertRows
+	if o.messages {
+		load = emitMessages
+	}
 	start := time.Now()
 	for lo := 1; lo <= o.rows; lo += o.txSize {
 		hi := min(lo+o.txSize-1, o.rows)
-		if _, err := db.conn.Exec(ctx, insertRows, db.pad, lo, hi); err != nil {
+		if _, err := db.conn.Exec(ctx, load, db.pad, lo, hi); err != nil {
 			return info, fmt.Errorf("insert rows %d-%d: %w", lo, hi, err)
 		}
 		info.Transactions++
@@ -157,6 +170,14 @@ func (db *database) loadBacklog(ctx context.Context, o options, slots slotNames)
 		return info, err
 	}
 	info.WALBytes = int64(info.EndLSN - info.StartLSN)
+	if o.messages {
+		info.MinID, info.MaxID = 1, int64(o.rows)
+		if err := db.conn.QueryRow(ctx, "SELECT sum(octet_length(("+payloadExpr+")::text)) FROM generate_series(1, $2::bigint) AS g", db.pad, o.rows).
+			Scan(&info.PayloadBytes); err != nil {
+			return info, fmt.Errorf("measure payloads: %w", err)
+		}
+		return info, db.checkpoint(ctx)
+	}
 	var rows int64
 	if err := db.conn.QueryRow(ctx, "SELECT count(*), coalesce(sum(octet_length(payload::text)), 0), min(id), max(id) FROM public.outbox").
 		Scan(&rows, &info.PayloadBytes, &info.MinID, &info.MaxID); err != nil {
@@ -165,11 +186,15 @@ func (db *database) loadBacklog(ctx context.Context, o options, slots slotNames)
 	if rows != int64(o.rows) || info.MaxID-info.MinID+1 != rows {
 		return info, fmt.Errorf("the table holds %d rows with ids %d..%d, want %d consecutive ids", rows, info.MinID, info.MaxID, o.rows)
 	}
-	// Write the loaded pages out now rather than during a drain.
+	return info, db.checkpoint(ctx)
+}
+
+// checkpoint writes the loaded pages out now rather than during a drain.
+func (db *database) checkpoint(ctx context.Context) error {
 	if _, err := db.conn.Exec(ctx, "CHECKPOINT"); err != nil {
-		return info, fmt.Errorf("checkpoint: %w", err)
+		return fmt.Errorf("checkpoint: %w", err)
 	}
-	return info, nil
+	return nil
 }
 
 // walLSN returns pg_current_wal_lsn().

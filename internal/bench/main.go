@@ -46,6 +46,7 @@ type options struct {
 	timeout      time.Duration // bound on one drain
 	quietWait    time.Duration // how long to wait for an idle machine before each drain
 	relayArgs    []string      // extra flags for `cdc-relay run`
+	messages     bool          // load the backlog as logical decoding messages instead of rows
 
 	// The Debezium side-by-side drain (debezium.go).
 	debezium     bool        // drain a third slot with Debezium in each run
@@ -89,6 +90,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.rows, "rows", 200000, "rows in the backlog")
 	fs.IntVar(&o.txSize, "tx-size", 1000, "rows per transaction")
 	fs.IntVar(&o.payloadBytes, "payload-bytes", 300, "approximate size of one jsonb payload (its text form)")
+	fs.BoolVar(&o.messages, "messages", false, "load the backlog as transactional logical decoding messages (pg_logical_emit_message: the table-less outbox) instead of rows; the relay and pg_recvlogical read them with messages on")
 	fs.IntVar(&o.runs, "runs", 1, "repeat load and drains this often with fresh slots; odd runs drain with pg_recvlogical first, even runs with the relay first (Debezium always last)")
 	fs.IntVar(&o.partitions, "partitions", 1, "partitions of the topics the relay writes (broker num.partitions)")
 	fs.Var((*jsonFlag)(&o.jsonPath), "json", "also print the results as JSON after the tables; --json=FILE writes them to FILE instead")
@@ -130,6 +132,8 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("--rows must be at least 1")
 	case o.txSize < 1:
 		return o, errors.New("--tx-size must be at least 1")
+	case o.messages && (o.debezium || o.latency):
+		return o, errors.New("--messages measures the drain of the relay and pg_recvlogical only: leave out --debezium and --latency")
 	case o.brokerWarmupMB < 0:
 		return o, errors.New("--broker-warmup-mb must not be negative")
 	case o.payloadBytes < 1:

@@ -88,6 +88,7 @@ type report struct {
 	Rows         int           `json:"rows"`
 	TxSize       int           `json:"tx_size"`
 	PayloadBytes int           `json:"payload_bytes_target"`
+	Messages     bool          `json:"messages,omitempty"` // the backlog is logical decoding messages
 	Partitions   int           `json:"partitions"`
 	RelayBuild   string        `json:"relay_build"`
 	RelayArgs    []string      `json:"relay_args,omitempty"`
@@ -119,7 +120,7 @@ func newReport(ctx context.Context, o options, relayBin string, db *database) *r
 	if out, err := exec.CommandContext(ctx, relayBin, "version").Output(); err == nil {
 		m.Relay = strings.TrimSpace(string(out))
 	}
-	r := &report{Machine: m, Rows: o.rows, TxSize: o.txSize, PayloadBytes: o.payloadBytes, Partitions: o.partitions, RelayBuild: o.relayBin, RelayArgs: o.relayArgs}
+	r := &report{Machine: m, Rows: o.rows, TxSize: o.txSize, PayloadBytes: o.payloadBytes, Messages: o.messages, Partitions: o.partitions, RelayBuild: o.relayBin, RelayArgs: o.relayArgs}
 	if o.cpuProfile != "" || o.relayOverlay != "" {
 		r.RelayBuild = "built from this checkout"
 		if o.relayOverlay != "" {
@@ -171,8 +172,12 @@ func printRun(w io.Writer, r runResult) {
 		first += ", then Debezium"
 	}
 	l := r.Load
-	fmt.Fprintf(w, "\nrun %d: %d rows in %d transactions, payload %.0f B avg (%.1f MB), WAL %.1f MB (%s..%s); %s\n",
-		r.Run, l.Rows, l.Transactions, float64(l.PayloadBytes)/float64(l.Rows), float64(l.PayloadBytes)/1e6,
+	kind := "rows"
+	if l.Messages {
+		kind = "logical messages"
+	}
+	fmt.Fprintf(w, "\nrun %d: %d %s in %d transactions, payload %.0f B avg (%.1f MB), WAL %.1f MB (%s..%s); %s\n",
+		r.Run, l.Rows, kind, l.Transactions, float64(l.PayloadBytes)/float64(l.Rows), float64(l.PayloadBytes)/1e6,
 		float64(l.WALBytes)/1e6, l.StartLSN, l.EndLSN, first)
 	printTable(w, r.drains)
 }

@@ -1,0 +1,271 @@
+package main
+
+// The table-less outbox: transactional logical decoding messages
+// (pg_logical_emit_message, through docs/outbox.sql's outbox_emit) are
+// published like rows.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var outboxSQLOnce sync.Once
+
+// applyOutboxSQL applies docs/outbox.sql (its table and outbox_emit) to the
+// test database once.
+func applyOutboxSQL(t *testing.T) {
+	t.Helper()
+	var err error
+	outboxSQLOnce.Do(func() {
+		var b []byte
+		if b, err = os.ReadFile("../../docs/outbox.sql"); err == nil {
+			err = pg.Exec(context.Background(), testDB, string(b))
+		}
+	})
+	if err != nil {
+		t.Fatalf("apply docs/outbox.sql: %v", err)
+	}
+}
+
+// emit calls outbox_emit in tx and returns the message's LSN text.
+func emit(t *testing.T, ctx context.Context, tx pgx.Tx, prefix, aggType, aggID, eventType, payload string, id *string) string {
+	t.Helper()
+	var lsn string
+	if err := tx.QueryRow(ctx, `SELECT outbox_emit($1, $2, $3, $4::jsonb, '{"traceparent": "00-msg"}', $5, $6)::text`,
+		aggType, aggID, eventType, payload, id, prefix).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+// TestLogicalMessages: rows and messages mixed in one transaction keep
+// their order per aggregate; a message's id is its LSN unless it carries
+// one; an aborted transaction's message never appears; a non-transactional
+// or malformed message goes to the DLQ with its reason; other prefixes are
+// ignored.
+func TestLogicalMessages(t *testing.T) {
+	applyOutboxSQL(t)
+	f := newFixture(t, "")
+	prefix := "outbox_" + f.name
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args("--message-prefix", prefix))
+	r.waitStreaming(60 * time.Second)
+	ctx := context.Background()
+	conn := connect(t)
+
+	agg := uuidFor(500)
+	insert := fmt.Sprintf(`INSERT INTO %s (aggregate_type, aggregate_id, event_type, payload) VALUES ('Order', $1, 'OrderCreated', $2::jsonb) RETURNING id`, f.table)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row1, row3 int64
+	if err := tx.QueryRow(ctx, insert, agg, orderCreated(agg, 1)).Scan(&row1); err != nil {
+		t.Fatal(err)
+	}
+	lsn2 := emit(t, ctx, tx, prefix, "Order", agg, "OrderCreated", orderCreated(agg, 2), nil)
+	if err := tx.QueryRow(ctx, insert, agg, orderCreated(agg, 3)).Scan(&row3); err != nil {
+		t.Fatal(err)
+	}
+	id4 := "msg-4"
+	emit(t, ctx, tx, prefix, "Order", agg, "OrderCancelled", orderCancelled(agg, 4), &id4)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	aborted, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emit(t, ctx, aborted, prefix, "Order", agg, "OrderCreated", orderCreated(agg, 99), nil)
+	aborted.Rollback(ctx)
+
+	var nonTx, malformed, other string
+	content := fmt.Sprintf(`{"aggregate_type": "Order", "aggregate_id": %q, "event_type": "OrderCreated", "payload": %s}`, agg, orderCreated(agg, 98))
+	for _, q := range []struct {
+		dst             *string
+		transactional   bool
+		prefix, content string
+	}{
+		{&nonTx, false, prefix, content},
+		{&malformed, true, prefix, "not json"},
+		{&other, true, "other_" + f.name, content},
+	} {
+		if err := conn.QueryRow(ctx, `SELECT pg_logical_emit_message($1, $2, $3)::text`, q.transactional, q.prefix, q.content).Scan(q.dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lsn5 := emit(t, ctx, last, prefix, "Order", uuidFor(501), "OrderCreated", orderCreated(uuidFor(501), 5), nil)
+	if err := last.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	want := []string{strconv.FormatInt(row1, 10), lsn2, strconv.FormatInt(row3, 10), id4, nonTx, malformed, lsn5}
+	var recs []record
+	waitFor(t, 90*time.Second, "rows and messages in Kafka", func() bool {
+		recs = c.records()
+		seen := distinctIDs(recs)
+		for _, id := range want {
+			if seen[id] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	// Everything after the aborted transaction and the other prefix has
+	// arrived; neither ever may.
+	dec := newAvroDecoder()
+	var order []string
+	for _, rec := range recs {
+		if rec.Headers["id"] == other {
+			t.Errorf("a message with another prefix was published: %+v", rec)
+		}
+		if rec.Topic == f.dlq {
+			continue
+		}
+		v, _, err := dec.decode(rec.Value)
+		if err != nil {
+			t.Fatalf("record %s: %v", rec.Headers["id"], err)
+		}
+		if v["customer_id"] == "c-99" {
+			t.Errorf("the aborted transaction's message was published: %v", v)
+		}
+		if rec.Key == agg {
+			order = append(order, rec.Headers["id"])
+			if rec.Headers["id"] == lsn2 && (v["customer_id"] != "c-2" || rec.Headers["traceparent"] != "00-msg" || rec.Headers["event_type"] != "OrderCreated") {
+				t.Errorf("message 2: value %v headers %v", v, rec.Headers)
+			}
+		}
+	}
+	if got, wantOrder := strings.Join(order, " "), strings.Join(want[:4], " "); got != wantOrder {
+		t.Errorf("aggregate's order in Kafka %q, want the transaction's %q", got, wantOrder)
+	}
+	for id, reason := range map[string]string{nonTx: "non-transactional", malformed: "message content is not a JSON object"} {
+		rec := byID(recs)[id]
+		if rec.Topic != f.dlq || !strings.Contains(rec.Headers["error"], reason) {
+			t.Errorf("message %s: topic %q error %q, want the DLQ with %q", id, rec.Topic, rec.Headers["error"], reason)
+		}
+	}
+	if string(byID(recs)[malformed].Value) != "not json" {
+		t.Errorf("malformed message's dead letter value %q, want its content", byID(recs)[malformed].Value)
+	}
+	end := currentLSN(t, conn)
+	waitFor(t, 30*time.Second, "the slot to confirm past the messages", func() bool { return f.confirmedFlush() >= end })
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
+
+// TestLogicalMessagesRedelivery: a message id taken from the LSN is the
+// same when the WAL is decoded again (a second slot created at the same
+// point stands for a restart from an older confirmed position), and a
+// message transaction interleaved with a kill -9 is delivered after the
+// restart; with only other-prefix messages and another table's writes, the
+// slot keeps up with the WAL.
+func TestLogicalMessagesRedelivery(t *testing.T) {
+	applyOutboxSQL(t)
+	f := newFixture(t, "")
+	prefix := "outbox_" + f.name
+	second := "slot2_" + f.name
+	f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", second)
+	t.Cleanup(func() { f.exec("SELECT pg_drop_replication_slot($1)", second) })
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args("--message-prefix", prefix))
+	r.waitStreaming(60 * time.Second)
+	ctx := context.Background()
+	connA, connB := connect(t), connect(t)
+
+	// B stays open with its message while A, with a large one, commits.
+	txB, err := connB.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lsnB := emit(t, ctx, txB, prefix, "Order", uuidFor(520), "OrderCreated", orderCreated(uuidFor(520), 1), nil)
+	txA, err := connA.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggA := uuidFor(521)
+	big := fmt.Sprintf(`{"order_id": %q, "customer_id": %q, "status": "PENDING", "amount_cents": 1, "created_at": 1}`, aggA, strings.Repeat("y", 200000))
+	lsnA1 := emit(t, ctx, txA, prefix, "Order", aggA, "OrderCreated", big, nil)
+	lsnA2 := emit(t, ctx, txA, prefix, "Order", aggA, "OrderCancelled", orderCancelled(aggA, 2), nil)
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	afterA := currentLSN(t, connA)
+	waitFor(t, 60*time.Second, "A in Kafka and confirmed", func() bool {
+		seen := distinctIDs(c.records())
+		return seen[lsnA1] > 0 && seen[lsnA2] > 0 && f.confirmedFlush() >= afterA
+	})
+
+	if err := broker.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	up := false
+	t.Cleanup(func() {
+		if !up {
+			broker.Restart()
+		}
+	})
+	if err := txB.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.waitMetric("cdc_relay_events_read_total", 30*time.Second, func(v float64) bool { return v >= 3 })
+	r.kill()
+	if err := broker.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	up = true
+	r2 := startRelay(t, f.args("--message-prefix", prefix))
+	waitFor(t, 90*time.Second, "B after the restart", func() bool { return distinctIDs(c.records())[lsnB] > 0 })
+
+	// The same WAL decoded again from the second slot: the same ids.
+	if code := r2.terminate(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	args := f.args("--message-prefix", prefix)
+	setFlag(args, "--slot", second)
+	r3 := startRelay(t, args)
+	waitFor(t, 90*time.Second, "the messages once more from the second slot", func() bool {
+		seen := distinctIDs(c.records())
+		return seen[lsnA1] >= 2 && seen[lsnA2] >= 2 && seen[lsnB] >= 2
+	})
+	for _, rec := range c.records() {
+		if id := rec.Headers["id"]; id != lsnA1 && id != lsnA2 && id != lsnB {
+			t.Errorf("unexpected record id %q", id)
+		}
+	}
+
+	// Idle outbox: other-prefix messages and another table's writes move
+	// the WAL; the slot follows.
+	f.exec(fmt.Sprintf("CREATE TABLE busy_%s (id serial PRIMARY KEY, v text)", f.name))
+	for i := 0; i < 10; i++ {
+		if _, err := connA.Exec(ctx, fmt.Sprintf(`BEGIN; INSERT INTO busy_%s (v) SELECT repeat('z', 1000) FROM generate_series(1, 500);
+			SELECT pg_logical_emit_message(true, 'other', repeat('m', 1000)) FROM generate_series(1, 100); COMMIT`, f.name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := currentLSN(t, connA)
+	waitFor(t, 30*time.Second, "confirmed_flush_lsn of an idle outbox to follow the WAL", func() bool {
+		var s *string
+		if err := connA.QueryRow(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", second).Scan(&s); err != nil || s == nil {
+			return false
+		}
+		return parseLSN(t, *s) >= end
+	})
+	if code := r3.terminate(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
