@@ -39,6 +39,10 @@ type Config struct {
 	// instead of halting, logging at ERROR level that events may have been
 	// lost. Default false: a lost slot halts the relay.
 	RecreateLostSlot bool
+	// SlotFailover says whether the slot is a failover slot: created with
+	// FAILOVER, or turned into one with ALTER_REPLICATION_SLOT. Default
+	// FailoverAuto (on for PostgreSQL 17+).
+	SlotFailover FailoverMode
 	// Logger receives lifecycle lines. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -70,6 +74,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxInFlightBytes <= 0 {
 		c.MaxInFlightBytes = 64 << 20
+	}
+	if c.SlotFailover == "" {
+		c.SlotFailover = FailoverAuto
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -67,6 +67,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		MaxInFlightEvents: cfg.MaxInFlightEvents,
 		MaxInFlightBytes:  cfg.MaxInFlightBytes,
 		RecreateLostSlot:  cfg.RecreateLostSlot,
+		SlotFailover:      cfg.SlotFailover,
 		Logger:            log,
 	}, nil)
 	lag := newLagRate(stats().LagBytes)
@@ -141,6 +142,11 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	go lag.Run(lagCtx)
 
 	if err := stream.Run(ctx); err != nil {
+		var tooOld *replication.ServerTooOldError
+		if errors.As(err, &tooOld) {
+			fmt.Fprintf(stderr, "cdc-relay: %s\n", tooOld.Error())
+			return exitConfig
+		}
 		fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error()))
 		lingerHalted(ctx, cfg.HaltLinger, log)
 		return exitFailed
