@@ -483,6 +483,11 @@ type record struct {
 	// Codec is the compression of the record's batch as stored by the
 	// broker (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
 	Codec uint8
+	// At is when the consumer received the record.
+	At time.Time
+	// Timestamp is the record's timestamp: the broker's append time on a
+	// topic with message.timestamp.type=LogAppendTime.
+	Timestamp time.Time
 }
 
 // consumer reads topics from the start with franz-go.
@@ -510,13 +515,15 @@ func consume(t *testing.T, topicRegex string, opts ...kgo.Opt) *consumer {
 	go func() {
 		defer close(c.done)
 		for ctx.Err() == nil {
-			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			fetches := cl.PollFetches(ctx)
+			at := time.Now()
+			fetches.EachRecord(func(r *kgo.Record) {
 				h := map[string]string{}
 				for _, x := range r.Headers {
 					h[x.Key] = string(x.Value)
 				}
 				c.mu.Lock()
-				c.recs = append(c.recs, record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: r.Value, Headers: h, Codec: r.Attrs.CompressionType()})
+				c.recs = append(c.recs, record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: r.Value, Headers: h, Codec: r.Attrs.CompressionType(), At: at, Timestamp: r.Timestamp})
 				c.mu.Unlock()
 			})
 		}
