@@ -42,6 +42,7 @@ type Stats struct {
 	backpressure  atomic.Bool
 	haltCause     atomic.Pointer[string]
 	slotFailover  atomic.Bool
+	slotSample    atomic.Pointer[SlotSample]
 	serverMajor   atomic.Int32
 	hosts         []string
 
@@ -54,6 +55,10 @@ type Stats struct {
 // SlotFailover reports whether the slot was a failover slot when the
 // stream last started.
 func (s *Stats) SlotFailover() bool { return s.slotFailover.Load() }
+
+// SlotSample is the newest reading of a SlotPoller; nil before the first,
+// and while the slot's row cannot be read.
+func (s *Stats) SlotSample() *SlotSample { return s.slotSample.Load() }
 
 // ServerMajor is the major version of the server last connected to (0
 // before the first connection).

@@ -84,6 +84,7 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 			return replicationDelay(stats, time.Now()).Seconds()
 		}),
 		&stateCollector{stats: stats},
+		&slotCollector{stats: stats},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_slot_failover", Help: "1 when the slot is a failover slot (PostgreSQL 17+), which a standby with sync_replication_slots = on keeps through a promotion."}, func() float64 {
 			return boolFloat(stats.SlotFailover())
 		}),

@@ -140,6 +140,13 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	lagCtx, stopLag := context.WithCancel(context.Background())
 	defer stopLag()
 	go lag.Run(lagCtx)
+	pollDone := make(chan struct{})
+	go func() {
+		defer close(pollDone)
+		poller := &replication.SlotPoller{URL: cfg.PGURL, Slot: cfg.Slot, Interval: cfg.SlotPollInterval, Stats: stats(), Logger: log}
+		poller.Run(lagCtx)
+	}()
+	defer func() { stopLag(); <-pollDone }()
 
 	if err := stream.Run(ctx); err != nil {
 		var tooOld *replication.ServerTooOldError

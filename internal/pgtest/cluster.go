@@ -285,3 +285,8 @@ func WaitFor(ctx context.Context, timeout time.Duration, cond func() (bool, erro
 		}
 	}
 }
+
+// Connect opens a connection to database db ("" means postgres).
+func (c *Cluster) Connect(ctx context.Context, db string) (*pgx.Conn, error) {
+	return pgx.Connect(ctx, c.URL(db))
+}
