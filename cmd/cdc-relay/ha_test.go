@@ -235,6 +235,11 @@ func testFailover(t *testing.T, version int) {
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
 	h.waitSlotSynced(t, f.slot)
+	// status works on the standby too and shows the synchronised failover slot.
+	code, out := runCommand([]string{"status", "--pg-url", h.standby.URL(testDB), "--slot", f.slot})
+	if code != 0 || !strings.Contains(out, "failover             yes") {
+		t.Fatalf("status on the standby = %d, want the failover slot:\n%s", code, out)
+	}
 
 	w := startWriters(t, f, 3)
 	waitFor(t, 60*time.Second, "events flowing to Kafka", func() bool { return len(distinctIDs(c.records())) >= 300 })

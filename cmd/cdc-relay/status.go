@@ -142,11 +142,14 @@ func querySlotStatus(ctx context.Context, conn *pgx.Conn, slot string) (*slotSta
 	var plugin, database, walStatus, confirmed, restart *string
 	var lag, retained *int64
 	err := conn.QueryRow(ctx, `SELECT plugin, database, active, active_pid,
-			confirmed_flush_lsn::text, restart_lsn::text, pg_current_wal_lsn()::text,
-			pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint,
-			pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint,
+			confirmed_flush_lsn::text, restart_lsn::text, w.lsn::text,
+			pg_wal_lsn_diff(w.lsn, confirmed_flush_lsn)::bigint,
+			pg_wal_lsn_diff(w.lsn, restart_lsn)::bigint,
 			wal_status, safe_wal_size, (to_jsonb(s) ->> 'failover')::bool
-		FROM pg_catalog.pg_replication_slots s WHERE slot_name = $1`, slot).
+		FROM pg_catalog.pg_replication_slots s,
+			-- on a standby (in recovery) the WAL position is the replayed one
+			(SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END AS lsn) w
+		WHERE slot_name = $1`, slot).
 		Scan(&plugin, &database, &st.Active, &st.ActivePID, &confirmed, &restart, &st.CurrentWALLSN, &lag, &retained, &walStatus, &st.SafeWALSizeBytes, &st.Failover)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("--slot: no replication slot %q in this cluster (the relay creates it on first start)", slot)
