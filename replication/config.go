@@ -25,8 +25,8 @@ type Config struct {
 	// Default public.outbox with decoder.DefaultColumns().
 	Tables []decoder.Table
 	// MessagePrefix, when set, makes logical decoding messages with this
-	// prefix outbox events (PostgreSQL 14+; older servers send none).
-	// Default "": no messages.
+	// prefix outbox events; the server must be PostgreSQL 14+
+	// (MessagesMinMajor). Default "": no messages.
 	MessagePrefix string
 	// Inspect, when set, is called once, on the first connection that gets
 	// as far (a normal connection, before the publication and slot are
@@ -57,6 +57,10 @@ type Config struct {
 	// instead of halting, logging at ERROR level that events may have been
 	// lost. Default false: a lost slot halts the relay.
 	RecreateLostSlot bool
+	// SlotFailover says whether the slot is a failover slot: created with
+	// FAILOVER, or turned into one with ALTER_REPLICATION_SLOT. Default
+	// FailoverAuto (on for PostgreSQL 17+).
+	SlotFailover FailoverMode
 	// Logger receives lifecycle lines. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -91,6 +95,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxInFlightBytes <= 0 {
 		c.MaxInFlightBytes = 64 << 20
+	}
+	if c.SlotFailover == "" {
+		c.SlotFailover = FailoverAuto
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -2,6 +2,8 @@ package replication
 
 import (
 	"net"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -54,4 +56,22 @@ func configureConn(cfg *pgconn.Config) {
 		Control: userTimeoutControl(tcpUserTimeout),
 	}
 	cfg.DialFunc = d.DialContext
+}
+
+// Hosts returns the host:port pairs of a libpq URL or DSN, in the order a
+// connection tries them (a multi-host URL lists several); nil when the URL
+// does not parse.
+func Hosts(url string) []string {
+	cfg, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return nil
+	}
+	hosts := []string{net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))}
+	for _, fb := range cfg.Fallbacks {
+		h := net.JoinHostPort(fb.Host, strconv.Itoa(int(fb.Port)))
+		if !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
 }

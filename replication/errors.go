@@ -10,8 +10,33 @@ import (
 // recreates the slot silently.
 var ErrSlotLost = errors.New("replication slot lost: PostgreSQL removed WAL it still needed, events may have been lost")
 
-// ErrSlotDropped means the slot disappeared while the relay was running.
-var ErrSlotDropped = errors.New("replication slot was dropped while the relay was running: events may have been lost")
+// ErrSlotDropped means the slot is missing after the relay had found or
+// created it: it was dropped, or PostgreSQL failed over to a server that has
+// no synchronised copy. The relay stops; it never creates a new slot then,
+// as that slot would start after events nobody published.
+var ErrSlotDropped = errors.New("replication slot does not exist: events may have been lost (it was dropped while the relay was running, " +
+	"or PostgreSQL failed over to a server without a synchronised copy of it: on PostgreSQL 17+ use a failover slot, --slot-failover auto or true, " +
+	"and a standby with sync_replication_slots = on)")
+
+// ErrWaitingPromotion means the server the relay reached is a standby (in
+// recovery), or its synchronised slot cannot be used before a promotion
+// (SQLSTATE 55000). The relay waits and retries; it never creates a slot there.
+var ErrWaitingPromotion = errors.New("standby: waiting for promotion")
+
+// ServerTooOldError is a setting that needs a newer PostgreSQL than the
+// server's. It is a configuration error: the relay exits with code 2.
+type ServerTooOldError struct {
+	Feature string // e.g. "failover slots"
+	Setting string // the flag, without dashes
+	Value   string // its value
+	Server  string // server_version
+	Need    int    // the first major that has the feature
+}
+
+func (e *ServerTooOldError) Error() string {
+	return fmt.Sprintf("--%s %s: %s need PostgreSQL %d or later, the server is PostgreSQL %s: upgrade, or set --%s auto",
+		e.Setting, e.Value, e.Feature, e.Need, e.Server, e.Setting)
+}
 
 // ErrSlotActive means another process streams from the slot (SQLSTATE 55006);
 // this instance is a standby and keeps retrying.

@@ -18,6 +18,11 @@ type SlotInfo struct {
 	WALStatus string
 	Confirmed LSN
 	ActivePID int32
+	// Failover is true for a failover slot (PostgreSQL 17+), which physical
+	// standbys synchronise so that it survives a promotion.
+	Failover bool
+	// Synced is true on a standby for a slot synchronised from the primary.
+	Synced bool
 }
 
 // SplitTable splits "schema.table" ("table" means schema public).
@@ -106,9 +111,12 @@ func CheckPublication(ctx context.Context, conn *pgx.Conn, publication, table st
 func LookupSlot(ctx context.Context, conn *pgx.Conn, slot string) (info SlotInfo, ok bool, err error) {
 	var confirmed, walStatus, plugin, database *string
 	var pid *int32
-	err = conn.QueryRow(ctx, `SELECT plugin, slot_type, database, wal_status, confirmed_flush_lsn::text, active_pid
-		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot).
-		Scan(&plugin, &info.Type, &database, &walStatus, &confirmed, &pid)
+	// failover and synced exist from PostgreSQL 17 on: read through
+	// to_jsonb so that one query serves every version.
+	err = conn.QueryRow(ctx, `SELECT plugin, slot_type, database, wal_status, confirmed_flush_lsn::text, active_pid,
+			coalesce((to_jsonb(s) ->> 'failover')::bool, false), coalesce((to_jsonb(s) ->> 'synced')::bool, false)
+		FROM pg_catalog.pg_replication_slots s WHERE slot_name = $1`, slot).
+		Scan(&plugin, &info.Type, &database, &walStatus, &confirmed, &pid, &info.Failover, &info.Synced)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return info, false, nil
 	}
@@ -135,10 +143,11 @@ func deref(s *string) string {
 }
 
 // EnsureSlot checks the slot and, when create is true and it is missing,
-// creates a persistent pgoutput slot. It returns the slot's state and whether
-// it created it. A slot with another plugin, of the physical kind, in another
-// database or with lost WAL is an error.
-func EnsureSlot(ctx context.Context, conn *pgx.Conn, slot string, create bool) (info SlotInfo, created bool, err error) {
+// creates a persistent pgoutput slot, a failover slot when failover is true
+// (PostgreSQL 17+). It returns the slot's state and whether it created it. A
+// slot with another plugin, of the physical kind, in another database or
+// with lost WAL is an error.
+func EnsureSlot(ctx context.Context, conn *pgx.Conn, slot string, create, failover bool) (info SlotInfo, created bool, err error) {
 	info, ok, err := LookupSlot(ctx, conn, slot)
 	if err != nil {
 		return info, false, err
@@ -147,7 +156,12 @@ func EnsureSlot(ctx context.Context, conn *pgx.Conn, slot string, create bool) (
 		if !create {
 			return info, false, Fatal(fmt.Errorf("slot %q: %w", slot, ErrSlotDropped))
 		}
-		_, err := conn.Exec(ctx, `SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
+		sql := `SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')`
+		if failover {
+			// Arguments: temporary = false, twophase = false, failover = true.
+			sql = `SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)`
+		}
+		_, err := conn.Exec(ctx, sql, slot)
 		var pgErr *pgconn.PgError
 		switch {
 		case err == nil:
@@ -184,12 +198,12 @@ func EnsureSlot(ctx context.Context, conn *pgx.Conn, slot string, create bool) (
 // creates it again, returning the new slot's state. Checking and dropping in
 // one statement keeps it from dropping a slot that a peer has just recreated;
 // a peer that created the new slot first is fine.
-func RecreateLostSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotInfo, error) {
+func RecreateLostSlot(ctx context.Context, conn *pgx.Conn, slot string, failover bool) (SlotInfo, error) {
 	if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM pg_catalog.pg_replication_slots
 		WHERE slot_name = $1 AND wal_status = 'lost'`, slot); err != nil {
 		return SlotInfo{}, fmt.Errorf("drop lost slot %s: %w", slot, err)
 	}
-	info, _, err := EnsureSlot(ctx, conn, slot, true)
+	info, _, err := EnsureSlot(ctx, conn, slot, true, failover)
 	return info, err
 }
 
@@ -243,4 +257,51 @@ func DescribeTable(ctx context.Context, conn *pgx.Conn, table string) (TableInfo
 		return info, fmt.Errorf("describe table %s: %w", table, err)
 	}
 	return info, nil
+}
+
+// ServerVersion reads the server's version: its major (13 for 13.22) and
+// its text (server_version, e.g. "17.6").
+func ServerVersion(ctx context.Context, conn *pgx.Conn) (major int, text string, err error) {
+	var num int
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, current_setting('server_version')`).Scan(&num, &text); err != nil {
+		return 0, "", fmt.Errorf("read server version: %w", err)
+	}
+	return num / 10000, text, nil
+}
+
+// InRecovery reports whether the server is a standby (in recovery).
+func InRecovery(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	var rec bool
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_is_in_recovery()`).Scan(&rec); err != nil {
+		return false, fmt.Errorf("read pg_is_in_recovery: %w", err)
+	}
+	return rec, nil
+}
+
+// FailoverSlotsMajor is the first PostgreSQL major with failover slots.
+const FailoverSlotsMajor = 17
+
+// FailoverMode is the --slot-failover setting.
+type FailoverMode string
+
+// The failover modes.
+const (
+	FailoverAuto FailoverMode = "auto"  // on for PostgreSQL 17+, off before
+	FailoverOn   FailoverMode = "true"  // on; an older server is a configuration error
+	FailoverOff  FailoverMode = "false" // off: the slot is created without FAILOVER and left as it is
+)
+
+// Enabled reports whether the slot should be a failover slot on a server
+// of the given major; an error when the mode needs a newer server.
+func (m FailoverMode) Enabled(major int, version string) (bool, error) {
+	switch m {
+	case FailoverOn:
+		if major < FailoverSlotsMajor {
+			return false, &ServerTooOldError{Feature: "failover slots", Setting: "slot-failover", Value: string(m), Server: version, Need: FailoverSlotsMajor}
+		}
+		return true, nil
+	case FailoverOff:
+		return false, nil
+	}
+	return major >= FailoverSlotsMajor, nil
 }

@@ -17,9 +17,10 @@ const (
 	StateReconnecting              // waiting to reconnect after an error
 	StateHalted                    // stopped on a fatal error
 	StateStopped                   // shut down cleanly
+	StateWaiting                   // the server is a standby: waiting for its promotion
 )
 
-var stateNames = [...]string{"starting", "streaming", "standby", "reconnecting", "halted", "stopped"}
+var stateNames = [...]string{"starting", "streaming", "standby", "reconnecting", "halted", "stopped", "waiting"}
 
 func (s State) String() string {
 	if int(s) < len(stateNames) {
@@ -40,12 +41,31 @@ type Stats struct {
 	confCommitNs  atomic.Int64
 	backpressure  atomic.Bool
 	haltCause     atomic.Pointer[string]
+	slotFailover  atomic.Bool
+	slotSample    atomic.Pointer[SlotSample]
+	serverMajor   atomic.Int32
+	hosts         []string
 
 	mu         sync.Mutex
 	reconnects map[string]uint64
 	lastCause  string
 	tracker    atomic.Pointer[Tracker]
 }
+
+// SlotFailover reports whether the slot was a failover slot when the
+// stream last started.
+func (s *Stats) SlotFailover() bool { return s.slotFailover.Load() }
+
+// SlotSample is the newest reading of a SlotPoller; nil before the first,
+// and while the slot's row cannot be read.
+func (s *Stats) SlotSample() *SlotSample { return s.slotSample.Load() }
+
+// ServerMajor is the major version of the server last connected to (0
+// before the first connection).
+func (s *Stats) ServerMajor() int { return int(s.serverMajor.Load()) }
+
+// Hosts are the host:port pairs of --pg-url, in the order they are tried.
+func (s *Stats) Hosts() []string { return s.hosts }
 
 // State is the current lifecycle state.
 func (s *Stats) State() State { return State(s.state.Load()) }

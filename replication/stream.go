@@ -33,7 +33,9 @@ type Stream struct {
 // NewStream returns a stream; Run starts it.
 func NewStream(cfg Config, newSession NewSessionFunc) *Stream {
 	cfg.setDefaults()
-	return &Stream{cfg: cfg, newSession: newSession, log: cfg.Logger}
+	s := &Stream{cfg: cfg, newSession: newSession, log: cfg.Logger}
+	s.stats.hosts = Hosts(cfg.URL)
+	return s
 }
 
 // Stats returns the stream's live figures.
@@ -61,7 +63,15 @@ func (s *Stream) Run(ctx context.Context) error {
 		if progressed {
 			bo.Reset()
 		}
-		if errors.Is(err, ErrSlotActive) {
+		if errors.Is(err, ErrWaitingPromotion) {
+			if s.stats.State() != StateWaiting {
+				s.log.Info("standby: waiting for promotion; the relay retries and never creates a slot on a standby", "slot", s.cfg.Slot, "detail", err.Error())
+			} else {
+				s.log.Debug("standby: still waiting for promotion", "attempts", bo.Attempts()+1, "detail", err.Error())
+			}
+			s.stats.state.Store(int32(StateWaiting))
+			bo.Max = waitingRetryMax
+		} else if errors.Is(err, ErrSlotActive) {
 			if s.stats.State() != StateStandby {
 				s.log.Info("standby: slot is active in another process; retrying", "slot", s.cfg.Slot)
 			} else {
@@ -103,6 +113,11 @@ func classify(err error) string {
 	return "other"
 }
 
+// waitingRetryMax caps the wait between attempts while no host is a
+// primary: with jitter the relay tries again at least every 1.2 s, and so
+// streams soon after a promotion.
+const waitingRetryMax = time.Second
+
 // standbyRetryMax caps a standby's wait between attempts. The backoff adds
 // up to 20 % jitter, so a standby tries again at least every 2 s (1.92 s
 // plus the attempt itself) and takes over soon after the slot is released.
@@ -124,7 +139,7 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	// connection a query would otherwise wait forever.
 	setupCtx, cancelSetup := context.WithTimeout(ctx, setupTimeout)
 	defer cancelSetup()
-	conn, err := s.prepare(ctx, setupCtx, createSlot)
+	conn, prepared, failover, err := s.prepare(ctx, setupCtx, createSlot)
 	if err != nil {
 		return false, err
 	}
@@ -135,10 +150,15 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 		return false, err
 	}
 	defer rconn.Close(context.Background())
+	if failover && !prepared.Failover {
+		if err := s.alterFailover(setupCtx, rconn); err != nil {
+			return false, err
+		}
+	}
 
 	// The publication name is quoted so that its case survives.
 	pluginArgs := []string{"proto_version '1'", fmt.Sprintf(`publication_names '"%s"'`, s.cfg.Publication)}
-	if s.messagePrefix(rconn) != "" {
+	if s.cfg.MessagePrefix != "" {
 		pluginArgs = append(pluginArgs, "messages 'true'")
 	}
 	if err := pglogrepl.StartReplication(setupCtx, rconn, s.cfg.Slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: pluginArgs}); err != nil {
@@ -148,6 +168,10 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 		}
 		if errors.As(err, &pgErr) && pgErr.Code == "42704" {
 			return false, Fatal(fmt.Errorf("slot %q: %w", s.cfg.Slot, ErrSlotDropped))
+		}
+		if errors.As(err, &pgErr) && pgErr.Code == "55000" {
+			// A synchronised slot on a standby: usable only after promotion.
+			return false, fmt.Errorf("%w: %s", ErrWaitingPromotion, pgErr.Message)
 		}
 		return false, fmt.Errorf("start replication: %w", err)
 	}
@@ -163,6 +187,10 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	}
 	conn.Close(context.Background())
 	cancelSetup()
+	s.stats.slotFailover.Store(info.Failover)
+	if s.stats.State() == StateWaiting {
+		s.log.Info("promoted: the server is a primary now", "slot", s.cfg.Slot)
+	}
 	if s.stats.State() == StateStandby {
 		s.log.Info("takeover: this instance now holds the slot", "slot", s.cfg.Slot)
 	}
@@ -182,7 +210,7 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	}
 	defer sess.Close()
 
-	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.NewDecoder(decoder.Config{Tables: s.cfg.Tables, Extra: s.cfg.ExtraColumns, MessagePrefix: s.messagePrefix(rconn)}), readTimeout: readTimeout}
+	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.NewDecoder(decoder.Config{Tables: s.cfg.Tables, Extra: s.cfg.ExtraColumns, MessagePrefix: s.cfg.MessagePrefix}), readTimeout: readTimeout}
 	// Wake a blocked read when shutdown starts, and when Kafka's
 	// acknowledgements moved the confirmed LSN, so that it is reported
 	// within minStatusGap instead of at the next status tick.
@@ -242,22 +270,38 @@ func (r *reader) drain() {
 const endCopyTimeout = 5 * time.Second
 
 // prepare checks the publication and slot on a normal connection, which it
-// returns open. Its queries are bounded by setupCtx, except the creation of a
-// missing slot on first start, which only ctx (shutdown) ends: it waits for
-// the transactions running at that moment, however long they take.
-func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool) (*pgx.Conn, error) {
+// returns open, with the slot's state and whether it must be a failover
+// slot. Its queries are bounded by setupCtx, except the creation of a missing
+// slot on first start, which only ctx (shutdown) ends: it waits for the
+// transactions running at that moment, however long they take. On a standby
+// it creates nothing and returns ErrWaitingPromotion.
+func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool) (*pgx.Conn, SlotInfo, bool, error) {
 	ccfg, err := pgx.ParseConfig(s.cfg.URL)
 	if err != nil {
-		return nil, Fatal(fmt.Errorf("parse --pg-url: %w", err))
+		return nil, SlotInfo{}, false, Fatal(fmt.Errorf("parse --pg-url: %w", err))
 	}
 	configureConn(&ccfg.Config)
 	conn, err := pgx.ConnectConfig(setupCtx, ccfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, SlotInfo{}, false, connectError("connect", err)
 	}
-	fail := func(err error) (*pgx.Conn, error) {
+	fail := func(err error) (*pgx.Conn, SlotInfo, bool, error) {
 		conn.Close(context.Background())
-		return nil, err
+		return nil, SlotInfo{}, false, err
+	}
+	major, version, err := ServerVersion(setupCtx, conn)
+	if err != nil {
+		return fail(err)
+	}
+	s.stats.serverMajor.Store(int32(major))
+	failover, err := s.cfg.SlotFailover.Enabled(major, version)
+	if err != nil {
+		return fail(Fatal(err))
+	}
+	if rec, err := InRecovery(setupCtx, conn); err != nil {
+		return fail(err)
+	} else if rec {
+		return fail(fmt.Errorf("%w: %s is in recovery", ErrWaitingPromotion, hostOf(conn)))
 	}
 	if s.cfg.Inspect != nil {
 		in, err := s.cfg.Inspect(setupCtx, conn)
@@ -278,10 +322,10 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool) (*pgx.
 	if *createSlot {
 		slotCtx = ctx
 	}
-	info, created, err := EnsureSlot(slotCtx, conn, s.cfg.Slot, *createSlot)
+	info, created, err := EnsureSlot(slotCtx, conn, s.cfg.Slot, *createSlot, failover)
 	if errors.Is(err, ErrSlotLost) && s.cfg.RecreateLostSlot {
 		lost := info
-		if info, err = RecreateLostSlot(slotCtx, conn, s.cfg.Slot); err != nil {
+		if info, err = RecreateLostSlot(slotCtx, conn, s.cfg.Slot, failover); err != nil {
 			return fail(err)
 		}
 		created = false
@@ -292,11 +336,49 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool) (*pgx.
 	if err != nil {
 		return fail(err)
 	}
+	// From now on a missing slot means events may have been lost (dropped,
+	// or a failover to a server without it): never create one again.
 	*createSlot = false
 	if created {
-		s.log.Info("slot created", "slot", s.cfg.Slot, "plugin", "pgoutput", "confirmed_lsn", info.Confirmed.String())
+		s.log.Info("slot created", "slot", s.cfg.Slot, "plugin", "pgoutput", "failover", failover, "confirmed_lsn", info.Confirmed.String())
 	}
-	return conn, nil
+	if !failover && major >= FailoverSlotsMajor && !info.Failover {
+		s.log.Warn("the slot is not a failover slot (--slot-failover false): it will not survive a promotion of a standby", "slot", s.cfg.Slot)
+	}
+	return conn, info, failover, nil
+}
+
+// connectError marks a failed connection to a standby (a multi-host URL
+// with target_session_attrs=read-write or primary found no primary, only
+// standbys) as waiting for promotion.
+func connectError(what string, err error) error {
+	if errors.Is(err, pgconn.ErrReadOnlyConnection) || errors.Is(err, pgconn.ErrStandbyConnection) {
+		return fmt.Errorf("%w: %s: %w", ErrWaitingPromotion, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func hostOf(conn *pgx.Conn) string {
+	cfg := conn.PgConn().Conn().RemoteAddr()
+	if cfg == nil {
+		return "the server"
+	}
+	return cfg.String()
+}
+
+// alterFailover turns the slot into a failover slot. It needs the slot
+// unused: a slot active in another process is a standby's wait as usual.
+func (s *Stream) alterFailover(ctx context.Context, rconn *pgconn.PgConn) error {
+	sql := fmt.Sprintf("ALTER_REPLICATION_SLOT %s (FAILOVER true)", pgx.Identifier{s.cfg.Slot}.Sanitize())
+	if _, err := rconn.Exec(ctx, sql).ReadAll(); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55006" {
+			return fmt.Errorf("%w: %s", ErrSlotActive, pgErr.Message)
+		}
+		return fmt.Errorf("turn slot %s into a failover slot: %w", s.cfg.Slot, err)
+	}
+	s.log.Info("slot turned into a failover slot (ALTER_REPLICATION_SLOT ... FAILOVER true)", "slot", s.cfg.Slot)
+	return nil
 }
 
 // readTimeoutMargin is what the read timeout keeps above wal_sender_timeout/2.
@@ -348,7 +430,7 @@ func (s *Stream) connectReplication(ctx context.Context) (*pgconn.PgConn, error)
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect for replication: %w", err)
+		return nil, connectError("connect for replication", err)
 	}
 	return conn, nil
 }
@@ -602,31 +684,9 @@ func (s *Stream) tableNames() []string {
 	return names
 }
 
-// messagePrefix is Config.MessagePrefix when the server can send logical
-// decoding messages (PostgreSQL 14+), else "".
-func (s *Stream) messagePrefix(conn *pgconn.PgConn) string {
-	if s.cfg.MessagePrefix == "" || ServerMajor(conn.ParameterStatus("server_version")) < MessagesMinMajor {
-		return ""
-	}
-	return s.cfg.MessagePrefix
-}
-
 // MessagesMinMajor is the first PostgreSQL major whose pgoutput sends
 // logical decoding messages.
 const MessagesMinMajor = 14
-
-// ServerMajor returns the major version of a server_version text ("15.8
-// (Debian 15.8-1)", "17beta1", "9.6.2" gives 9); 0 when it has none.
-func ServerMajor(version string) int {
-	n := 0
-	for _, c := range version {
-		if c < '0' || c > '9' {
-			break
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n
-}
 
 // SetInspect sets Config.Inspect; call it before Run.
 func (s *Stream) SetInspect(f func(ctx context.Context, conn *pgx.Conn) (Inspected, error)) {

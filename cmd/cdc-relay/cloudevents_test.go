@@ -108,8 +108,8 @@ func TestCloudEvents(t *testing.T) {
 				}
 				ts, err := time.Parse(time.RFC3339Nano, ev["time"])
 				if err != nil || len(rec.Headers["ce_time"]) != len("2006-01-02T15:04:05.000Z") ||
-					ts.Before(before.Truncate(time.Millisecond)) || ts.After(after) || !ts.Equal(rec.Time) {
-					t.Errorf("event %d: time %q (%v), want the commit time in RFC 3339 with milliseconds, the record's timestamp %v", i, ev["time"], err, rec.Time)
+					ts.Before(before.Truncate(time.Millisecond)) || ts.After(after) || !ts.Equal(rec.Timestamp) {
+					t.Errorf("event %d: time %q (%v), want the commit time in RFC 3339 with milliseconds, the record's timestamp %v", i, ev["time"], err, rec.Timestamp)
 				}
 				if ev["data"] != base64.StdEncoding.EncodeToString(rec.Value) {
 					t.Errorf("event %d: data is not the record value", i)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
@@ -51,6 +52,8 @@ type Config struct {
 	HaltLinger        time.Duration
 	KafkaLinger       time.Duration
 	RecreateLostSlot  bool
+	SlotFailover      replication.FailoverMode
+	SlotPollInterval  time.Duration
 	KafkaTLS          bool
 	KafkaTLSCAFile    string
 	KafkaTLSCertFile  string
@@ -88,6 +91,8 @@ var settings = []setting{
 	{"pg-url", "", "libpq URL or DSN of the database; the relay adds replication=database for the stream", true},
 	{"slot", "cdc_relay", "logical replication slot (pgoutput), created if missing", false},
 	{"recreate-lost-slot", "false", "true: drop and recreate a slot whose WAL was removed (wal_status lost) instead of halting; events may have been lost, and the relay logs it at ERROR", false},
+	{"slot-failover", "auto", "make the slot a failover slot, which a standby with sync_replication_slots = on keeps, so that it survives a promotion: auto (on for PostgreSQL 17+), true (needs 17+) or false", false},
+	{"slot-poll-interval", "15s", "how often pg_replication_slots is read for the cdc_relay_slot_* metrics (safe WAL size, wal_status, time to exhaustion, spill statistics)", false},
 	{"publication", "cdc_relay", "publication, created if missing", false},
 	{"table", "public.outbox", "the outbox table; repeat the flag for several (env and YAML: a list), all in one publication", false},
 	{"message-prefix", "outbox", "logical decoding messages (pg_logical_emit_message, PostgreSQL 14+) with this prefix are outbox events too; empty: none", false},
@@ -502,6 +507,7 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 		{"shutdown-timeout", &c.ShutdownTimeout, time.Second, time.Hour},
 		{"halt-linger", &c.HaltLinger, 0, 8760 * time.Hour},
 		{"kafka-linger", &c.KafkaLinger, 0, time.Second},
+		{"slot-poll-interval", &c.SlotPollInterval, 100 * time.Millisecond, time.Hour},
 	}
 	for _, d := range durs {
 		x, err := time.ParseDuration(v[d.key])
@@ -525,6 +531,12 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 	case "false":
 	default:
 		return nil, cfgErr("recreate-lost-slot", "%q is not true or false", v["recreate-lost-slot"])
+	}
+	switch m := replication.FailoverMode(v["slot-failover"]); m {
+	case replication.FailoverAuto, replication.FailoverOn, replication.FailoverOff:
+		c.SlotFailover = m
+	default:
+		return nil, cfgErr("slot-failover", "%q is not auto, true or false", v["slot-failover"])
 	}
 	if c.ReadTimeout < 3*c.StatusInterval {
 		return nil, cfgErr("read-timeout", "%s must be at least 3 × --status-interval (%s): the server answers every status update", c.ReadTimeout, c.StatusInterval)

@@ -256,3 +256,20 @@ func TestKafkaSecuritySettings(t *testing.T) {
 		t.Errorf("a flag must win over a _FILE env: %v", err)
 	}
 }
+
+func TestSlotFailoverSettings(t *testing.T) {
+	c, err := LoadConfig(required, env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SlotFailover != "auto" || c.SlotPollInterval != 15*time.Second {
+		t.Fatalf("defaults: --slot-failover %q, --slot-poll-interval %s; want auto, 15s", c.SlotFailover, c.SlotPollInterval)
+	}
+	for _, bad := range [][]string{{"--slot-failover", "yes"}, {"--slot-poll-interval", "0s"}, {"--slot-poll-interval", "soon"}} {
+		var out bytes.Buffer
+		code := run(append(append([]string{"run"}, required...), bad...), env(nil), &out, &out)
+		if code != exitConfig || !strings.Contains(out.String(), bad[0]) {
+			t.Errorf("%v: exit %d, want %d naming the flag:\n%s", bad, code, exitConfig, out.String())
+		}
+	}
+}

@@ -82,6 +82,9 @@ func relayMetricNames(t *testing.T) map[string]bool {
 		names[f.GetName()] = true
 	}
 	names["cdc_relay_reconnects_total"] = true // emitted once a reconnect happened
+	for _, n := range slotMetricNames {        // emitted once the slot poller read the slot
+		names[n] = true
+	}
 	return names
 }
 

@@ -30,8 +30,9 @@ func orderCancelled(orderID string, n int) string {
 // TestEndToEnd: several concurrent writers, transactions of 1 to 50 rows;
 // every event arrives with its topic, key, headers and an Avro body that
 // decodes to the inserted payload, in order per aggregate.
-func TestEndToEnd(t *testing.T) {
-	f := newFixture(t, "")
+func TestEndToEnd(t *testing.T) { testEndToEnd(t, newFixture(t, "")) }
+
+func testEndToEnd(t *testing.T, f *fixture) {
 	// Building the primary key's index scans the new table once; the
 	// creating backend reports that when it exits. Nothing else may scan it.
 	baseline := f.tableScans()
@@ -56,7 +57,7 @@ func TestEndToEnd(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			ctx := context.Background()
-			conn, err := pgx.Connect(ctx, dbURL)
+			conn, err := pgx.Connect(ctx, f.pg.url)
 			if err != nil {
 				errs <- err
 				return
@@ -186,7 +187,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Logf("duplicates without any fault: %d", dups)
 	}
 	// The confirmed LSN catches up with everything written.
-	conn := connect(t)
+	conn := f.connect()
 	end := currentLSN(t, conn)
 	waitFor(t, 30*time.Second, "confirmed_flush_lsn to reach the WAL end", func() bool { return f.confirmedFlush() >= end })
 	if code := r.terminate(); code != 0 {
@@ -208,7 +209,7 @@ func TestEndToEnd(t *testing.T) {
 // scan done by building its primary key index has been reported.
 func (f *fixture) tableScans() int64 {
 	f.t.Helper()
-	conn := connect(f.t)
+	conn := f.connect()
 	var n int64
 	waitFor(f.t, 10*time.Second, "table statistics", func() bool {
 		err := conn.QueryRow(context.Background(), "SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = $1", f.table).Scan(&n)

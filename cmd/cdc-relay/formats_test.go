@@ -92,8 +92,8 @@ func TestDebeziumShapedRecords(t *testing.T) {
 	if !equalMaps(got.Headers, wantHeaders) {
 		t.Errorf("headers %v\nwant    %v", got.Headers, wantHeaders)
 	}
-	if want := time.Date(2026, 11, 30, 10, 0, 0, 123e6, time.UTC); !got.Time.Equal(want) {
-		t.Errorf("timestamp %v, want occurred_at %v", got.Time, want)
+	if want := time.Date(2026, 11, 30, 10, 0, 0, 123e6, time.UTC); !got.Timestamp.Equal(want) {
+		t.Errorf("timestamp %v, want occurred_at %v", got.Timestamp, want)
 	}
 
 	got = id(nulls)
@@ -102,8 +102,8 @@ func TestDebeziumShapedRecords(t *testing.T) {
 	}
 	// A NULL timestamp column falls back to the commit time, which lies
 	// between the first insert and the last commit (millisecond resolution).
-	if got.Time.Before(start.Truncate(time.Millisecond)) || got.Time.After(end) {
-		t.Errorf("timestamp %v of a NULL occurred_at is not the commit time (between %v and %v)", got.Time, start, end)
+	if got.Timestamp.Before(start.Truncate(time.Millisecond)) || got.Timestamp.After(end) {
+		t.Errorf("timestamp %v of a NULL occurred_at is not the commit time (between %v and %v)", got.Timestamp, start, end)
 	}
 
 	got = id(tomb)

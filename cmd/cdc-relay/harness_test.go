@@ -126,9 +126,21 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
+// pgTarget is a database the tests run against: the harness's PostgreSQL 15
+// database, or one on a cluster of another major (matrix_test.go).
+type pgTarget struct {
+	cluster *pgtest.Cluster
+	db      string // database name
+	url     string
+}
+
+// defaultTarget is the database TestMain created on PostgreSQL 15.
+func defaultTarget() pgTarget { return pgTarget{cluster: pg, db: testDB, url: dbURL} }
+
 // fixture is one test's own table, slot, publication and topics.
 type fixture struct {
 	t           *testing.T
+	pg          pgTarget
 	name        string
 	table       string
 	slot        string
@@ -153,11 +165,18 @@ const outboxDDL = `CREATE TABLE %s (
 	created_at timestamptz NOT NULL DEFAULT now()
 )`
 
-// newFixture creates the test's outbox table (ddl "" means the default DDL).
+// newFixture creates the test's outbox table (ddl "" means the default DDL)
+// in the harness's PostgreSQL 15 database.
 func newFixture(t *testing.T, ddl string) *fixture {
 	t.Helper()
+	return newFixtureOn(t, defaultTarget(), ddl)
+}
+
+// newFixtureOn creates the test's outbox table in target's database.
+func newFixtureOn(t *testing.T, target pgTarget, ddl string) *fixture {
+	t.Helper()
 	s := randSuffix()
-	f := &fixture{t: t, name: s, table: "outbox_" + s, slot: "slot_" + s, publication: "pub_" + s,
+	f := &fixture{t: t, pg: target, name: s, table: "outbox_" + s, slot: "slot_" + s, publication: "pub_" + s,
 		topicPrefix: "t" + s, dlq: "t" + s + ".dlq"}
 	if ddl == "" {
 		ddl = outboxDDL
@@ -167,7 +186,7 @@ func newFixture(t *testing.T, ddl string) *fixture {
 		// Drop the slot so WAL is not retained for the rest of the run.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, dbURL)
+		conn, err := pgx.Connect(ctx, f.pg.url)
 		if err == nil {
 			conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", f.slot)
 			conn.Close(ctx)
@@ -180,7 +199,7 @@ func (f *fixture) exec(sql string, args ...any) {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := pg.Exec(ctx, testDB, sql, args...); err != nil {
+	if err := f.pg.cluster.Exec(ctx, f.pg.db, sql, args...); err != nil {
 		f.t.Fatalf("exec %q: %v", sql, err)
 	}
 }
@@ -190,7 +209,7 @@ func (f *fixture) topic(aggregateType string) string { return f.topicPrefix + ".
 // args are the relay flags for this fixture, plus extra.
 func (f *fixture) args(extra ...string) []string {
 	return append([]string{"run",
-		"--pg-url", dbURL,
+		"--pg-url", f.pg.url,
 		"--slot", f.slot,
 		"--publication", f.publication,
 		"--table", "public." + f.table,
@@ -233,9 +252,20 @@ func (f *fixture) insertTx(ctx context.Context, conn *pgx.Conn, evs []event) ([]
 
 func connect(t *testing.T) *pgx.Conn {
 	t.Helper()
+	return connectURL(t, dbURL)
+}
+
+// connect opens a connection to the fixture's database, closed at cleanup.
+func (f *fixture) connect() *pgx.Conn {
+	f.t.Helper()
+	return connectURL(f.t, f.pg.url)
+}
+
+func connectURL(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, dbURL)
+	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +279,7 @@ func (f *fixture) slotState() (confirmed uint64, active bool) {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, dbURL) // closed here: callers poll this
+	conn, err := pgx.Connect(ctx, f.pg.url) // closed here: callers poll this
 	if err != nil {
 		return 0, false
 	}
@@ -453,8 +483,11 @@ type record struct {
 	// Codec is the compression of the record's batch as stored by the
 	// broker (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
 	Codec uint8
-	// Time is the record's timestamp.
-	Time time.Time
+	// At is when the consumer received the record.
+	At time.Time
+	// Timestamp is the record's timestamp (on a topic with
+	// message.timestamp.type=LogAppendTime, the broker's append time).
+	Timestamp time.Time
 	// NullValue is true for a null value (a tombstone).
 	NullValue bool
 	// NullHeaders names the headers with a null value.
@@ -486,7 +519,9 @@ func consume(t *testing.T, topicRegex string, opts ...kgo.Opt) *consumer {
 	go func() {
 		defer close(c.done)
 		for ctx.Err() == nil {
-			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			fetches := cl.PollFetches(ctx)
+			at := time.Now()
+			fetches.EachRecord(func(r *kgo.Record) {
 				h := map[string]string{}
 				var nulls []string
 				for _, x := range r.Headers {
@@ -497,7 +532,7 @@ func consume(t *testing.T, topicRegex string, opts ...kgo.Opt) *consumer {
 				}
 				c.mu.Lock()
 				c.recs = append(c.recs, record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Value: r.Value, Headers: h,
-					Codec: r.Attrs.CompressionType(), Time: r.Timestamp, NullValue: r.Value == nil, NullHeaders: nulls})
+					Codec: r.Attrs.CompressionType(), At: at, Timestamp: r.Timestamp, NullValue: r.Value == nil, NullHeaders: nulls})
 				c.mu.Unlock()
 			})
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -36,9 +37,12 @@ func newHTTPServer(addr string, m *metrics, stats *replication.Stats, readTimeou
 		switch {
 		case state == replication.StateHalted:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(), "reason": "halted: " + Redact(stats.HaltCause())})
+		case state == replication.StateWaiting:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"state": state.String(), "reason": "standby: waiting for promotion"})
 		case state == replication.StateReconnecting:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(),
-				"reason": "reconnecting to PostgreSQL after an error (cause: " + stats.LastReconnectCause() + "; see the log and cdc_relay_reconnects_total)"})
+				"reason": "reconnecting to PostgreSQL after an error (cause: " + stats.LastReconnectCause() + "; hosts tried: " +
+					strings.Join(stats.Hosts(), ", ") + "; see the log and cdc_relay_reconnects_total)"})
 		case state != replication.StateStreaming:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(), "reason": notReadyReasons[state]})
 		case time.Since(last) > readTimeout:

@@ -17,13 +17,14 @@ import (
 
 // TestInvalidEventsGoToDLQ: each kind of invalid event lands in the
 // dead-letter topic with its reason, and the valid events around it arrive.
-func TestInvalidEventsGoToDLQ(t *testing.T) {
-	f := newFixture(t, "")
+func TestInvalidEventsGoToDLQ(t *testing.T) { testInvalidEventsGoToDLQ(t, newFixture(t, "")) }
+
+func testInvalidEventsGoToDLQ(t *testing.T, f *fixture) {
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args("--max-record-bytes", "100000"))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
-	conn := connect(t)
+	conn := f.connect()
 
 	agg := uuidFor(77)
 	valid := func(n int) event {

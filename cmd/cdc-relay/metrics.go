@@ -84,6 +84,10 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 			return replicationDelay(stats, time.Now()).Seconds()
 		}),
 		&stateCollector{stats: stats},
+		&slotCollector{stats: stats},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_slot_failover", Help: "1 when the slot is a failover slot (PostgreSQL 17+), which a standby with sync_replication_slots = on keeps through a promotion."}, func() float64 {
+			return boolFloat(stats.SlotFailover())
+		}),
 	)
 	return m
 }
@@ -130,7 +134,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(roleDesc, prometheus.GaugeValue, boolFloat(r == role), r)
 	}
 	for _, s := range []replication.State{replication.StateStarting, replication.StateStreaming, replication.StateStandby,
-		replication.StateReconnecting, replication.StateHalted, replication.StateStopped} {
+		replication.StateReconnecting, replication.StateHalted, replication.StateStopped, replication.StateWaiting} {
 		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, boolFloat(s == state), s.String())
 	}
 	for cause, n := range c.stats.Reconnects() {

@@ -72,6 +72,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		MaxInFlightEvents: cfg.MaxInFlightEvents,
 		MaxInFlightBytes:  cfg.MaxInFlightBytes,
 		RecreateLostSlot:  cfg.RecreateLostSlot,
+		SlotFailover:      cfg.SlotFailover,
 		Logger:            log,
 	}, nil)
 	lag := newLagRate(stats().LagBytes)
@@ -166,12 +167,24 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	lagCtx, stopLag := context.WithCancel(context.Background())
 	defer stopLag()
 	go lag.Run(lagCtx)
+	pollDone := make(chan struct{})
+	go func() {
+		defer close(pollDone)
+		poller := &replication.SlotPoller{URL: cfg.PGURL, Slot: cfg.Slot, Interval: cfg.SlotPollInterval, Stats: stats(), Logger: log}
+		poller.Run(lagCtx)
+	}()
+	defer func() { stopLag(); <-pollDone }()
 
 	if err := stream.Run(ctx); err != nil {
 		var cerr *ConfigError
 		var ferr *recordpkg.FlagError
 		if errors.As(err, &cerr) || errors.As(err, &ferr) {
 			fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
+			return exitConfig
+		}
+		var tooOld *replication.ServerTooOldError
+		if errors.As(err, &tooOld) {
+			fmt.Fprintf(stderr, "cdc-relay: %s\n", tooOld.Error())
 			return exitConfig
 		}
 		fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error()))
@@ -186,7 +199,11 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 // --message-prefix on a server without logical decoding messages are
 // configuration errors, marked fatal so that the stream stops.
 func inspect(ctx context.Context, conn *pgx.Conn, cfg *Config) (*inspection, error) {
-	in := &inspection{Major: replication.ServerMajor(conn.PgConn().ParameterStatus("server_version"))}
+	major, _, err := replication.ServerVersion(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	in := &inspection{Major: major}
 	seen := map[uint32]string{}
 	for _, t := range cfg.Tables {
 		info, err := replication.DescribeTable(ctx, conn, t.Name)

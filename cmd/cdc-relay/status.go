@@ -26,6 +26,8 @@ type slotStatus struct {
 	RetainedBytes     int64  `json:"retained_bytes"`
 	WALStatus         string `json:"wal_status"`
 	SafeWALSizeBytes  *int64 `json:"safe_wal_size_bytes"`
+	// Failover is null before PostgreSQL 17, which has no failover slots.
+	Failover *bool `json:"failover"`
 }
 
 // status is `cdc-relay status`: the slot's row from the catalog (never the
@@ -120,6 +122,14 @@ func status(args []string, getenv func(string) string, stdout, stderr io.Writer)
 	fmt.Fprintf(stdout, "retained wal         %d bytes (current WAL minus restart_lsn)\n", st.RetainedBytes)
 	fmt.Fprintf(stdout, "wal_status           %s\n", st.WALStatus)
 	fmt.Fprintf(stdout, "safe_wal_size        %s\n", safe)
+	switch {
+	case st.Failover == nil:
+		fmt.Fprintln(stdout, "failover             no (PostgreSQL 17+ only): the slot does not survive a promotion")
+	case *st.Failover:
+		fmt.Fprintln(stdout, "failover             yes: standbys with sync_replication_slots = on keep it")
+	default:
+		fmt.Fprintln(stdout, "failover             no: the slot does not survive a promotion (--slot-failover)")
+	}
 	if st.WALStatus == "lost" {
 		fmt.Fprintln(stdout, "WARNING: the slot is lost: PostgreSQL removed WAL it still needed, events may have been lost")
 		return exitFailed
@@ -132,12 +142,15 @@ func querySlotStatus(ctx context.Context, conn *pgx.Conn, slot string) (*slotSta
 	var plugin, database, walStatus, confirmed, restart *string
 	var lag, retained *int64
 	err := conn.QueryRow(ctx, `SELECT plugin, database, active, active_pid,
-			confirmed_flush_lsn::text, restart_lsn::text, pg_current_wal_lsn()::text,
-			pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint,
-			pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint,
-			wal_status, safe_wal_size
-		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot).
-		Scan(&plugin, &database, &st.Active, &st.ActivePID, &confirmed, &restart, &st.CurrentWALLSN, &lag, &retained, &walStatus, &st.SafeWALSizeBytes)
+			confirmed_flush_lsn::text, restart_lsn::text, w.lsn::text,
+			pg_wal_lsn_diff(w.lsn, confirmed_flush_lsn)::bigint,
+			pg_wal_lsn_diff(w.lsn, restart_lsn)::bigint,
+			wal_status, safe_wal_size, (to_jsonb(s) ->> 'failover')::bool
+		FROM pg_catalog.pg_replication_slots s,
+			-- on a standby (in recovery) the WAL position is the replayed one
+			(SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END AS lsn) w
+		WHERE slot_name = $1`, slot).
+		Scan(&plugin, &database, &st.Active, &st.ActivePID, &confirmed, &restart, &st.CurrentWALLSN, &lag, &retained, &walStatus, &st.SafeWALSizeBytes, &st.Failover)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("--slot: no replication slot %q in this cluster (the relay creates it on first start)", slot)
 	}

@@ -46,7 +46,7 @@ func (s slotNames) all() []string {
 type loadInfo struct {
 	Rows         int     `json:"rows"`
 	Messages     bool    `json:"messages,omitempty"` // logical decoding messages, not rows
-	MinID        int64   `json:"min_id"` // outbox ids of the load: MinID..MaxID
+	MinID        int64   `json:"min_id"`             // outbox ids of the load: MinID..MaxID
 	MaxID        int64   `json:"max_id"`
 	Transactions int     `json:"transactions"`
 	StartLSN     lsn     `json:"start_lsn"`

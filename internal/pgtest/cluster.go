@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -21,33 +22,88 @@ import (
 // BinDir is where Debian's postgresql-15 package installs the server.
 const BinDir = "/usr/lib/postgresql/15/bin"
 
+// DefaultVersion is the major version Start runs when Options.Version is 0:
+// Debian's postgresql-15.
+const DefaultVersion = 15
+
+// Versions are the major versions the tests run: 15 from Debian, the others
+// from Maven Central (io.zonky.test.postgres), installed by scripts/setup.sh.
+var Versions = []int{13, 14, 15, 16, 17, 18}
+
+// VersionBinDir returns the directory of initdb, pg_ctl and postgres for a
+// major version. Version 15 is Debian's; the others are where
+// scripts/setup.sh installs them: $CDC_RELAY_PG_ROOT/<major>, by default
+// /opt/cdc-relay/postgresql/<major> as root (the postgres user must be able
+// to read them), else ~/.cache/cdc-relay/postgresql/<major>.
+func VersionBinDir(version int) string {
+	if version == 0 || version == DefaultVersion {
+		return BinDir
+	}
+	root := os.Getenv("CDC_RELAY_PG_ROOT")
+	if root == "" && os.Geteuid() == 0 {
+		root = "/opt/cdc-relay/postgresql"
+	}
+	if root == "" {
+		cache := os.Getenv("CDC_RELAY_CACHE")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache", "cdc-relay")
+		}
+		root = filepath.Join(cache, "postgresql")
+	}
+	return filepath.Join(root, strconv.Itoa(version), "bin")
+}
+
 // Options tune Start. The zero value gives a logical-replication-ready cluster.
 type Options struct {
 	// Settings are extra server settings passed as -c name=value.
 	Settings map[string]string
-	// Port fixes the port; 0 picks a free one.
+	// Port fixes the port; 0 picks a free one below 32768.
 	Port int
+	// Version is the major version (13 to 18); 0 means DefaultVersion.
+	Version int
 }
 
 // Cluster is one running private PostgreSQL server.
 type Cluster struct {
-	dir  string
-	port int
-	opts Options
-	uid  *user.User
+	dir    string
+	port   int
+	opts   Options
+	uid    *user.User
+	binDir string
 }
 
 // Start creates and starts a new cluster. It fails, never skips, when the
 // server cannot be started.
 func Start(opts Options) (*Cluster, error) {
-	if _, err := os.Stat(filepath.Join(BinDir, "postgres")); err != nil {
-		return nil, fmt.Errorf("pgtest: PostgreSQL 15 server not installed (%v): run `make setup`", err)
+	c, err := newCluster(opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.run("initdb", "-D", c.dataDir(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
+		return nil, err
+	}
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// newCluster makes the directory (owned by the postgres user when running
+// as root) and picks the port, creating nothing in it.
+func newCluster(opts Options) (*Cluster, error) {
+	if opts.Version == 0 {
+		opts.Version = DefaultVersion
+	}
+	binDir := VersionBinDir(opts.Version)
+	if _, err := os.Stat(filepath.Join(binDir, "postgres")); err != nil {
+		return nil, fmt.Errorf("pgtest: PostgreSQL %d server not installed (%v): run `make setup`", opts.Version, err)
 	}
 	dir, err := os.MkdirTemp("", "cdc-relay-pg-")
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{dir: dir, opts: opts}
+	c := &Cluster{dir: dir, opts: opts, binDir: binDir}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -63,20 +119,17 @@ func Start(opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	if _, err := c.run("initdb", "-D", c.dataDir(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
-		return nil, err
-	}
 	c.port = opts.Port
 	if c.port == 0 {
 		if c.port, err = freePort(); err != nil {
 			return nil, err
 		}
 	}
-	if err := c.Start(); err != nil {
-		return nil, err
-	}
 	return c, nil
 }
+
+// Version is the cluster's major version.
+func (c *Cluster) Version() int { return c.opts.Version }
 
 func (c *Cluster) dataDir() string { return filepath.Join(c.dir, "data") }
 
@@ -176,7 +229,7 @@ func (c *Cluster) LogTail(n int) string {
 }
 
 func (c *Cluster) run(tool string, args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(BinDir, tool), args...)
+	cmd := exec.Command(filepath.Join(c.binDir, tool), args...)
 	if c.uid != nil {
 		uid, _ := strconv.Atoi(c.uid.Uid)
 		gid, _ := strconv.Atoi(c.uid.Gid)
@@ -193,13 +246,20 @@ func (c *Cluster) run(tool string, args ...string) (string, error) {
 	return out.String(), nil
 }
 
+// freePort returns a free port below the kernel's ephemeral range
+// (32768-60999): a port the kernel handed out as free could be taken by an
+// outgoing connection before a restarted server binds it again.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	for range 200 {
+		port := 20000 + mathrand.IntN(12000)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("pgtest: no free port between 20000 and 32000")
 }
 
 // WaitFor polls cond every 20 ms until it returns true or the deadline passes.
@@ -224,4 +284,9 @@ func WaitFor(ctx context.Context, timeout time.Duration, cond func() (bool, erro
 		case <-t.C:
 		}
 	}
+}
+
+// Connect opens a connection to database db ("" means postgres).
+func (c *Cluster) Connect(ctx context.Context, db string) (*pgx.Conn, error) {
+	return pgx.Connect(ctx, c.URL(db))
 }
