@@ -94,6 +94,10 @@ type Row struct {
 	// message (0 for a logical message). It belongs to the decoder: do not
 	// modify.
 	ExtraTypes []uint32
+	// ExtraTypmods holds each extra column's type modifier from the
+	// Relation message (-1 when none, e.g. timestamp without a precision).
+	// It belongs to the decoder: do not modify.
+	ExtraTypmods []int32
 
 	// Message is true for an outbox event written as a logical decoding
 	// message (pg_logical_emit_message) rather than a row; the column
@@ -137,6 +141,7 @@ type Decoder struct {
 	extra     []string // extra column names (Config.Extra)
 	extraVals [][]byte // Row.Extra's backing array
 	noTypes   []uint32 // Row.ExtraTypes of a message: no column types
+	noMods    []int32  // Row.ExtraTypmods of a message
 	prefix    string   // Config.MessagePrefix
 
 	rels map[uint32]*relation
@@ -193,6 +198,7 @@ func NewDecoder(cfg Config) *Decoder {
 		extra:     cfg.Extra,
 		extraVals: make([][]byte, len(cfg.Extra)),
 		noTypes:   make([]uint32, len(cfg.Extra)),
+		noMods:    make([]int32, len(cfg.Extra)),
 		prefix:    cfg.MessagePrefix,
 		rels:      make(map[uint32]*relation),
 	}

@@ -44,7 +44,7 @@ func (d *Decoder) decodeMessage(data []byte, m *Message) error {
 // that is not such an object leaves the reason in r.Malformed.
 func (d *Decoder) messageRow(r *Row, content []byte, lsn uint64, nonTransactional bool) {
 	clear(d.extraVals)
-	*r = Row{Message: true, LSN: lsn, Content: content, NonTransactional: nonTransactional, Extra: d.extraVals, ExtraTypes: d.noTypes}
+	*r = Row{Message: true, LSN: lsn, Content: content, NonTransactional: nonTransactional, Extra: d.extraVals, ExtraTypes: d.noTypes, ExtraTypmods: d.noMods}
 	r.Malformed = d.messageColumns(r, content)
 	if r.ID == nil {
 		r.ID = appendLSN(d.msg.id[:0], lsn)

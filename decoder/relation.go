@@ -15,6 +15,7 @@ type relation struct {
 	columns []string            // per column: its name, for errors
 	extra   []int16             // per column: index among the extra columns, or -1
 	types   []uint32            // per extra column: type oid
+	typmods []int32             // per extra column: type modifier
 	missing *MissingColumnError // first required column absent, or nil
 }
 
@@ -67,6 +68,7 @@ func (d *Decoder) decodeRelation(data []byte) error {
 		rel.columns = make([]string, ncols)
 		rel.extra = make([]int16, ncols)
 		rel.types = make([]uint32, len(d.extra))
+		rel.typmods = make([]int32, len(d.extra))
 	}
 	var found uint8
 	var foundExtra uint64
@@ -81,6 +83,7 @@ func (d *Decoder) decodeRelation(data []byte) error {
 			return short("relation column")
 		}
 		typ := binary.BigEndian.Uint32(data[off:])
+		mod := int32(binary.BigEndian.Uint32(data[off+4:]))
 		off += 4 + 4 // type oid, type modifier
 		if !rel.outbox {
 			continue
@@ -96,7 +99,7 @@ func (d *Decoder) decodeRelation(data []byte) error {
 		for x, want := range d.extra {
 			if string(col) == want {
 				rel.extra[i] = int16(x)
-				rel.types[x] = typ
+				rel.types[x], rel.typmods[x] = typ, mod
 				foundExtra |= 1 << x
 			}
 		}

@@ -116,6 +116,7 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 		RelationID:        id,
 		Extra:             extra,
 		ExtraTypes:        rel.types,
+		ExtraTypmods:      rel.typmods,
 	}
 	return nil
 }

@@ -120,6 +120,7 @@ func TestBuildFormats(t *testing.T) {
 		src := row()
 		src.Extra = [][]byte{[]byte("5d9e1d7a-6b1f-4c4e-9a57-1f0e0a3c2b11"), []byte("2026-12-01 06:11:25.5+00"), nil}
 		src.ExtraTypes = []uint32{90001, oidTimestamptz, oidInt8}
+		src.ExtraTypmods = []int32{-1, -1, -1}
 		rec := &publisher.Record{}
 		if inv, err := b.Build(context.Background(), rec, commit, src); inv != nil || err != nil {
 			t.Fatal(inv, err)
@@ -133,7 +134,7 @@ func TestBuildFormats(t *testing.T) {
 		if _, ok := header(rec.Headers, "event_type"); ok {
 			t.Error("event_type header written with --builtin-headers id")
 		}
-		for k, want := range map[string]string{"id": "42", "tenant": "5d9e1d7a-6b1f-4c4e-9a57-1f0e0a3c2b11", "created": "2026-12-01T06:11:25.5Z", "traceparent": "00-ab"} {
+		for k, want := range map[string]string{"id": "42", "tenant": "5d9e1d7a-6b1f-4c4e-9a57-1f0e0a3c2b11", "created": "2026-12-01T06:11:25.500000Z", "traceparent": "00-ab"} {
 			if got, _ := header(rec.Headers, k); got != want {
 				t.Errorf("header %s = %q, want %q", k, got, want)
 			}
@@ -165,7 +166,7 @@ func TestBuildFormats(t *testing.T) {
 				t.Fatal(err)
 			}
 			src := row()
-			src.Extra, src.ExtraTypes = [][]byte{[]byte(tc.text)}, []uint32{tc.typ}
+			src.Extra, src.ExtraTypes, src.ExtraTypmods = [][]byte{[]byte(tc.text)}, []uint32{tc.typ}, []int32{-1}
 			if tc.text == "" {
 				src.Extra[0] = nil
 			}

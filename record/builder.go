@@ -347,7 +347,7 @@ func (b *Builder) build(ctx context.Context, rec *publisher.Record, r *row, aren
 			return reason, ReasonColumn, nil
 		}
 		start := len(arena)
-		if arena, err = conv(arena, v); err != nil {
+		if arena, err = conv(arena, v, src.ExtraTypmods[h.extra]); err != nil {
 			return fmt.Sprintf("header column %s: %v", h.column, err), ReasonColumn, nil
 		}
 		headers = append(headers, kafka.Header{Key: h.name, Value: arena[start:len(arena):len(arena)]})

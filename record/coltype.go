@@ -26,8 +26,9 @@ const (
 	oidJSONB       = 3802
 )
 
-// headerConv appends a column's header text in Debezium's form.
-type headerConv func(dst, text []byte) ([]byte, error)
+// headerConv appends a column's header text in Debezium's form. typmod is
+// the column's type modifier (a timestamp's precision; -1 when none).
+type headerConv func(dst, text []byte, typmod int32) ([]byte, error)
 
 // headerConverter returns the converter for a column of the base type oid,
 // or nil when the type has no header form.
@@ -55,9 +56,9 @@ const HeaderTypes = "text, varchar, char, name, uuid, smallint, integer, bigint,
 // TimestampTypes lists the types --timestamp-column supports, for messages.
 const TimestampTypes = "timestamptz, timestamp (read as UTC) or bigint (epoch milliseconds)"
 
-func appendAsIs(dst, text []byte) ([]byte, error) { return append(dst, text...), nil }
+func appendAsIs(dst, text []byte, _ int32) ([]byte, error) { return append(dst, text...), nil }
 
-func appendBool(dst, text []byte) ([]byte, error) {
+func appendBool(dst, text []byte, _ int32) ([]byte, error) {
 	switch string(text) {
 	case "t":
 		return append(dst, "true"...), nil
@@ -68,27 +69,37 @@ func appendBool(dst, text []byte) ([]byte, error) {
 }
 
 // appendZonedTimestamp writes a timestamptz as Debezium's ZonedTimestamp:
-// ISO 8601 in UTC with a "Z".
-func appendZonedTimestamp(dst, text []byte) ([]byte, error) {
+// RFC 3339 in UTC with a "Z", with as many fraction digits as the column's
+// precision (6 without one), zero-padded.
+func appendZonedTimestamp(dst, text []byte, typmod int32) ([]byte, error) {
 	t, err := parseTimestamp(text, true)
 	if err != nil {
 		return dst, err
 	}
-	return t.appendISO(dst), nil
+	digits := 6
+	if typmod >= 0 && typmod < 6 {
+		digits = int(typmod)
+	}
+	return t.appendRFC3339(dst, digits), nil
 }
 
-// appendMicroTimestamp writes a timestamp without time zone as Debezium's
-// MicroTimestamp: microseconds since the epoch, reading it as UTC.
-func appendMicroTimestamp(dst, text []byte) ([]byte, error) {
+// appendMicroTimestamp writes a timestamp without time zone, read as UTC,
+// as Debezium's adaptive time precision does: MicroTimestamp (epoch
+// microseconds) for a precision of 4 to 6 or none, Timestamp (epoch
+// milliseconds) for a precision of 0 to 3.
+func appendMicroTimestamp(dst, text []byte, typmod int32) ([]byte, error) {
 	t, err := parseTimestamp(text, false)
 	if err != nil {
 		return dst, err
+	}
+	if typmod >= 0 && typmod <= 3 {
+		return strconv.AppendInt(dst, t.millis(), 10), nil
 	}
 	return strconv.AppendInt(dst, t.micros(), 10), nil
 }
 
 // appendEpochDay writes a date as Debezium's Date: days since the epoch.
-func appendEpochDay(dst, text []byte) ([]byte, error) {
+func appendEpochDay(dst, text []byte, _ int32) ([]byte, error) {
 	d, ok := civil.Date(text)
 	if !ok || len(text) != 10 {
 		return dst, fmt.Errorf("%q is not a date Kafka Connect can represent", text)

@@ -24,7 +24,8 @@ func TestKeyFormats(t *testing.T) {
 	}{
 		{"string", KeyString, text, "order-1", "order-1"},
 		{"json", KeyJSON, text, "order-1", `"order-1"`},
-		{"json escapes", KeyJSON, text, "a\"b\\c\n\t\x01/<>&\u2028é", `"a\"b\\c\n\t\u0001/<>&` + "\u2028é\""},
+		{"json escapes", KeyJSON, text, "a\"b\\c\n\t\x01\x1f\x7f/<>&\u2028é", `"a\"b\\c\n\t\u0001\u001F` + "\x7f/<>&\u2028é\""},
+		{"json outside the BMP", KeyJSON, text, "emoji-🚀-😀", `"emoji-\uD83D\uDE80-\uD83D\uDE00"`},
 		{"json integer", KeyJSON, bigint, "42", `42`},
 		{"json-schema text", KeyJSONSchema, text, "o-1", `{"schema":{"type":"string","optional":false},"payload":"o-1"}`},
 		{"json-schema nullable", KeyJSONSchema, nullable, "o-1", `{"schema":{"type":"string","optional":true},"payload":"o-1"}`},
@@ -110,31 +111,38 @@ func TestParseTimestamp(t *testing.T) {
 
 func TestHeaderConverters(t *testing.T) {
 	tests := []struct {
-		oid  uint32
-		in   string
-		want string
+		oid    uint32
+		typmod int32
+		in     string
+		want   string
 	}{
-		{oidUUID, "5d9e1d7a-6b1f-4c4e-9a57-1f0e0a3c2b11", "5d9e1d7a-6b1f-4c4e-9a57-1f0e0a3c2b11"},
-		{oidInt8, "-9223372036854775808", "-9223372036854775808"},
-		{oidInt2, "7", "7"},
-		{oidText, "plain text", "plain text"},
-		{oidBool, "t", "true"},
-		{oidBool, "f", "false"},
-		{oidTimestamptz, "2026-12-01 06:11:25.123456+00", "2026-12-01T06:11:25.123456Z"},
-		{oidTimestamptz, "2026-12-01 06:11:25.12+00", "2026-12-01T06:11:25.12Z"},
-		{oidTimestamptz, "2026-12-01 09:11:00+03", "2026-12-01T06:11:00Z"},
-		{oidTimestamp, "2026-12-01 06:11:25.123456", "1796105485123456"},
-		{oidTimestamp, "1970-01-01 00:00:00", "0"},
-		{oidDate, "2026-12-01", "20788"},
+		{oidUUID, -1, "5d9e1d7a-6b1f-4c4e-9a57-1f0e0a3c2b11", "5d9e1d7a-6b1f-4c4e-9a57-1f0e0a3c2b11"},
+		{oidInt8, -1, "-9223372036854775808", "-9223372036854775808"},
+		{oidInt2, -1, "7", "7"},
+		{oidText, -1, "plain text", "plain text"},
+		{oidBool, -1, "t", "true"},
+		{oidBool, -1, "f", "false"},
+		{oidTimestamptz, -1, "2026-12-01 06:11:25.123456+00", "2026-12-01T06:11:25.123456Z"},
+		{oidTimestamptz, -1, "2026-12-01 06:11:25.12+00", "2026-12-01T06:11:25.120000Z"},
+		{oidTimestamptz, -1, "2026-12-01 09:11:00+03", "2026-12-01T06:11:00.000000Z"},
+		{oidTimestamptz, 3, "2026-12-01 06:11:25.5+00", "2026-12-01T06:11:25.500Z"},
+		{oidTimestamptz, 0, "2026-12-01 06:11:25+00", "2026-12-01T06:11:25Z"},
+		{oidTimestamptz, -1, "1969-12-31 23:59:59.999999+00", "1969-12-31T23:59:59.999999Z"},
+		{oidTimestamp, -1, "2026-12-01 06:11:25.123456", "1796105485123456"},
+		{oidTimestamp, 6, "1969-12-31 23:59:59.999999", "-1"},
+		{oidTimestamp, 3, "2024-03-05 06:07:08.123", "1709618828123"},
+		{oidTimestamp, 0, "2024-03-05 06:07:08", "1709618828000"},
+		{oidTimestamp, -1, "1970-01-01 00:00:00", "0"},
+		{oidDate, -1, "2026-12-01", "20788"},
 	}
 	for _, tt := range tests {
 		conv := headerConverter(tt.oid)
 		if conv == nil {
 			t.Fatalf("no converter for oid %d", tt.oid)
 		}
-		got, err := conv(nil, []byte(tt.in))
+		got, err := conv(nil, []byte(tt.in), tt.typmod)
 		if err != nil || string(got) != tt.want {
-			t.Errorf("oid %d %q = %q, %v; want %q", tt.oid, tt.in, got, err, tt.want)
+			t.Errorf("oid %d(%d) %q = %q, %v; want %q", tt.oid, tt.typmod, tt.in, got, err, tt.want)
 		}
 	}
 	if headerConverter(1700) != nil { // numeric
@@ -145,12 +153,22 @@ func TestHeaderConverters(t *testing.T) {
 func TestJSONValue(t *testing.T) {
 	var v jsonValue
 	tests := []struct{ in, want, errSub string }{
-		{`{"a": 1, "b": [1, 2, {"c": "x y"}], "d": null}`, `{"a":1,"b":[1,2,{"c":"x y"}],"d":null}`, ""},
-		{`  {"s": "a\"b \\u00e9 \n"}  `, `{"s":"a\"b \\u00e9 \n"}`, ""},
+		{`{"a": 1, "b": [1, 2, {"c": "x y"}], "d": null}`, `{"a":1,"b":[1,2,{"c":"x y"}]}`, ""},
+		{`  {"s": "a\"b \u00e9 \n \u0001 🚀"}  `, `{"s":"a\"b é \n \u0001 \uD83D\uDE80"}`, ""},
 		{`{}`, `{}`, ""},
+		// Debezium leaves out null members and empty arrays at every
+		// depth, keeps nulls inside arrays and empty objects.
+		{`{"nul": null, "x": 1, "nested": {"nul": null}, "empty": [], "a": [1, null], "o": {}}`, `{"x":1,"nested":{},"a":[1,null],"o":{}}`, ""},
+		{`{"first": null, "second": 2}`, `{"second":2}`, ""},
+		// Numbers: integers as they are, others as Java's Double.toString.
+		{`{"a": 1.5, "b": 1.0, "c": 100.0, "d": 0.1, "e": 0.001, "f": 1.50, "g": 0.0, "h": 10000000.0, "i": 12345678.5, "j": 0.0001, "k": 0.00000015, "l": 123456789012.25, "m": 9007199254740993, "n": -42, "o": 3.141592653589793238, "p": 9999999.5}`,
+			`{"a":1.5,"b":1.0,"c":100.0,"d":0.1,"e":0.001,"f":1.5,"g":0.0,"h":1.0E7,"i":1.23456785E7,"j":1.0E-4,"k":1.5E-7,"l":1.2345678901225E11,"m":9007199254740993,"n":-42,"o":3.141592653589793,"p":9999999.5}`, ""},
 		{`[1, 2]`, "", "not a JSON object"},
 		{`"text"`, "", "not a JSON object"},
 		{`{"a": }`, "", "not valid JSON"},
+		{`{"a": 1} x`, "", "not valid JSON"},
+		{`{"a": tru}`, "", "not valid JSON"},
+		{`{"a": "\x"}`, "", "not valid JSON"},
 	}
 	for _, tt := range tests {
 		got, err := v.append([]byte("prefix:"), []byte(tt.in))
@@ -161,7 +179,7 @@ func TestJSONValue(t *testing.T) {
 			continue
 		}
 		if err != nil || string(got) != "prefix:"+tt.want {
-			t.Errorf("%s: got %q, %v; want %q", tt.in, got, err, tt.want)
+			t.Errorf("%s:\n got %s, %v\nwant %s", tt.in, got, err, tt.want)
 		}
 	}
 }

@@ -2,6 +2,8 @@ package record
 
 import (
 	"encoding/binary"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/cdc-relay/cdc-relay/replication"
 )
@@ -83,34 +85,53 @@ const hexDigits = "0123456789ABCDEF"
 // appendJSONString appends s as a JSON string literal the way Jackson (Kafka
 // Connect's JsonConverter) writes it: '"' and '\' escaped, the control
 // characters below 0x20 as \b \t \n \f \r or \u00XX with upper-case hex,
-// everything else, '/' and U+2028 included, as is.
+// characters outside the Basic Multilingual Plane as an escaped UTF-16
+// surrogate pair (\uD83D\uDE80), everything else, '/', U+007F and U+2028
+// included, as is.
 func appendJSONString(dst, s []byte) []byte {
 	dst = append(dst, '"')
 	start := 0
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
+		if c >= 0x20 && c != '"' && c != '\\' && c < 0xF0 {
+			i++
 			continue
 		}
 		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
+		n := 1
+		switch {
+		case c >= 0xF0: // a four-byte sequence: outside the BMP
+			r, size := utf8.DecodeRune(s[i:])
+			n = size
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, c) // not UTF-8 (PostgreSQL text always is)
+				break
+			}
+			hi, lo := utf16.EncodeRune(r)
+			dst = appendU4(appendU4(dst, hi), lo)
+		case c == '"' || c == '\\':
 			dst = append(dst, '\\', c)
-		case '\b':
+		case c == '\b':
 			dst = append(dst, '\\', 'b')
-		case '\t':
+		case c == '\t':
 			dst = append(dst, '\\', 't')
-		case '\n':
+		case c == '\n':
 			dst = append(dst, '\\', 'n')
-		case '\f':
+		case c == '\f':
 			dst = append(dst, '\\', 'f')
-		case '\r':
+		case c == '\r':
 			dst = append(dst, '\\', 'r')
 		default:
 			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
 		}
-		start = i + 1
+		i += n
+		start = i
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// appendU4 appends \uXXXX with upper-case hex.
+func appendU4(dst []byte, r rune) []byte {
+	return append(dst, '\\', 'u', hexDigits[r>>12&0xF], hexDigits[r>>8&0xF], hexDigits[r>>4&0xF], hexDigits[r&0xF])
 }

@@ -17,7 +17,7 @@ type instant struct {
 }
 
 func (t instant) micros() int64 { return t.sec*1e6 + t.micro }
-func (t instant) millis() int64 { return t.sec*1e3 + t.micro/1e3 }
+func (t instant) millis() int64 { return t.sec*1e3 + t.micro/1e3 } // floor: micro ≥ 0
 
 // Time returns t as a time.Time in UTC.
 func (t instant) Time() time.Time { return time.Unix(t.sec, t.micro*1e3).UTC() }
@@ -88,19 +88,20 @@ func parseTimestamp(b []byte, zoned bool) (instant, error) {
 	return instant{sec: days*86400 + nanos/1e9 - offset, micro: nanos % 1e9 / 1e3}, nil
 }
 
-// appendISO writes t as ISO 8601 in UTC the way Java's
-// DateTimeFormatter.ISO_OFFSET_DATE_TIME does (Debezium's ZonedTimestamp):
-// seconds always, the fraction only when not zero and without trailing
-// zeros, "Z" for UTC.
-func (t instant) appendISO(dst []byte) []byte {
-	tm := t.Time()
-	dst = tm.AppendFormat(dst, "2006-01-02T15:04:05")
-	if t.micro != 0 {
-		frac := fmt.Appendf(nil, ".%06d", t.micro)
-		for frac[len(frac)-1] == '0' {
-			frac = frac[:len(frac)-1]
+// appendRFC3339 writes t in UTC with a "Z" and exactly digits fraction
+// digits (none, and no dot, for 0), as Debezium's ZonedTimestamp does for
+// a column of that precision.
+func (t instant) appendRFC3339(dst []byte, digits int) []byte {
+	dst = t.Time().AppendFormat(dst, "2006-01-02T15:04:05")
+	if digits > 0 {
+		var frac [7]byte
+		frac[0] = '.'
+		v := t.micro
+		for i := 6; i >= 1; i-- {
+			frac[i] = byte('0' + v%10)
+			v /= 10
 		}
-		dst = append(dst, frac...)
+		dst = append(dst, frac[:1+digits]...)
 	}
 	return append(dst, 'Z')
 }

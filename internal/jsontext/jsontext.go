@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // ErrSyntax means the text is not valid JSON.
@@ -197,4 +199,83 @@ func SkipValue(b []byte, i int) (int, bool) {
 		}
 		return 0, false
 	}
+}
+
+// AppendUnquoted appends the contents of the JSON string literal q (quotes
+// included) to dst, resolving its escapes. It allocates nothing beyond
+// dst's growth.
+func AppendUnquoted(dst, q []byte) ([]byte, error) {
+	if len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
+		return dst, ErrSyntax
+	}
+	s := q[1 : len(q)-1]
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' {
+			if c < 0x20 {
+				return dst, ErrSyntax
+			}
+			dst = append(dst, c)
+			continue
+		}
+		i++
+		if i == len(s) {
+			return dst, ErrSyntax
+		}
+		switch s[i] {
+		case '"', '\\', '/':
+			dst = append(dst, s[i])
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, ok := hex4(s[i+1:])
+			if !ok {
+				return dst, ErrSyntax
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				if i+6 < len(s) && s[i+1] == '\\' && s[i+2] == 'u' {
+					if lo, ok := hex4(s[i+3:]); ok {
+						if d := utf16.DecodeRune(r, lo); d != utf8.RuneError {
+							r = d
+							i += 6
+						}
+					}
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		default:
+			return dst, ErrSyntax
+		}
+	}
+	return dst, nil
+}
+
+// hex4 reads four hex digits.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
