@@ -26,6 +26,62 @@ CREATE TABLE IF NOT EXISTS public.outbox (
 --   CREATE PUBLICATION cdc_relay FOR TABLE public.outbox WITH (publish = 'insert');
 --   SELECT pg_create_logical_replication_slot('cdc_relay', 'pgoutput');
 
+-- Daily-partitioned variant: cleanup drops whole partitions (DETACH
+-- PARTITION + DROP TABLE) instead of running huge DELETEs, so the table
+-- never bloats and VACUUM has nothing to do. The primary key must include
+-- the partition key. The relay's publication has publish_via_partition_root
+-- = true, so every partition's rows arrive under public.outbox: partitions
+-- may be created, attached, detached and dropped while the relay streams.
+--
+--   CREATE TABLE IF NOT EXISTS public.outbox (
+--       id             bigserial,
+--       aggregate_type text        NOT NULL,
+--       aggregate_id   text        NOT NULL,
+--       event_type     text        NOT NULL,
+--       payload        jsonb       NOT NULL,
+--       headers        jsonb       NOT NULL DEFAULT '{}',
+--       created_at     timestamptz NOT NULL DEFAULT now(),
+--       PRIMARY KEY (id, created_at)
+--   ) PARTITION BY RANGE (created_at);
+--
+--   -- once now, then daily (cron, pg_cron: SELECT cron.schedule('outbox',
+--   -- '5 0 * * *', $$SELECT outbox_partitions_maintain('public.outbox', 7)$$)):
+--   SELECT outbox_partitions_maintain('public.outbox', 7);
+--
+-- outbox_partitions_maintain creates today's and tomorrow's partitions
+-- (<table>_YYYYMMDD, days in UTC) and detaches and drops the partitions of
+-- days more than keep_days ago. The relay never reads them: keep_days only
+-- needs to cover how long you want to keep events in the database.
+CREATE OR REPLACE FUNCTION public.outbox_partitions_maintain(parent regclass, keep_days int DEFAULT 7)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    nsp  text;
+    name text;
+    day  date;
+    part record;
+BEGIN
+    SELECT n.nspname, c.relname INTO nsp, name
+    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.oid = parent;
+    FOREACH day IN ARRAY ARRAY[(now() AT TIME ZONE 'UTC')::date, (now() AT TIME ZONE 'UTC')::date + 1] LOOP
+        EXECUTE format('CREATE TABLE IF NOT EXISTS %I.%I PARTITION OF %s FOR VALUES FROM (%L) TO (%L)',
+            nsp, name || '_' || to_char(day, 'YYYYMMDD'), parent,
+            day::timestamp AT TIME ZONE 'UTC', (day + 1)::timestamp AT TIME ZONE 'UTC');
+    END LOOP;
+    FOR part IN
+        SELECT c.oid::regclass AS rel, c.relname
+        FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+        WHERE i.inhparent = parent
+    LOOP
+        IF part.relname ~ ('^' || name || '_[0-9]{8}$')
+           AND to_date(right(part.relname, 8), 'YYYYMMDD') < (now() AT TIME ZONE 'UTC')::date - keep_days THEN
+            EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', parent, part.rel);
+            EXECUTE format('DROP TABLE %s', part.rel);
+        END IF;
+    END LOOP;
+END
+$$;
+
 -- Variant for compacted topics (--tombstone-on-null-payload true): payload
 -- is nullable, and a row with a NULL payload becomes a tombstone: a record
 -- with the aggregate's key and a null value, so log compaction removes the

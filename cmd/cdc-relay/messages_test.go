@@ -269,3 +269,36 @@ func TestLogicalMessagesRedelivery(t *testing.T) {
 		t.Fatalf("exit code %d", code)
 	}
 }
+
+// TestMessagePrefixOnOldServer: PostgreSQL 13's pgoutput cannot send
+// logical decoding messages. An explicit --message-prefix is then a
+// configuration error: check fails saying why and run exits 2. Without
+// the flag the relay streams rows as before.
+func TestMessagePrefixOnOldServer(t *testing.T) {
+	target := startTarget(t, 13, nil)
+	f := newFixtureOn(t, target, "")
+	args := f.args("--message-prefix", "outbox")
+	code, out := runCommand(commandArgs("check", args))
+	if code != exitFailed || !strings.Contains(out, "FAIL  --message-prefix \"outbox\": PostgreSQL 13 cannot send logical decoding messages") {
+		t.Fatalf("check = %d, want a FAIL line for --message-prefix:\n%s", code, out)
+	}
+	r := startRelay(t, args)
+	if code := r.wait(60 * time.Second); code != exitConfig {
+		t.Fatalf("exit code %d, want %d:\n%s", code, exitConfig, tailString(r.Output(), 2000))
+	}
+	if !strings.Contains(r.Output(), "--message-prefix: PostgreSQL 13 cannot send logical decoding messages") {
+		t.Fatalf("run does not say why:\n%s", tailString(r.Output(), 2000))
+	}
+	if _, active := f.slotState(); active {
+		t.Fatal("the relay holds the slot after a configuration error")
+	}
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r = startRelay(t, f.args())
+	r.waitStreaming(60 * time.Second)
+	agg := uuidFor(530)
+	ids, err := f.insertTx(context.Background(), f.connect(), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitIDs(60*time.Second, ids)
+}

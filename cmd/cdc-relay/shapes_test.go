@@ -283,3 +283,60 @@ func TestDeleteInSameTransaction(t *testing.T) {
 		t.Fatalf("%d rows left in the outbox", left)
 	}
 }
+
+// TestPartitionRetention: docs/outbox.sql's outbox_partitions_maintain
+// creates today's and tomorrow's partitions and detaches and drops the old
+// ones while the relay streams; rows written into the new partitions
+// arrive.
+func TestPartitionRetention(t *testing.T) {
+	applyOutboxSQL(t)
+	f := newFixture(t, `CREATE TABLE %[1]s (
+		id bigserial,
+		aggregate_type text NOT NULL,
+		aggregate_id text NOT NULL,
+		event_type text NOT NULL,
+		payload jsonb NOT NULL,
+		headers jsonb NOT NULL DEFAULT '{}',
+		created_at timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (id, created_at)
+	) PARTITION BY RANGE (created_at);
+	CREATE TABLE %[1]s_20200101 PARTITION OF %[1]s FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-02 00:00+00')`)
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args())
+	r.waitStreaming(60 * time.Second)
+	ctx := context.Background()
+	conn := connect(t)
+	var old int64
+	if err := conn.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %s (aggregate_type, aggregate_id, event_type, payload, created_at)
+		VALUES ('Order', $1, 'OrderCreated', $2::jsonb, '2020-01-01 12:00+00') RETURNING id`, f.table), uuidFor(640), orderCreated(uuidFor(640), 1)).Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(fmt.Sprintf("SELECT outbox_partitions_maintain('public.%s', 7)", f.table))
+	var parts []string
+	rows, err := conn.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = $1::regclass ORDER BY 1`, "public."+f.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var p string
+		rows.Scan(&p)
+		parts = append(parts, p)
+	}
+	today := time.Now().UTC()
+	want := []string{f.table + "_" + today.Format("20060102"), f.table + "_" + today.AddDate(0, 0, 1).Format("20060102")}
+	if strings.Join(parts, ",") != strings.Join(want, ",") {
+		t.Fatalf("partitions %v, want %v (the 2020 one dropped)", parts, want)
+	}
+	ids := []int64{old}
+	for i := 0; i < 5; i++ {
+		got, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: uuidFor(641), EventType: "OrderCreated", Payload: orderCreated(uuidFor(641), i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got...)
+	}
+	c.waitIDs(60*time.Second, ids)
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
