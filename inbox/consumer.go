@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -152,14 +153,26 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 	}
 
 	var runErr error
+	fb := backoff.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax}
 	for {
 		m, err := reader.FetchMessage(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
-				runErr = fmt.Errorf("inbox: fetch: %w", err)
+			if ctx.Err() != nil {
+				break
 			}
-			break
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
+				runErr = fmt.Errorf("inbox: fetch: %w", err)
+				break
+			}
+			// The brokers or the group coordinator are unreachable: the
+			// reader reconnects on its own; wait and fetch again.
+			c.log.Warn("kafka fetch failed; retrying", "error", err, "consecutive_errors", fb.Attempts()+1)
+			if fb.Wait(ctx) != nil {
+				break
+			}
+			continue
 		}
+		fb.Reset()
 		j := job{msg: m, epoch: offs.fetched(tp{m.Topic, m.Partition}, m.Offset)}
 		q := queues[c.worker(m)]
 		select {
