@@ -71,8 +71,16 @@ func decode[T any](s *schemas, value []byte, out *T) (uint32, error) {
 	if err != nil {
 		return id, err
 	}
-	if err := avro.Unmarshal(sc, value[5:], out); err != nil {
-		return id, &decodeError{ReasonUndecodable, fmt.Errorf("schema id %d: %w", id, err)}
+	// A Reader of its own, not avro.Unmarshal: Unmarshal reports a body cut
+	// short as success (it ignores io.EOF), and says nothing of bytes left over.
+	r := avro.NewReader(nil, 0)
+	r.Reset(value[5:])
+	r.ReadVal(sc, out)
+	if r.Error != nil {
+		return id, &decodeError{ReasonUndecodable, fmt.Errorf("schema id %d: %w", id, r.Error)}
+	}
+	if r.Peek(); r.Error == nil {
+		return id, &decodeError{ReasonUndecodable, fmt.Errorf("schema id %d: bytes left after the Avro body", id)}
 	}
 	return id, nil
 }

@@ -285,12 +285,14 @@ func committed(t testing.TB, group, topic string) map[int32]int64 {
 	rt.Topic = topic
 	rt.Partitions = []int32{0, 1, 2}
 	req.Topics = append(req.Topics, rt)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var resp *kmsg.OffsetFetchResponse
+	waitFor(t, 60*time.Second, "the group coordinator", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		resp, err = req.RequestWith(ctx, cl)
+		return err == nil && resp.ErrorCode == 0
+	})
 	out := map[int32]int64{}
 	for _, tt := range resp.Topics {
 		for _, p := range tt.Partitions {
