@@ -77,8 +77,9 @@ type job struct {
 // the mark INSERT (ON CONFLICT DO NOTHING), the handler unless the mark was
 // already there, the commit. Only then is the event done, and Kafka offsets
 // are committed only up to the contiguous prefix of done offsets per
-// partition, so a crash never skips an unprocessed event. On return the
-// done prefix has been committed (within 10 s).
+// partition, so a crash never skips an unprocessed event. Cancelling ctx
+// cancels the events in progress (they roll back and come again later); on
+// return the done prefix has been committed (within 10 s).
 func (c *Consumer[T]) Run(ctx context.Context) error {
 	cfg := &c.cfg
 	reader := kafka.NewReader(kafka.ReaderConfig{
@@ -183,8 +184,11 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 			break
 		}
 	}
-	// Stop: events in progress finish their transaction (bounded by the
-	// handler honouring ctx), queued ones are left for the next owner.
+	// Stop: the transactions in progress are cancelled and roll back, and
+	// queued events are dropped from memory; none of them is done, so their
+	// offsets are not committed and the next owner of the partition gets
+	// them again (an event whose commit raced the cancellation comes back
+	// as a duplicate and is skipped).
 	stopWork()
 	for _, q := range queues {
 		close(q)
