@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,9 +157,14 @@ func TestBadValuesGoToDLQ(t *testing.T) {
 		{key: "k", value: good[:len(good)-4], headers: h("truncated")},
 		{key: "k", value: good, headers: h("good")},
 	})
-	var got map[string]any
+	var (
+		mu  sync.Mutex
+		got map[string]any
+	)
 	cfg := baseConfig(t, url, topic, func(ctx context.Context, tx pgx.Tx, ev *Event[map[string]any]) error {
+		mu.Lock()
 		got = ev.Value
+		mu.Unlock()
 		return nil
 	})
 	r := runConsumer(t, cfg)
@@ -175,6 +181,8 @@ func TestBadValuesGoToDLQ(t *testing.T) {
 	if len(want) != 0 {
 		t.Errorf("missing dead letters: %v", want)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if got["customer_id"] != "c-7" || got["amount_cents"] != int64(1999) {
 		t.Errorf("decoded value = %v", got)
 	}
