@@ -114,6 +114,9 @@ func run(ctx context.Context, o options) error {
 		}
 		ord := order{id: newUUID(), customer: fmt.Sprintf("c-%d", i%o.customers), cents: int64(1000 + i%50*100)}
 		if err := place(ctx, conn, w, ord); err != nil {
+			if ctx.Err() != nil {
+				return nil // SIGTERM during the transaction: it rolled back or committed whole
+			}
 			return err
 		}
 		fmt.Printf("placed %s\n", ord.id)
@@ -124,6 +127,9 @@ func run(ctx context.Context, o options) error {
 		if len(toCancel) > 0 && (i%2 == 0 || i == o.orders) {
 			for _, c := range toCancel {
 				if err := cancel(ctx, conn, w, c); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
 					return err
 				}
 				fmt.Printf("cancelled %s\n", c.id)
