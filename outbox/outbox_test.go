@@ -253,6 +253,32 @@ func TestWriteBatchOneStatement(t *testing.T) {
 	}
 }
 
+// TestWriteBatchLarge: past PostgreSQL's 65535 parameters a batch takes a
+// second statement, in the same transaction, in order.
+func TestWriteBatchLarge(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	table := newTable(t, conn)
+	w, _ := outbox.New(outbox.Config{Table: table})
+	evs := make([]outbox.Event, 11000)
+	for i := range evs {
+		evs[i] = outbox.Event{AggregateType: "Order", AggregateID: fmt.Sprint(i), EventType: "OrderCreated", Payload: []byte(`{}`)}
+	}
+	tx, _ := conn.Begin(ctx)
+	ids, err := w.WriteBatch(ctx, tx, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.Commit(ctx)
+	var n int
+	var ordered bool
+	conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(*), bool_and(prev IS NULL OR prev < aggregate_id::int)
+		FROM (SELECT aggregate_id, lag(aggregate_id::int) OVER (ORDER BY id) prev FROM %s) x`, table)).Scan(&n, &ordered)
+	if n != len(evs) || len(ids) != len(evs) || !ordered {
+		t.Fatalf("%d rows, %d ids, in write order: %v; want %d", n, len(ids), ordered, len(evs))
+	}
+}
+
 func TestWriteColumnsMapping(t *testing.T) {
 	ctx := context.Background()
 	conn := connect(t)
