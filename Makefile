@@ -4,7 +4,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build setup test unit demo bench bench-debezium latency microbench fuzz vet clean
+.PHONY: all build setup test unit demo bench bench-debezium latency microbench fuzz vet clean example bench-inbox
 
 all: build
 
@@ -59,6 +59,18 @@ fuzz:
 
 vet:
 	$(GO) vet ./...
+
+# The two halves around the relay (packages outbox and inbox): the orders
+# writer, the relay and two loyalty consumers against private services.
+example: setup build
+	CGO_ENABLED=0 $(GO) build -o bin/ ./examples/orders ./examples/loyalty
+	$(GO) run ./examples/run --bin bin
+
+# The inbox benchmarks against real PostgreSQL and Kafka: events/s by
+# workers, and the dedupe mark's cost per event.
+bench-inbox: setup
+	$(GO) test -run '^$$' -bench Throughput -benchtime 3x ./inbox/
+	$(GO) test -run '^$$' -bench Mark -benchtime 5000x -count 3 ./inbox/
 
 clean:
 	rm -rf bin

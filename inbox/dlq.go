@@ -1,0 +1,60 @@
+package inbox
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/cdc-relay/cdc-relay/internal/backoff"
+)
+
+// Headers added to a dead-letter record, after the original record's
+// headers. HeaderError carries the reason (the last header of that name).
+const (
+	HeaderError     = "error"
+	HeaderConsumer  = "inbox_consumer"
+	HeaderTopic     = "inbox_topic"
+	HeaderPartition = "inbox_partition"
+	HeaderOffset    = "inbox_offset"
+	HeaderAttempts  = "inbox_attempts"
+)
+
+// maxReason keeps the error header a sane size.
+const maxReason = 2000
+
+// deadLetter writes the original record, with the reason, to the DLQ
+// topic, retrying until Kafka takes it: nothing is dropped silently. It
+// returns false only when ctx ended first.
+func (c *Consumer[T]) deadLetter(ctx context.Context, w *kafka.Writer, ev *Event[T], m kafka.Message, reason string, attempts int) bool {
+	if len(reason) > maxReason {
+		reason = reason[:maxReason] + "..."
+	}
+	headers := append(append([]kafka.Header(nil), m.Headers...),
+		kafka.Header{Key: HeaderConsumer, Value: []byte(c.cfg.Consumer)},
+		kafka.Header{Key: HeaderTopic, Value: []byte(m.Topic)},
+		kafka.Header{Key: HeaderPartition, Value: []byte(strconv.Itoa(m.Partition))},
+		kafka.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(m.Offset, 10))},
+		kafka.Header{Key: HeaderAttempts, Value: []byte(strconv.Itoa(attempts))},
+		kafka.Header{Key: HeaderError, Value: []byte(reason)},
+	)
+	rec := kafka.Message{Key: m.Key, Value: m.Value, Headers: headers}
+	b := backoff.Backoff{Min: c.cfg.RetryMin, Max: c.cfg.RetryMax}
+	for {
+		err := w.WriteMessages(ctx, rec)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		c.log.Warn("dead-letter write failed; retrying", "dlq_topic", c.cfg.DLQTopic, "id", ev.ID, "error", err, "consecutive_errors", b.Attempts()+1)
+		if b.Wait(ctx) != nil {
+			return false
+		}
+	}
+	c.deadLettered.Add(1)
+	c.log.Error("event sent to the dead-letter topic", "dlq_topic", c.cfg.DLQTopic, "id", ev.ID, "event_type", ev.Type,
+		"topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "reason", reason)
+	return true
+}

@@ -1,0 +1,426 @@
+package inbox
+
+// The test harness: real PostgreSQL 15, Apache Kafka 4.x and the schema
+// registry, started once per package by TestMain; the relay and the example
+// services run as built binaries, so kill -9 is real. What lands in Kafka
+// is read, and test records are written, with franz-go and goavro (through
+// srclient), not with this package's code.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riferrei/srclient"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cdc-relay/cdc-relay/internal/freeport"
+	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
+	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/registrytest"
+)
+
+var (
+	pg         *pgtest.Cluster
+	broker     *kafkatest.Broker
+	registry   *registrytest.Registry
+	root       string // the module root
+	relayBin   string
+	ordersBin  string
+	loyaltyBin string
+)
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	fail := func(what string, err error) int {
+		fmt.Fprintf(os.Stderr, "inbox tests: %s: %v\n", what, err)
+		return 1
+	}
+	var err error
+	if root, err = filepath.Abs(".."); err != nil {
+		return fail("module root", err)
+	}
+	tmp, err := os.MkdirTemp("", "inbox-bin-")
+	if err != nil {
+		return fail("temp dir", err)
+	}
+	defer os.RemoveAll(tmp)
+	relayBin, ordersBin, loyaltyBin = filepath.Join(tmp, "cdc-relay"), filepath.Join(tmp, "orders"), filepath.Join(tmp, "loyalty")
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	start := func(what string, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil {
+				errs <- fmt.Errorf("%s: %w", what, err)
+			}
+		}()
+	}
+	start("build", func() error {
+		cmd := exec.Command("go", "build", "-o", tmp+"/", "./cmd/cdc-relay", "./examples/orders", "./examples/loyalty")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v\n%s", err, out)
+		}
+		return nil
+	})
+	start("start PostgreSQL", func() (err error) {
+		pg, err = pgtest.Start(pgtest.Options{Settings: map[string]string{"wal_sender_timeout": "10s"}})
+		return err
+	})
+	start("start Kafka", func() (err error) {
+		broker, err = kafkatest.Start(kafkatest.Options{ExtraConfig: map[string]string{
+			"num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}})
+		return err
+	})
+	start("start schema registry", func() (err error) {
+		registry, err = registrytest.Start()
+		return err
+	})
+	wg.Wait()
+	close(errs)
+	defer func() {
+		if pg != nil {
+			pg.Close()
+		}
+		if broker != nil {
+			broker.Close()
+		}
+		if registry != nil {
+			registry.Close()
+		}
+	}()
+	for err := range errs {
+		return fail("setup", err)
+	}
+	return m.Run()
+}
+
+func suffix() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newDB creates the test's own database with processed_messages
+// (docs/inbox.sql) and returns its URL.
+func newDB(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url, err := pg.CreateDatabase(ctx, "t_"+suffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddl, err := os.ReadFile(filepath.Join(root, "docs", "inbox.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	execSQL(t, url, string(ddl))
+	return url
+}
+
+func execSQL(t testing.TB, url, sql string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("exec %q: %v", sql, err)
+	}
+}
+
+// queryInt runs a query returning one integer (0 on error: callers poll).
+func queryInt(url, sql string, args ...any) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	err = conn.QueryRow(ctx, sql, args...).Scan(&n)
+	return n, err
+}
+
+func mustInt(t testing.TB, url, sql string, args ...any) int64 {
+	t.Helper()
+	n, err := queryInt(url, sql, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func newPool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// waitFor polls cond until it is true or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+func kafkaClient(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(broker.Addr())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// createTopic creates a topic with n partitions.
+func createTopic(t testing.TB, topic string, n int32) {
+	t.Helper()
+	cl := kafkaClient(t)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, n, 1
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 30000
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create topic %s: error code %d", topic, code)
+	}
+}
+
+// record is a test record to produce.
+type record struct {
+	key     string
+	value   []byte
+	headers map[string]string
+	// partition, when >= 0, is set explicitly (manual partitioner).
+	partition int32
+}
+
+// produce writes records in order, synchronously.
+func produce(t testing.TB, topic string, recs []record) {
+	t.Helper()
+	cl := kafkaClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(100000))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	krs := make([]*kgo.Record, len(recs))
+	for i, r := range recs {
+		kr := &kgo.Record{Topic: topic, Key: []byte(r.key), Value: r.value, Partition: r.partition}
+		for k, v := range r.headers {
+			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+		}
+		krs[i] = kr
+	}
+	if err := cl.ProduceSync(ctx, krs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readAll reads a topic from the start until want records arrived.
+func readAll(t testing.TB, topic string, want int, timeout time.Duration) []*kgo.Record {
+	t.Helper()
+	cl := kafkaClient(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(250*time.Millisecond))
+	var recs []*kgo.Record
+	deadline := time.Now().Add(timeout)
+	for len(recs) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d records of %s, want %d", len(recs), topic, want)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { recs = append(recs, r) })
+		cancel()
+	}
+	return recs
+}
+
+// committed returns the group's committed offsets of topic by partition,
+// read with franz-go (-1 for none).
+func committed(t testing.TB, group, topic string) map[int32]int64 {
+	t.Helper()
+	cl := kafkaClient(t)
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic = topic
+	rt.Partitions = []int32{0, 1, 2}
+	req.Topics = append(req.Topics, rt)
+	var resp *kmsg.OffsetFetchResponse
+	waitFor(t, 60*time.Second, "the group coordinator", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		resp, err = req.RequestWith(ctx, cl)
+		return err == nil && resp.ErrorCode == 0
+	})
+	out := map[int32]int64{}
+	for _, tt := range resp.Topics {
+		for _, p := range tt.Partitions {
+			if p.ErrorCode == 0 {
+				out[p.Partition] = p.Offset
+			}
+		}
+	}
+	return out
+}
+
+// registerSchema registers an .avsc of testdata/schemas under subject and
+// returns srclient's view of it (id and goavro codec).
+func registerSchema(t testing.TB, subject, eventType string) *srclient.Schema {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(root, "testdata", "schemas", eventType+".avsc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := srclient.NewSchemaRegistryClient(registry.URL()).CreateSchema(subject, string(text), srclient.Avro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// avroValue encodes native with goavro in the Confluent wire format.
+func avroValue(t testing.TB, s *srclient.Schema, native map[string]any) []byte {
+	t.Helper()
+	v := []byte{0, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(v[1:], uint32(s.ID()))
+	v, err := s.Codec().BinaryFromNative(v, native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// proc is a running binary whose output is kept.
+type proc struct {
+	t    testing.TB
+	name string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// start runs bin with args in the module root.
+func start(t testing.TB, name, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Dir = root
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	p.cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("%s output (tail):\n%s", name, tail(p.output(), 3000))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// kill sends SIGKILL and waits for the process to end.
+func (p *proc) kill() {
+	select {
+	case <-p.done:
+	default:
+		p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// wait waits for the process to exit on its own and returns its exit code.
+func (p *proc) wait(timeout time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		p.t.Fatalf("%s did not exit within %s; output:\n%s", p.name, timeout, tail(p.output(), 3000))
+		return -1
+	}
+}
+
+// lines returns the output lines that start with prefix.
+func (p *proc) lines(prefix string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(p.output()))
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), prefix) {
+			out = append(out, sc.Text())
+		}
+	}
+	return out
+}
+
+// relayArgs are the flags of a relay for database url and topic prefix.
+func relayArgs(url, s, topicPrefix, dlq string) []string {
+	port, _ := freeport.Get()
+	return []string{"run", "--pg-url", url, "--slot", "slot_" + s, "--publication", "pub_" + s, "--table", "public.outbox",
+		"--kafka-brokers", broker.Addr(), "--topic-template", topicPrefix + ".{aggregate_type}",
+		"--schema-registry-url", registry.URL(), "--schemas-dir", filepath.Join(root, "testdata", "schemas"),
+		"--dlq-topic", dlq, "--metrics-addr", "127.0.0.1:" + strconv.Itoa(port), "--halt-linger", "0s"}
+}
+
+var _ io.Writer = (*proc)(nil)

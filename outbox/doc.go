@@ -1,0 +1,20 @@
+// Package outbox writes outbox events inside the caller's transaction, the
+// producer half of the transactional outbox that cdc-relay publishes.
+//
+// In: an open transaction (pgx.Tx or *sql.Tx) that also holds the business
+// change, and Events. Out: one outbox row per event (ModeTable, one INSERT
+// statement per batch), or one transactional logical decoding message per
+// event (ModeMessage, the table-less form, same API). The event exists only
+// if the caller commits; the relay then publishes it to Kafka.
+//
+// Every event gets a UUIDv7 id unless it carries one: the relay's `id`
+// header and the key consumers deduplicate on. Table mode therefore needs an
+// id column that takes a UUID (docs/outbox_uuid.sql); Config.Table and
+// Config.Columns name other tables and columns, like the relay's `columns:`.
+// A Propagator adds traceparent and tracestate from the context without a
+// dependency on OpenTelemetry. With Config.Schemas, payloads are checked
+// with the relay's own Avro encoder before anything is written, so an event
+// the relay would dead-letter fails in the service instead.
+//
+// The package owns no connection and starts no goroutine.
+package outbox
