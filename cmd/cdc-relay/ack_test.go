@@ -87,15 +87,7 @@ func TestAckRuleDuringKafkaOutage(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "first transactions confirmed", func() bool { return f.confirmedFlush() >= txns[49].after })
 
-	if err := broker.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	brokerUp := false
-	t.Cleanup(func() {
-		if !brokerUp {
-			broker.Restart()
-		}
-	})
+	restartBroker := stopBroker(t)
 	for i := 50; i < 150; i++ {
 		writeTx(i)
 	}
@@ -108,10 +100,7 @@ func TestAckRuleDuringKafkaOutage(t *testing.T) {
 	// Kill the relay while events are in flight, then bring Kafka back.
 	r.kill()
 	confirmedAtKill := f.confirmedFlush()
-	if err := broker.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	brokerUp = true
+	restartBroker()
 	// Every transaction at or below the confirmed LSN is in Kafka already.
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	var must []int64
@@ -236,24 +225,13 @@ func testInterleavedTransactionsKillRestart(t *testing.T, f *fixture) {
 	c.waitIDs(60*time.Second, idsA)
 	waitFor(t, 30*time.Second, "A confirmed", func() bool { return f.confirmedFlush() >= afterA })
 
-	if err := broker.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	up := false
-	t.Cleanup(func() {
-		if !up {
-			broker.Restart()
-		}
-	})
+	restartBroker := stopBroker(t)
 	if err := txB.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	r.waitMetric("cdc_relay_events_read_total", 30*time.Second, func(v float64) bool { return v >= 3 })
 	r.kill()
-	if err := broker.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	up = true
+	restartBroker()
 	r2 := startRelay(t, f.args())
 	c.waitIDs(90*time.Second, []int64{b1})
 	if code := r2.terminate(); code != 0 {

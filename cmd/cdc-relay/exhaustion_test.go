@@ -153,15 +153,7 @@ func TestSlotExhaustionEstimate(t *testing.T) {
 		t.Fatal("the exhaustion alert fires before the lag grows")
 	}
 
-	if err := broker.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	up := false
-	t.Cleanup(func() {
-		if !up {
-			broker.Restart()
-		}
-	})
+	restartBroker := stopBroker(t)
 	ctx := context.Background()
 	conn := f.connect()
 	agg := uuidFor(1)
@@ -210,8 +202,5 @@ func TestSlotExhaustionEstimate(t *testing.T) {
 		t.Fatalf("alert %s (%s) does not fire at %.0f s to exhaustion", rule.name, rule.expr, v)
 	}
 	t.Logf("safe WAL %.0f MB -> %.0f MB; time to exhaustion %.0f s -> %.0f s; alert fires", safe/1e6, nowSafe/1e6, first, last)
-	if err := broker.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	up = true
+	restartBroker()
 }

@@ -10,10 +10,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // formatsDDL is an outbox with a nullable payload and the column types
@@ -89,7 +92,7 @@ func TestDebeziumShapedRecords(t *testing.T) {
 	}
 	wantHeaders := map[string]string{"id": strconv.FormatInt(full, 10), "tenant": "5d9e1d7a-6b1f-4c4e-9a57-1f0e0a3c2b11",
 		"occurred": "2026-11-30T10:00:00.123456Z", "seq": "-42", "local_ts": "1796032800000005", "traceparent": "00-ff"}
-	if !equalMaps(got.Headers, wantHeaders) {
+	if !maps.Equal(got.Headers, wantHeaders) {
 		t.Errorf("headers %v\nwant    %v", got.Headers, wantHeaders)
 	}
 	if want := time.Date(2026, 11, 30, 10, 0, 0, 123e6, time.UTC); !got.Timestamp.Equal(want) {
@@ -126,18 +129,6 @@ func TestDebeziumShapedRecords(t *testing.T) {
 	}
 }
 
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 // TestAvroKey: --key-format avro writes Confluent's framing of an Avro
 // string, registered as "string" under <topic>-key; an independent client
 // (srclient fetches the schema by id, goavro decodes) reads the aggregate id.
@@ -171,41 +162,6 @@ func TestAvroKey(t *testing.T) {
 	if v, _, err := newAvroDecoder().decode(rec.Value); err != nil || v["order_id"] != agg {
 		t.Fatalf("value %v, %v", v, err)
 	}
-	// The partition is murmur2 of the key bytes, as the Java producer picks it.
-	if want := javaPartition(key, 3); rec.Partition != want {
-		t.Errorf("partition %d, want %d (murmur2 of the key bytes)", rec.Partition, want)
-	}
-}
-
-// javaPartition is the Java client's default partitioner for a keyed record:
-// toPositive(murmur2(key)) % n (written here from its specification).
-func javaPartition(key []byte, n int32) int32 {
-	const seed, m, r = uint32(0x9747b28c), uint32(0x5bd1e995), 24
-	h := seed ^ uint32(len(key))
-	for len(key) >= 4 {
-		k := binary.LittleEndian.Uint32(key)
-		k *= m
-		k ^= k >> r
-		k *= m
-		h *= m
-		h ^= k
-		key = key[4:]
-	}
-	switch len(key) {
-	case 3:
-		h ^= uint32(key[2]) << 16
-		fallthrough
-	case 2:
-		h ^= uint32(key[1]) << 8
-		fallthrough
-	case 1:
-		h ^= uint32(key[0])
-		h *= m
-	}
-	h ^= h >> 13
-	h *= m
-	h ^= h >> 15
-	return int32(h&0x7fffffff) % n
 }
 
 // TestRecordColumnsConfigErrors: a header column that does not exist, a
@@ -242,5 +198,49 @@ func TestRecordColumnsConfigErrors(t *testing.T) {
 		"--kafka-brokers", broker.Addr(), "--value-format", "json", "--header-columns", "nope"}, env(nil), &check, &bytes.Buffer{})
 	if code != exitFailed || !strings.Contains(check.String(), `FAIL  --header-columns: column "nope" does not exist`) {
 		t.Fatalf("check: exit %d\n%s", code, check.String())
+	}
+}
+
+// TestBrokerRefusesTimestamp: a --timestamp-column value further in the
+// future than the topic's message.timestamp.after.max.ms allows is refused
+// by the broker; the event goes to the dead-letter topic saying so, and the
+// events around it arrive.
+func TestBrokerRefusesTimestamp(t *testing.T) {
+	f := newFixture(t, formatsDDL)
+	cl := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 10 * time.Second}
+	res, err := cl.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+		Topic: f.topic("Customer"), NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "message.timestamp.after.max.ms", ConfigValue: "3600000"}},
+	}}})
+	if err != nil || res.Errors[f.topic("Customer")] != nil {
+		t.Fatalf("create topic: %v %v", err, res)
+	}
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args("--value-format", "json", "--timestamp-column", "occurred_at"))
+	r.waitStreaming(60 * time.Second)
+	ctx := context.Background()
+	conn := connect(t)
+	insert := fmt.Sprintf(`INSERT INTO %s (aggregate_type, aggregate_id, event_type, payload, occurred_at)
+		VALUES ('Customer', 'c1', 'CustomerChanged', '{"n": 1}', $1) RETURNING id`, f.table)
+	var ids []int64
+	for _, at := range []time.Time{time.Now().Add(-time.Minute), time.Now().Add(30 * 24 * time.Hour), time.Now()} {
+		var id int64
+		if err := conn.QueryRow(ctx, insert, at).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	recs := byID(c.waitIDs(60*time.Second, ids))
+	future := recs[strconv.FormatInt(ids[1], 10)]
+	if future.Topic != f.dlq || !strings.Contains(future.Headers["error"], "refused the record") || !strings.Contains(future.Headers["error"], "timestamp") {
+		t.Errorf("future-dated event: topic %q error %q, want the DLQ saying the broker refused its timestamp", future.Topic, future.Headers["error"])
+	}
+	for _, id := range []int64{ids[0], ids[2]} {
+		if rec := recs[strconv.FormatInt(id, 10)]; rec.Topic != f.topic("Customer") {
+			t.Errorf("event %d went to %s", id, rec.Topic)
+		}
+	}
+	if n, err := r.metric("cdc_relay_dlq_events_total"); err != nil || n != 1 {
+		t.Errorf("dlq events %v, %v", n, err)
 	}
 }

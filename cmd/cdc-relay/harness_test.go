@@ -472,6 +472,29 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// stopBroker stops the shared broker and returns the function that starts
+// it again. When the test ends without calling it, cleanup restarts the
+// broker for the tests that follow.
+func stopBroker(t *testing.T) (restart func()) {
+	t.Helper()
+	if err := broker.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	up := false
+	t.Cleanup(func() {
+		if !up {
+			broker.Restart()
+		}
+	})
+	return func() {
+		t.Helper()
+		if err := broker.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		up = true
+	}
+}
+
 // record is what the independent consumer saw.
 type record struct {
 	Topic     string

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -252,7 +253,7 @@ func TestHostileInputDLQ(t *testing.T) {
 	// headers NULL: exactly the three fixed headers.
 	rec := recs[strconv.FormatInt(odd[0], 10)]
 	wantFixed := map[string]string{"id": strconv.FormatInt(odd[0], 10), "event_type": "OrderCreated", "aggregate_type": "Order"}
-	if rec.Topic != f.topic("Order") || !mapsEqual(rec.Headers, wantFixed) {
+	if rec.Topic != f.topic("Order") || !maps.Equal(rec.Headers, wantFixed) {
 		t.Errorf("headers NULL: topic %q headers %v, want %v", rec.Topic, rec.Headers, wantFixed)
 	}
 	// Non-string header values, compared exactly.
@@ -260,7 +261,7 @@ func TestHostileInputDLQ(t *testing.T) {
 	wantMixed := map[string]string{"id": strconv.FormatInt(odd[1], 10), "event_type": "OrderCreated", "aggregate_type": "Order",
 		"n": "42", "neg": "-7", "dec": "1.50", "big": "123456789012345678901234567890", "t": "true", "f": "false",
 		"o": `{"a": [1, "x"], "b": {"c": null}}`, "arr": `[1, 2.5, "}"]`, "s": "q\"uote\\ é 😀", "ce_source": "/ö/😀"}
-	if rec.Topic != f.topic("Order") || !mapsEqual(rec.Headers, wantMixed) {
+	if rec.Topic != f.topic("Order") || !maps.Equal(rec.Headers, wantMixed) {
 		t.Errorf("non-string headers: topic %q\n got %q\nwant %q", rec.Topic, rec.Headers, wantMixed)
 	}
 	if rec := recs[strconv.FormatInt(odd[2], 10)]; rec.Topic != f.topic(*longest.AggregateType) || len(rec.Topic) != 249 {
@@ -279,18 +280,6 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // unicodeRows are valid OrderCreated rows with non-ASCII text, emoji (also
@@ -714,15 +703,7 @@ func TestDLQPublishFailureRetried(t *testing.T) {
 	afterGood := currentLSN(t, conn)
 	waitFor(t, 60*time.Second, "the valid event confirmed", func() bool { return f.confirmedFlush() >= afterGood })
 
-	if err := broker.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	up := false
-	t.Cleanup(func() {
-		if !up {
-			broker.Restart() // other tests share the broker
-		}
-	})
+	restartBroker := stopBroker(t)
 	badRow := validRow(agg, 2)
 	badRow.EventType = sp("NoSuchEvent")
 	bad, before := f.insertRows(ctx, conn, []nrow{badRow})
@@ -746,10 +727,7 @@ func TestDLQPublishFailureRetried(t *testing.T) {
 	default:
 	}
 
-	if err := broker.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	up = true
+	restartBroker()
 	c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
 	recs := byID(c.waitIDs(120*time.Second, append(append(good, bad...), after...)))
 	rec := recs[strconv.FormatInt(bad[0], 10)]

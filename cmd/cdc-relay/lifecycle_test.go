@@ -196,15 +196,7 @@ func TestMetricsDuringKafkaOutage(t *testing.T) {
 	r.waitMetric("cdc_relay_events_published_total", 30*time.Second, func(v float64) bool { return v >= 5 })
 	r.waitMetric("cdc_relay_slot_lag_bytes", 30*time.Second, func(v float64) bool { return v < 64<<10 })
 
-	if err := broker.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	up := false
-	t.Cleanup(func() {
-		if !up {
-			broker.Restart()
-		}
-	})
+	restartBroker := stopBroker(t)
 	ids := write(60)
 	// The lag is measured from the protocol: it rises with what the relay
 	// reads until the in-flight bound stops the reader (backpressure).
@@ -214,10 +206,7 @@ func TestMetricsDuringKafkaOutage(t *testing.T) {
 	r.waitMetric("cdc_relay_replication_delay_seconds", 10*time.Second, func(v float64) bool { return v > 0 })
 	t.Logf("during the outage: slot lag %.0f bytes", lag)
 
-	if err := broker.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	up = true
+	restartBroker()
 	r.waitMetric("cdc_relay_events_published_total", 60*time.Second, func(v float64) bool { return v >= float64(5+len(ids)) })
 	r.waitMetric("cdc_relay_slot_lag_bytes", 30*time.Second, func(v float64) bool { return v < 64<<10 })
 	r.waitMetric("cdc_relay_backpressure", 10*time.Second, func(v float64) bool { return v == 0 })

@@ -210,24 +210,13 @@ func TestLogicalMessagesRedelivery(t *testing.T) {
 		return seen[lsnA1] > 0 && seen[lsnA2] > 0 && f.confirmedFlush() >= afterA
 	})
 
-	if err := broker.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	up := false
-	t.Cleanup(func() {
-		if !up {
-			broker.Restart()
-		}
-	})
+	restartBroker := stopBroker(t)
 	if err := txB.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	r.waitMetric("cdc_relay_events_read_total", 30*time.Second, func(v float64) bool { return v >= 3 })
 	r.kill()
-	if err := broker.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	up = true
+	restartBroker()
 	r2 := startRelay(t, f.args("--message-prefix", prefix))
 	waitFor(t, 90*time.Second, "B after the restart", func() bool { return distinctIDs(c.records())[lsnB] > 0 })
 

@@ -15,9 +15,8 @@ import (
 	"time"
 )
 
-// partitionedDDL is docs/outbox.sql's daily-partitioned variant, with
-// explicit partitions for two days around a midnight.
-const partitionedDDL = `CREATE TABLE %[1]s (
+// partitionedParentDDL is docs/outbox.sql's daily-partitioned variant.
+const partitionedParentDDL = `CREATE TABLE %[1]s (
 	id bigserial,
 	aggregate_type text NOT NULL,
 	aggregate_id text NOT NULL,
@@ -27,7 +26,10 @@ const partitionedDDL = `CREATE TABLE %[1]s (
 	created_at timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (id, created_at)
 ) PARTITION BY RANGE (created_at);
-CREATE TABLE %[1]s_d1 PARTITION OF %[1]s FOR VALUES FROM ('2026-11-30 00:00+00') TO ('2026-12-01 00:00+00');
+`
+
+// partitionedDDL adds explicit partitions for two days around a midnight.
+const partitionedDDL = partitionedParentDDL + `CREATE TABLE %[1]s_d1 PARTITION OF %[1]s FOR VALUES FROM ('2026-11-30 00:00+00') TO ('2026-12-01 00:00+00');
 CREATE TABLE %[1]s_d2 PARTITION OF %[1]s FOR VALUES FROM ('2026-12-01 00:00+00') TO ('2026-12-02 00:00+00')`
 
 // TestPartitionedOutbox: events written across a midnight partition
@@ -290,17 +292,7 @@ func TestDeleteInSameTransaction(t *testing.T) {
 // arrive.
 func TestPartitionRetention(t *testing.T) {
 	applyOutboxSQL(t)
-	f := newFixture(t, `CREATE TABLE %[1]s (
-		id bigserial,
-		aggregate_type text NOT NULL,
-		aggregate_id text NOT NULL,
-		event_type text NOT NULL,
-		payload jsonb NOT NULL,
-		headers jsonb NOT NULL DEFAULT '{}',
-		created_at timestamptz NOT NULL DEFAULT now(),
-		PRIMARY KEY (id, created_at)
-	) PARTITION BY RANGE (created_at);
-	CREATE TABLE %[1]s_20200101 PARTITION OF %[1]s FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-02 00:00+00')`)
+	f := newFixture(t, partitionedParentDDL+`CREATE TABLE %[1]s_20200101 PARTITION OF %[1]s FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-02 00:00+00')`)
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
