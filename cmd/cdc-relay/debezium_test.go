@@ -404,7 +404,7 @@ type cutoverWriter struct {
 
 	mu    sync.Mutex
 	ids   []string
-	after map[string]uint64 // id -> pg_current_wal_lsn() after its commit
+	after map[string]uint64 // id -> pg_current_wal_insert_lsn() after its commit
 	err   error
 }
 
@@ -468,7 +468,7 @@ func (w *cutoverWriter) commit(conn *pgx.Conn, n int) ([]string, uint64, error) 
 		return nil, 0, err
 	}
 	var lsn string
-	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
 		return nil, 0, err
 	}
 	var hi, lo uint32
@@ -553,6 +553,10 @@ func testDebeziumCutover(t *testing.T, mode string) {
 		}
 		return len(recordsByID(reader.Records(), topicPrefix)) >= 200
 	})
+	// Stop it once it has confirmed something, as a long-running
+	// Debezium has: then some of what it wrote is confirmed, some not.
+	initial := sf.confirmedFlush()
+	waitFor(t, dbzWait, "Debezium to confirm a position", func() bool { return sf.confirmedFlush() > initial })
 	switch mode {
 	case "graceful":
 		if err := w.Stop(60 * time.Second); err != nil {
