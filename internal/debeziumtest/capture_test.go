@@ -31,7 +31,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/debezium/*.json from a real Debezium run")
 
 // fixtureDir holds the captured fixtures.
-const fixtureDir = "../../testdata/debezium"
+const fixtureDir = "../../" + FixtureDir
 
 // captureDDL is the outbox table of the capture: docs/outbox.sql's columns
 // (payload nullable, for the tombstone) plus one column per header type.
@@ -184,69 +184,12 @@ var valueCases = []string{
 	`"just a string"`,
 }
 
-// keyFixture is one aggregate id's key bytes under each key converter.
-type keyFixture struct {
-	AggregateID string `json:"aggregate_id"`
-	String      string `json:"string"`
-	JSON        string `json:"json"`
-	JSONSchema  string `json:"json_schema"`
-	// JSONText is the json key as text, for readers.
-	JSONText string `json:"json_text"`
-}
-
-// headerFixture is one column value's header.
-type headerFixture struct {
-	Column          string `json:"column"`
-	ColumnType      string `json:"column_type"`
-	SQLValue        string `json:"sql_value"`
-	SessionTimezone string `json:"session_timezone"`
-	// Header is the value's hex; "null" when Kafka's header value is null,
-	// "absent" when there is no header.
-	Header string `json:"header"`
-	Text   string `json:"text"`
-}
-
-// valueFixture is one payload's record value.
-type valueFixture struct {
-	Payload string `json:"payload"`
-	// JSONB is the payload as PostgreSQL stores and sends it (jsonb text).
-	JSONB string `json:"jsonb"`
-	// Value is the record value's hex, "null" for a null value, "missing"
-	// when Debezium wrote no record.
-	Value string `json:"value"`
-	Text  string `json:"text"`
-	Note  string `json:"note,omitempty"`
-}
-
-// recordFixture is a whole record: what each connector option does with
-// one row, including its headers in order, partition and timestamp.
-type recordFixture struct {
-	Case       string         `json:"case"`
-	Connector  string         `json:"connector"`
-	Options    []string       `json:"options"`
-	Row        string         `json:"row"`
-	Partitions int            `json:"partitions"`
-	Partition  int32          `json:"partition"`
-	Key        string         `json:"key"`
-	Value      string         `json:"value"`
-	Headers    []headerRecord `json:"headers"`
-	Timestamp  string         `json:"timestamp"`
-	Note       string         `json:"note,omitempty"`
-}
-
-// headerRecord is one header of a recordFixture, value as text ("null"
-// for a null value, which no text case produces here).
-type headerRecord struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
-
 // capture is what one run of Debezium produced.
 type capture struct {
-	keys    []keyFixture
-	headers []headerFixture
-	values  []valueFixture
-	records []recordFixture
+	keys    []KeyFixture
+	headers []HeaderFixture
+	values  []ValueFixture
+	records []RecordFixture
 }
 
 const (
@@ -571,7 +514,7 @@ func runCapture(t *testing.T) capture {
 		s, okS := byConn["cap-string"][id]
 		j, okJ := byConn["cap-json"][id]
 		js, okJS := byConn["cap-json-schema"][id]
-		got.keys = append(got.keys, keyFixture{AggregateID: k, String: hexOr(s, okS, s.Key), JSON: hexOr(j, okJ, j.Key), JSONSchema: hexOr(js, okJS, js.Key), JSONText: string(j.Key)})
+		got.keys = append(got.keys, KeyFixture{AggregateID: k, String: hexOr(s, okS, s.Key), JSON: hexOr(j, okJ, j.Key), JSONSchema: hexOr(js, okJS, js.Key), JSONText: string(j.Key)})
 	}
 	types := map[string]string{}
 	for _, c := range headerColumns {
@@ -579,7 +522,7 @@ func runCapture(t *testing.T) capture {
 	}
 	for i, h := range headerCases {
 		r, ok := byConn["cap-string"][headerIDs[i]]
-		f := headerFixture{Column: h.column, ColumnType: types[h.column], SQLValue: h.value, SessionTimezone: h.tz, Header: "missing"}
+		f := HeaderFixture{Column: h.column, ColumnType: types[h.column], SQLValue: h.value, SessionTimezone: h.tz, Header: "missing"}
 		if ok {
 			v, has := r.Header(h.column)
 			switch {
@@ -595,7 +538,7 @@ func runCapture(t *testing.T) capture {
 	}
 	// The header of a NULL column, and the id header of both id types.
 	if r, ok := byConn["cap-string"][keyIDs[0]]; ok {
-		f := headerFixture{Column: "c_text", ColumnType: "text", SQLValue: "NULL", SessionTimezone: "UTC", Header: "absent"}
+		f := HeaderFixture{Column: "c_text", ColumnType: "text", SQLValue: "NULL", SessionTimezone: "UTC", Header: "absent"}
 		if v, has := r.Header("c_text"); has && v == nil {
 			f.Header = "null"
 		} else if has {
@@ -603,15 +546,15 @@ func runCapture(t *testing.T) capture {
 		}
 		got.headers = append(got.headers, f)
 		v, _ := r.Header("id")
-		got.headers = append(got.headers, headerFixture{Column: "id", ColumnType: "bigserial (header id)", SQLValue: "DEFAULT (" + keyIDs[0] + ")", SessionTimezone: "UTC", Header: hex.EncodeToString(v), Text: string(v)})
+		got.headers = append(got.headers, HeaderFixture{Column: "id", ColumnType: "bigserial (header id)", SQLValue: "DEFAULT (" + keyIDs[0] + ")", SessionTimezone: "UTC", Header: hex.EncodeToString(v), Text: string(v)})
 	}
 	if r, ok := byConn["cap-uuid"][uuidID]; ok {
 		v, _ := r.Header("id")
-		got.headers = append(got.headers, headerFixture{Column: "id", ColumnType: "uuid (header id)", SQLValue: "'B1C2D3E4-F5A6-4B7C-8D9E-0F1A2B3C4D5E'", SessionTimezone: "UTC", Header: hex.EncodeToString(v), Text: string(v)})
+		got.headers = append(got.headers, HeaderFixture{Column: "id", ColumnType: "uuid (header id)", SQLValue: "'B1C2D3E4-F5A6-4B7C-8D9E-0F1A2B3C4D5E'", SessionTimezone: "UTC", Header: hex.EncodeToString(v), Text: string(v)})
 	}
 	for i, v := range valueCases {
 		id := valueIDs[i]
-		f := valueFixture{Payload: v, JSONB: jsonbText[i]}
+		f := ValueFixture{Payload: v, JSONB: jsonbText[i]}
 		r, ok := byConn["cap-json"][id]
 		f.Value = hexOr(r, ok, r.Value)
 		if ok {
@@ -651,7 +594,7 @@ func runCapture(t *testing.T) capture {
 			}
 		}
 		r, ok := byConn[cs][id]
-		f := recordFixture{Case: rowOf[c.table+"/"+id], Connector: cs, Options: c.options, Row: id, Partitions: capPartitions}
+		f := RecordFixture{Case: rowOf[c.table+"/"+id], Connector: cs, Options: c.options, Row: id, Partitions: capPartitions}
 		if !ok {
 			f.Key, f.Value, f.Timestamp = "missing", "missing", "missing"
 			f.Note = "no record"
@@ -665,7 +608,7 @@ func runCapture(t *testing.T) capture {
 		f.Key = hexOr(r, true, r.Key)
 		f.Value = hexOr(r, true, r.Value)
 		f.Timestamp = timestampRule(r)
-		f.Headers = []headerRecord{}
+		f.Headers = []RecordHeader{}
 		for _, h := range r.Headers {
 			v := string(h.Value)
 			switch {
@@ -674,7 +617,7 @@ func runCapture(t *testing.T) capture {
 			case h.Key == "__debezium.context.runId" && uuidRE.MatchString(v):
 				v = "<a UUID, new each time the task starts>"
 			}
-			f.Headers = append(f.Headers, headerRecord{Key: h.Key, Value: v})
+			f.Headers = append(f.Headers, RecordHeader{Key: h.Key, Value: v})
 		}
 		got.records = append(got.records, f)
 	}

@@ -101,3 +101,21 @@ func TestWorkerProperties(t *testing.T) {
 		t.Error("a worker without a broker was accepted")
 	}
 }
+
+// TestReadFixtures checks that the stored fixtures parse and hold what
+// their users (the relay's unit tests) rely on.
+func TestReadFixtures(t *testing.T) {
+	f, err := ReadFixtures("../../" + FixtureDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Keys) == 0 || len(f.Headers) == 0 || len(f.Values) == 0 || len(f.Records) == 0 {
+		t.Fatalf("empty fixtures: %d keys, %d headers, %d values, %d records", len(f.Keys), len(f.Headers), len(f.Values), len(f.Records))
+	}
+	for _, k := range f.Keys {
+		b, ok, err := Bytes(k.String)
+		if err != nil || !ok || string(b) != k.AggregateID {
+			t.Errorf("key %q: StringConverter bytes %q (%v, %v), want the id itself", k.AggregateID, b, ok, err)
+		}
+	}
+}
