@@ -129,13 +129,14 @@ const parityDDL = `CREATE TABLE %s (
 	aggregate_type text NOT NULL,
 	aggregate_id text NOT NULL,
 	event_type text NOT NULL,
-	payload jsonb NOT NULL,
+	payload jsonb,
 	headers jsonb NOT NULL DEFAULT '{}',
 	created_at timestamptz NOT NULL DEFAULT now(),
 	c_uuid uuid,
 	c_bigint bigint,
 	c_tstz timestamptz,
-	c_ts timestamp
+	c_ts timestamp,
+	c_event timestamp
 )`
 
 // parityHeaderColumns are copied into headers by both: Debezium's
@@ -143,18 +144,21 @@ const parityDDL = `CREATE TABLE %s (
 // --header-columns.
 var parityHeaderColumns = []string{"c_uuid", "c_bigint", "c_tstz", "c_ts"}
 
-// parityRow is one outbox row of the parity test; the header columns are
-// SQL literals ("NULL" for none), written under the session TimeZone tz.
+// parityRow is one outbox row of the parity test; the header columns and
+// event (c_event, the record timestamp of both) are SQL literals ("NULL"
+// for none), written under the session TimeZone tz; payload "" is NULL (a
+// tombstone).
 type parityRow struct {
 	aggregateID, eventType, payload string
 	uuid, bigint, tstz, ts, tz      string
+	event                           string
 }
 
 // parityRows mix keys that need JSON escaping, header values of each type
-// and precision, and payloads: OrderCreated rows valid for
-// testdata/schemas (compared with the relay's Avro too) and Misc rows
-// exercising JSON forms (floats, unicode, nulls, key order), which have
-// no Avro schema.
+// and precision, record timestamps from c_event, and payloads:
+// OrderCreated rows valid for testdata/schemas (compared with the relay's
+// Avro too), Misc rows exercising JSON forms (floats, unicode, nulls, key
+// order), which have no Avro schema, and NULL payloads (tombstones).
 func parityRows() []parityRow {
 	created := func(i int, coupon string) string {
 		return fmt.Sprintf(`{"order_id": %q, "customer_id": "c-%d", "status": "PENDING", "amount_cents": %d, "currency": "EUR",
@@ -162,15 +166,17 @@ func parityRows() []parityRow {
 			uuidFor(i), i, 1000+i, i, i+1, coupon)
 	}
 	return []parityRow{
-		{"order-1", "OrderCreated", created(1, `"SPRING"`), "'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'", "-42", "'2024-03-05 06:07:08+00'", "'2024-03-05 06:07:08'", "UTC"},
-		{"5d9e1f0a-3b7c-4c2e-9a51-8f6d2b0e7c14", "OrderCreated", created(2, "null"), "'5D9E1F0A-3B7C-4C2E-9A51-8F6D2B0E7C14'", "9223372036854775807", "'2024-03-05 06:07:08.123+00'", "'2024-03-05 06:07:08.123'", "UTC"},
-		{"Заказ \"№3\" \\ 🚀", "OrderCreated", created(3, `"Скидка 🚀"`), "NULL", "0", "'2024-03-05 09:07:08.123456'", "'2024-03-05 06:07:08.123456'", "Europe/Moscow"},
-		{"line\nbreak\ttab\u0001 </script>&", "OrderCreated", created(4, `"A\u2028B"`), "'00000000-0000-4000-8000-000000000004'", "NULL", "NULL", "NULL", "UTC"},
-		{"order-1", "OrderCreated", created(5, `"X"`), "NULL", "-1", "'1969-12-31 23:59:59.999999+00'", "'1969-12-31 23:59:59.999999'", "UTC"},
-		{"misc-1", "Misc", `{"f": 1.5, "g": 1.0, "h": 12345678.5, "i": 0.0001, "j": 0.1, "n": 9007199254740993, "m": -42}`, "NULL", "NULL", "NULL", "NULL", "UTC"},
-		{"misc-2", "Misc", `{"s": "Привет 🚀 sep\u2028 <tag> & \"q\" \\ / \u0001 \t"}`, "NULL", "NULL", "NULL", "NULL", "UTC"},
-		{"misc-3", "Misc", `{"zebra": 1, "apple": {"nul": null, "z": [1, 2]}, "b": true, "aa": null, "objs": [{"a": 1}, {"a": 2}]}`, "NULL", "NULL", "NULL", "NULL", "UTC"},
-		{"misc-1", "Misc", `{"empty": [], "o": {}, "nested": {"deeper": {"x": "y"}}}`, "NULL", "NULL", "NULL", "NULL", "UTC"},
+		{"order-1", "OrderCreated", created(1, `"SPRING"`), "'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'", "-42", "'2024-03-05 06:07:08+00'", "'2024-03-05 06:07:08'", "UTC", "'2024-03-05 06:07:08.123999'"},
+		{"5d9e1f0a-3b7c-4c2e-9a51-8f6d2b0e7c14", "OrderCreated", created(2, "null"), "'5D9E1F0A-3B7C-4C2E-9A51-8F6D2B0E7C14'", "9223372036854775807", "'2024-03-05 06:07:08.123+00'", "'2024-03-05 06:07:08.123'", "UTC", "'2001-02-03 04:05:06'"},
+		{"Заказ \"№3\" \\ 🚀", "OrderCreated", created(3, `"Скидка 🚀"`), "NULL", "0", "'2024-03-05 09:07:08.123456'", "'2024-03-05 06:07:08.123456'", "Europe/Moscow", "NULL"},
+		{"line\nbreak\ttab\u0001 </script>&", "OrderCreated", created(4, `"A\u2028B"`), "'00000000-0000-4000-8000-000000000004'", "NULL", "NULL", "NULL", "UTC", "'2024-03-05 06:07:08.5'"},
+		{"order-1", "OrderCreated", created(5, `"X"`), "NULL", "-1", "'1969-12-31 23:59:59.999999+00'", "'1969-12-31 23:59:59.999999'", "UTC", "'2020-01-01 00:00:00.000001'"},
+		{"misc-1", "Misc", `{"f": 1.5, "g": 1.0, "h": 12345678.5, "i": 0.0001, "j": 0.1, "n": 9007199254740993, "m": -42}`, "NULL", "NULL", "NULL", "NULL", "UTC", "'2024-03-05 06:07:08.999999'"},
+		{"misc-2", "Misc", `{"s": "Привет 🚀 sep\u2028 <tag> & \"q\" \\ / \u0001 \t"}`, "NULL", "NULL", "NULL", "NULL", "UTC", "NULL"},
+		{"misc-3", "Misc", `{"zebra": 1, "apple": {"nul": null, "z": [1, 2]}, "b": true, "aa": null, "objs": [{"a": 1}, {"a": 2}]}`, "NULL", "NULL", "NULL", "NULL", "UTC", "'2024-03-05 06:07:08'"},
+		{"misc-1", "Misc", `{"empty": [], "o": {}, "nested": {"deeper": {"x": "y"}}}`, "NULL", "NULL", "NULL", "NULL", "UTC", "NULL"},
+		{"order-1", "OrderCancelled", "", "'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'", "7", "'2024-03-05 06:07:08.5+00'", "'2024-03-05 06:07:08.5'", "UTC", "'2024-03-05 06:07:09'"},
+		{"misc-2", "Misc", "", "NULL", "NULL", "NULL", "NULL", "UTC", "NULL"},
 	}
 }
 
@@ -178,8 +184,11 @@ func parityRows() []parityRow {
 // json key converters) and through the relay (--key-format string and
 // json with --value-format json, and string with Avro values), each on a
 // slot of its own, and compares record by record, matched by the id
-// header: topic, partition, key bytes, the id and column headers, and the
-// value bytes; the relay's Avro must decode to the same JSON.
+// header: topic, partition, key bytes, the id and column headers, the
+// value bytes (null for a NULL payload: route.tombstone.on.empty.payload
+// and --tombstone-on-null-payload) and the record timestamp taken from a
+// timestamp column (table.field.event.timestamp and --timestamp-column);
+// the relay's Avro must decode to the same JSON.
 func TestDebeziumParity(t *testing.T) {
 	f := newFixture(t, parityDDL)
 	f.exec(fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE public.%s WITH (publish = 'insert')", f.publication, f.table))
@@ -202,16 +211,20 @@ func TestDebeziumParity(t *testing.T) {
 			t.Fatal(err)
 		}
 		var id int64
-		q := fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload, c_uuid, c_bigint, c_tstz, c_ts)
-			VALUES ('Order', $1, $2, $3::jsonb, %s, %s, %s, %s) RETURNING id`, f.table, r.uuid, r.bigint, r.tstz, r.ts)
-		if err := tx.QueryRow(ctx, q, r.aggregateID, r.eventType, r.payload).Scan(&id); err != nil {
+		q := fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload, c_uuid, c_bigint, c_tstz, c_ts, c_event)
+			VALUES ('Order', $1, $2, $3::jsonb, %s, %s, %s, %s, %s) RETURNING id`, f.table, r.uuid, r.bigint, r.tstz, r.ts, r.event)
+		var payload any = r.payload
+		if r.payload == "" {
+			payload = nil
+		}
+		if err := tx.QueryRow(ctx, q, r.aggregateID, r.eventType, payload).Scan(&id); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, strconv.FormatInt(id, 10))
-		if r.eventType == "OrderCreated" {
+		if r.eventType == "OrderCreated" || r.payload == "" {
 			avroIDs = append(avroIDs, ids[len(ids)-1])
 		}
 	}
@@ -229,6 +242,8 @@ func TestDebeziumParity(t *testing.T) {
 		dc := dbzConnector(f, "parity-"+c.tool+"-"+f.name, slot(c.tool), f.publication, prefix(c.tool), c.key)
 		dc.PublicationAutocreate = "disabled"
 		dc.AdditionalPlacement = strings.Join(placement, ",")
+		dc.EventTimestampField = "c_event"
+		dc.TombstoneOnEmptyPayload = true
 		if err := w.AddConnector(ctx, dc); err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +251,8 @@ func TestDebeziumParity(t *testing.T) {
 
 	relayArgs := func(tool string, extra ...string) []string {
 		return f.args(append([]string{"--slot", slot(tool), "--topic-template", prefix(tool) + ".{aggregate_type}",
-			"--builtin-headers", "id", "--header-columns", strings.Join(parityHeaderColumns, ",")}, extra...)...)
+			"--builtin-headers", "id", "--header-columns", strings.Join(parityHeaderColumns, ","),
+			"--timestamp-column", "c_event", "--tombstone-on-null-payload"}, extra...)...)
 	}
 	startRelay(t, relayArgs("rs", "--key-format", "string", "--value-format", "json"))
 	startRelay(t, relayArgs("rj", "--key-format", "json", "--value-format", "json"))
@@ -269,8 +285,14 @@ func TestDebeziumParity(t *testing.T) {
 				continue
 			}
 			checkParity(t, fmt.Sprintf("row %s %s/%s", id, pair[0], pair[1]), prefix(pair[0]), prefix(pair[1]), d[0], r[0])
+			// With c_event NULL Debezium uses its processing time, the
+			// relay the commit time: only a set c_event must agree.
+			if row.event != "NULL" && !d[0].Timestamp.Equal(r[0].Timestamp) {
+				t.Errorf("row %s %s/%s: timestamp %s, Debezium's %s (c_event %s)", id, pair[0], pair[1],
+					r[0].Timestamp.Format(time.RFC3339Nano), d[0].Timestamp.Format(time.RFC3339Nano), row.event)
+			}
 		}
-		if row.eventType != "OrderCreated" {
+		if row.eventType != "OrderCreated" && row.payload != "" {
 			continue
 		}
 		a := got["ra"][id]
@@ -281,6 +303,12 @@ func TestDebeziumParity(t *testing.T) {
 		d := got["ds"][id][0]
 		if !bytes.Equal(a[0].Key, d.Key) || a[0].Partition != d.Partition {
 			t.Errorf("row %s Avro: key %q partition %d, Debezium's %q partition %d", id, a[0].Key, a[0].Partition, d.Key, d.Partition)
+		}
+		if row.payload == "" {
+			if a[0].Value != nil || d.Value != nil {
+				t.Errorf("row %s (NULL payload): Avro run's value %q, Debezium's %q, want tombstones (null values)", id, a[0].Value, d.Value)
+			}
+			continue
 		}
 		native, _, err := dec.decode(a[0].Value)
 		if err != nil {
