@@ -534,15 +534,17 @@ func (w *cutoverWriter) finish(t *testing.T) []string {
 	return w.committed()
 }
 
-// TestDebeziumCutover replaces a running Debezium by the relay on
-// Debezium's own slot and publication while a writer commits
-// continuously: Debezium stopped gracefully (SIGTERM) in one subtest and
-// with kill -9 in the other. Every outbox id must reach Kafka, no
+// TestDebeziumCutover replaces a running Debezium by the relay while a
+// writer commits continuously: on Debezium's own slot and publication,
+// Debezium stopped gracefully (SIGTERM) in one subtest and with kill -9 in
+// another; and (own-slot) on the relay's own slot and publication created
+// before Debezium stops gracefully. Every outbox id must reach Kafka, no
 // aggregate may change partition or key bytes, and the only duplicates
-// allowed are transactions Debezium wrote but had not confirmed
-// (committed after the slot's confirmed_flush_lsn when it stopped).
+// allowed are rows Debezium wrote that were committed after the position
+// the relay starts from (the slot's confirmed_flush_lsn when Debezium
+// stopped, or the relay's slot's creation point).
 func TestDebeziumCutover(t *testing.T) {
-	for _, mode := range []string{"graceful", "kill9"} {
+	for _, mode := range []string{"graceful", "kill9", "own-slot"} {
 		t.Run(mode, func(t *testing.T) { testDebeziumCutover(t, mode) })
 	}
 }
@@ -585,8 +587,19 @@ func testDebeziumCutover(t *testing.T, mode string) {
 	// Debezium has: then some of what it wrote is confirmed, some not.
 	initial := sf.confirmedFlush()
 	waitFor(t, dbzWait, "Debezium to confirm a position", func() bool { return sf.confirmedFlush() > initial })
+	// own-slot: the relay's own publication and slot are created while
+	// Debezium still runs (the publication first: pgoutput reads it as of
+	// each change), then Debezium stops gracefully.
+	relaySlot, relayPublication := slot, publication
+	var relayStart uint64
+	if mode == "own-slot" {
+		relaySlot, relayPublication = f.slot, f.publication
+		f.exec(fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE public.%s WITH (publish = 'insert')", f.publication, f.table))
+		f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", f.slot)
+		relayStart = f.confirmedFlush()
+	}
 	switch mode {
-	case "graceful":
+	case "graceful", "own-slot":
 		if err := w.Stop(60 * time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -594,10 +607,15 @@ func testDebeziumCutover(t *testing.T, mode string) {
 		w.Kill()
 	}
 	waitFor(t, 60*time.Second, "Debezium's walsender to release the slot", func() bool { return !sf.slotActive() })
+	// The relay starts where its slot is: rows committed after that may
+	// come twice, none before it may.
 	confirmed := sf.confirmedFlush()
+	if mode == "own-slot" {
+		confirmed = relayStart
+	}
 	stoppedAt := len(writer.committed())
 
-	r := startRelay(t, f.args("--slot", slot, "--publication", publication, "--topic-template", topicPrefix+".{aggregate_type}",
+	r := startRelay(t, f.args("--slot", relaySlot, "--publication", relayPublication, "--topic-template", topicPrefix+".{aggregate_type}",
 		"--key-format", "string", "--value-format", "json", "--builtin-headers", "id"))
 	r.waitStreaming(60 * time.Second)
 	waitFor(t, dbzWait, "200 more rows committed while the relay runs", func() bool { return len(writer.committed()) >= stoppedAt+200 })
@@ -652,7 +670,7 @@ func testDebeziumCutover(t *testing.T, mode string) {
 			unconfirmed++
 		}
 	}
-	t.Logf("%s: %d ids; Debezium wrote %d, the relay %d; %d duplicates (Debezium had written %d rows committed after the slot's confirmed_flush_lsn %X/%X; offset.flush.interval.ms=%d)",
+	t.Logf("%s: %d ids; Debezium wrote %d, the relay %d; %d duplicates (Debezium had written %d rows committed after the relay's start position %X/%X; offset.flush.interval.ms=%d)",
 		mode, len(ids), len(byDbz), len(byRelay), dups, unconfirmed, confirmed>>32, uint32(confirmed), dbzFlush.Milliseconds())
 	if dups > unconfirmed {
 		t.Errorf("%d duplicates, more than the %d rows Debezium wrote past its confirmed position", dups, unconfirmed)
