@@ -28,7 +28,7 @@ test: setup
 # cut-over tests and the commit-time timestamp test. make test runs them too.
 test-debezium: setup
 	bash scripts/debezium.sh
-	$(GO) test -count=1 -run '^TestCapture$$' ./internal/debeziumtest/ $(TEST_FLAGS)
+	$(GO) test -count=1 -run '^(TestCapture|TestWorkerResumes)$$' ./internal/debeziumtest/ $(TEST_FLAGS)
 	$(GO) test -count=1 -run '^(TestDebeziumParity|TestDebeziumCutover|TestRecordTimestampIsCommitTime)$$' ./cmd/cdc-relay/
 
 # Tests that need no services.

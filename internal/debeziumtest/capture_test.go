@@ -24,8 +24,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
-	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/debezium/*.json from a real Debezium run")
@@ -260,16 +258,7 @@ func lineDiff(want, got string) string {
 // the connectors and collects their records.
 func runCapture(t *testing.T) capture {
 	ctx := context.Background()
-	pg, err := pgtest.Start(pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	broker, err := kafkatest.Start(kafkatest.Options{ExtraConfig: map[string]string{"num.partitions": strconv.Itoa(capPartitions)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { broker.Close() })
+	pg, broker := services(t)
 	url, err := pg.CreateDatabase(ctx, capDB)
 	if err != nil {
 		t.Fatal(err)
