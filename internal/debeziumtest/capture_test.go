@@ -59,6 +59,20 @@ CREATE TABLE public.cap_outbox_uuid (
 	event_type text NOT NULL,
 	payload jsonb NOT NULL
 );
+CREATE TABLE public.cap_outbox_keys (
+	id bigserial PRIMARY KEY,
+	aggregate_type text NOT NULL,
+	aggregate_id uuid NOT NULL,
+	event_type text NOT NULL,
+	payload jsonb NOT NULL
+);
+CREATE TABLE public.cap_outbox_nullable (
+	id bigserial PRIMARY KEY,
+	aggregate_type text NOT NULL,
+	aggregate_id text,
+	event_type text NOT NULL,
+	payload jsonb NOT NULL
+);
 CREATE TABLE public.cap_stamp (
 	id bigserial PRIMARY KEY,
 	aggregate_type text NOT NULL,
@@ -304,6 +318,10 @@ func runCapture(t *testing.T) capture {
 		}),
 		conn1("cap-json-schema", "cap_outbox", JSONSchemaConverter, []string{"key.converter=JsonConverter schemas.enable=true", "table.expand.json.payload=true"}, nil),
 		conn1("cap-uuid", "cap_outbox_uuid", StringConverter, []string{"key.converter=StringConverter", "table.expand.json.payload=true"}, nil),
+		conn1("cap-uuidkey-string", "cap_outbox_keys", StringConverter, []string{"aggregate_id uuid NOT NULL", "key.converter=StringConverter"}, nil),
+		conn1("cap-uuidkey-json", "cap_outbox_keys", JSONConverter, []string{"aggregate_id uuid NOT NULL", "key.converter=JsonConverter schemas.enable=false"}, nil),
+		conn1("cap-uuidkey-json-schema", "cap_outbox_keys", JSONSchemaConverter, []string{"aggregate_id uuid NOT NULL", "key.converter=JsonConverter schemas.enable=true"}, nil),
+		conn1("cap-nullable-json-schema", "cap_outbox_nullable", JSONSchemaConverter, []string{"aggregate_id text (nullable)", "key.converter=JsonConverter schemas.enable=true"}, nil),
 		conn1("cap-ts-bigint", "cap_stamp", StringConverter, []string{"table.field.event.timestamp=c_bigint (bigint)"}, func(c *Connector) { c.EventTimestampField = "c_bigint" }),
 		conn1("cap-ts-timestamp", "cap_stamp", StringConverter, []string{"table.field.event.timestamp=c_timestamp (timestamp)"}, func(c *Connector) { c.EventTimestampField = "c_timestamp" }),
 	}
@@ -360,6 +378,10 @@ func runCapture(t *testing.T) capture {
 	rowOf["cap_outbox/"+tombID] = "payload NULL"
 	uuidID := insert("cap_outbox_uuid", "UTC", "id, "+common, "'B1C2D3E4-F5A6-4B7C-8D9E-0F1A2B3C4D5E', 'Order', 'o-1', 'Created', '{}'")
 	rowOf["cap_outbox_uuid/"+uuidID] = "id uuid 'B1C2D3E4-F5A6-4B7C-8D9E-0F1A2B3C4D5E'"
+	uuidKeyID := insert("cap_outbox_keys", "UTC", common, "'Order', 'C0FFEE00-AAAA-4BBB-8CCC-0123456789AB', 'Created', '{}'")
+	rowOf["cap_outbox_keys/"+uuidKeyID] = "aggregate_id uuid 'C0FFEE00-AAAA-4BBB-8CCC-0123456789AB'"
+	nullableID := insert("cap_outbox_nullable", "UTC", common, "'Order', 'o-1', 'Created', '{}'")
+	rowOf["cap_outbox_nullable/"+nullableID] = "aggregate_id 'o-1' in a nullable text column"
 	stampIDs := []string{
 		insert("cap_stamp", "UTC", common+", c_bigint, c_timestamptz, c_timestamp", "'Stamp', 's-1', 'Stamped', '{}', 1700000000123, '2023-11-14 22:13:20.123456+00', '2023-11-14 22:13:20.123456'"),
 		insert("cap_stamp", "UTC", common, "'Stamp', 's-2', 'Stamped', '{}'"),
@@ -376,10 +398,13 @@ func runCapture(t *testing.T) capture {
 		t.Fatal(err)
 	}
 	for round := range 2 {
-		for _, table := range []string{"cap_outbox", "cap_outbox_uuid", "cap_stamp"} {
+		for _, table := range []string{"cap_outbox", "cap_outbox_uuid", "cap_outbox_keys", "cap_outbox_nullable", "cap_stamp"} {
 			cols, vals := common, fmt.Sprintf("'Sentinel', 'end-%d', 'End', '{}'", round)
-			if table == "cap_outbox_uuid" {
+			switch table {
+			case "cap_outbox_uuid":
 				cols, vals = "id, "+cols, "gen_random_uuid(), "+vals
+			case "cap_outbox_keys":
+				vals = "'Sentinel', gen_random_uuid(), 'End', '{}'"
 			}
 			insert(table, "UTC", cols, vals)
 		}
@@ -618,6 +643,10 @@ func runCapture(t *testing.T) capture {
 	add("cap-json", tombID)
 	add("cap-json-schema", tombID)
 	add("cap-uuid", uuidID)
+	add("cap-uuidkey-string", uuidKeyID)
+	add("cap-uuidkey-json", uuidKeyID)
+	add("cap-uuidkey-json-schema", uuidKeyID)
+	add("cap-nullable-json-schema", nullableID)
 	// table.field.event.timestamp naming a timestamptz column drops every
 	// row, even one whose value is NULL ("Field 'c_timestamptz' is not of
 	// type INT64"), so that connector never confirms and is not run here;
