@@ -115,6 +115,20 @@ func hasAll(m map[string][]debeziumtest.Record, ids []string) bool {
 	return true
 }
 
+// failIfExited fails the test at once when one of the relays has exited
+// (a relay of these tests runs until the test ends), with its exit code
+// and output.
+func failIfExited(t *testing.T, relays ...*relay) {
+	t.Helper()
+	for _, r := range relays {
+		select {
+		case <-r.done:
+			t.Fatalf("relay exited with code %d:\n%s", r.exitCode, tailString(r.Output(), 3000))
+		default:
+		}
+	}
+}
+
 // fromDebezium reports whether Debezium wrote r: it adds its
 // __debezium.context.* headers, the relay does not.
 func fromDebezium(r debeziumtest.Record) bool {
@@ -254,9 +268,11 @@ func TestDebeziumParity(t *testing.T) {
 			"--builtin-headers", "id", "--header-columns", strings.Join(parityHeaderColumns, ","),
 			"--timestamp-column", "c_event", "--tombstone-on-null-payload"}, extra...)...)
 	}
-	startRelay(t, relayArgs("rs", "--key-format", "string", "--value-format", "json"))
-	startRelay(t, relayArgs("rj", "--key-format", "json", "--value-format", "json"))
-	startRelay(t, relayArgs("ra", "--key-format", "string"))
+	relays := []*relay{
+		startRelay(t, relayArgs("rs", "--key-format", "string", "--value-format", "json")),
+		startRelay(t, relayArgs("rj", "--key-format", "json", "--value-format", "json")),
+		startRelay(t, relayArgs("ra", "--key-format", "string")),
+	}
 
 	var recs []debeziumtest.Record
 	waitFor(t, dbzWait, "every row from Debezium and the relay", func() bool {
@@ -265,6 +281,7 @@ func TestDebeziumParity(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		failIfExited(t, relays...)
 		recs = reader.Records()
 		return hasAll(recordsByID(recs, prefix("ds")), ids) && hasAll(recordsByID(recs, prefix("dj")), ids) &&
 			hasAll(recordsByID(recs, prefix("rs")), ids) && hasAll(recordsByID(recs, prefix("rj")), ids) &&
@@ -623,6 +640,7 @@ func testDebeziumCutover(t *testing.T, mode string) {
 
 	var recs []debeziumtest.Record
 	waitFor(t, dbzWait, fmt.Sprintf("all %d ids in Kafka", len(ids)), func() bool {
+		failIfExited(t, r)
 		recs = reader.Records()
 		return hasAll(recordsByID(recs, topicPrefix), ids)
 	})

@@ -68,7 +68,10 @@ func TestRecordTimestampIsCommitTime(t *testing.T) {
 
 	reader := readTopics(t, "^"+f.topicPrefix+`\.`)
 	r := startRelay(t, f.args())
-	waitFor(t, 60*time.Second, "every id in Kafka", func() bool { return hasAll(recordsByID(reader.Records(), f.topicPrefix), ids) })
+	waitFor(t, 60*time.Second, "every id in Kafka", func() bool {
+		failIfExited(t, r)
+		return hasAll(recordsByID(reader.Records(), f.topicPrefix), ids)
+	})
 	r.kill()
 	firstDone := time.Now()
 	waitFor(t, 60*time.Second, "the slot to be released", func() bool { return !f.slotActive() })
@@ -76,10 +79,10 @@ func TestRecordTimestampIsCommitTime(t *testing.T) {
 
 	// After the kill -9: the same slot again (it redelivers what it had
 	// not confirmed) and the second slot (it redelivers everything).
-	startRelay(t, f.args())
-	startRelay(t, f.args("--slot", second))
+	again := []*relay{startRelay(t, f.args()), startRelay(t, f.args("--slot", second))}
 	var byIDs map[string][]debeziumtest.Record
 	waitFor(t, 60*time.Second, "every id delivered twice", func() bool {
+		failIfExited(t, again...)
 		byIDs = recordsByID(reader.Records(), f.topicPrefix)
 		for _, id := range ids {
 			if len(byIDs[id]) < 2 {
