@@ -266,7 +266,7 @@ func TestDebeziumParity(t *testing.T) {
 	relayArgs := func(tool string, extra ...string) []string {
 		return f.args(append([]string{"--slot", slot(tool), "--topic-template", prefix(tool) + ".{aggregate_type}",
 			"--builtin-headers", "id", "--header-columns", strings.Join(parityHeaderColumns, ","),
-			"--timestamp-column", "c_event", "--tombstone-on-null-payload"}, extra...)...)
+			"--timestamp-column", "c_event", "--tombstone-on-null-payload=true"}, extra...)...)
 	}
 	relays := []*relay{
 		startRelay(t, relayArgs("rs", "--key-format", "string", "--value-format", "json")),
@@ -590,7 +590,8 @@ func testDebeziumCutover(t *testing.T, mode string) {
 	}
 	// The slot must exist before the first row, or that row is not
 	// Debezium's to deliver.
-	sf := &fixture{t: t, slot: slot} // reads Debezium's slot
+	sf := *f // the fixture's database, Debezium's slot
+	sf.slot = slot
 	waitFor(t, dbzWait, "Debezium's slot "+slot, sf.slotActive)
 
 	writer := startCutoverWriter(t, f)
