@@ -5,7 +5,8 @@
 # Central with scripts/debezium/pom.xml into $CACHE/debezium-<version>/libs.
 # CACHE is ${CDC_RELAY_CACHE:-$HOME/.cache/cdc-relay}. A .complete marker
 # holds the pom's sha256: a second run with the same pom does nothing.
-# make test does not run this: only the benchmark needs Debezium.
+# make test and make test-debezium run it too: internal/debeziumtest and
+# the Debezium tests in cmd/cdc-relay start Connect from these jars.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -8,31 +8,21 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/internal/freeport"
+	"github.com/cdc-relay/cdc-relay/internal/debeziumtest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 const (
-	// debeziumVersion is the Debezium release scripts/debezium.sh installs;
-	// it must equal debezium.version in scripts/debezium/pom.xml (a test
-	// checks this).
-	debeziumVersion = "3.6.1.Final"
-	// connectVersion is the Kafka Connect release it runs in: the 4.3 line
-	// Debezium 3.6.1 was built against (it fails on 4.4.0, whose clients
-	// moved a class it uses). It is connect.version in the same pom; the
-	// worker is a client of the 4.4.0 test broker like any older client.
-	connectVersion = "4.3.1"
+	// debeziumVersion and connectVersion are the releases
+	// scripts/debezium.sh installs (internal/debeziumtest checks them
+	// against scripts/debezium/pom.xml).
+	debeziumVersion = debeziumtest.Version
+	connectVersion  = debeziumtest.ConnectVersion
 	// debeziumTopic is where the EventRouter's default routing
 	// (outbox.event.${routedByValue}, routed by the aggregate type) sends
 	// the benchmark's rows, whose aggregate_type is Order.
@@ -57,12 +47,6 @@ const (
 	// connectStopWithin bounds Connect's shutdown after SIGTERM.
 	connectStopWithin = 60 * time.Second
 )
-
-// connectPerfOpts are the JVM flags Kafka's kafka-run-class.sh passes to
-// every Kafka process, Connect included (its KAFKA_JVM_PERFORMANCE_OPTS).
-var connectPerfOpts = []string{"-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-	"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
-	"-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"}
 
 // debeziumInfo describes the Debezium set-up in the report.
 type debeziumInfo struct {
@@ -93,155 +77,79 @@ func newDebeziumInfo(o options) *debeziumInfo {
 // debeziumLibs returns the directory holding Connect's and Debezium's jars
 // (--debezium-libs, or where scripts/debezium.sh puts them).
 func debeziumLibs(flagDir string) (string, error) {
-	dir := flagDir
-	if dir == "" {
-		cache := os.Getenv("CDC_RELAY_CACHE")
-		if cache == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return "", fmt.Errorf("find the cache dir (set CDC_RELAY_CACHE): %w", err)
-			}
-			cache = filepath.Join(home, ".cache", "cdc-relay")
-		}
-		dir = filepath.Join(cache, "debezium-"+debeziumVersion, "libs")
-	}
-	for _, jar := range []string{"debezium-connector-postgres-" + debeziumVersion + ".jar", "connect-runtime-" + connectVersion + ".jar"} {
-		if _, err := os.Stat(filepath.Join(dir, jar)); err != nil {
-			return "", fmt.Errorf("--debezium: no %s in %s: run bash scripts/debezium.sh (make bench-debezium does)", jar, dir)
-		}
+	dir, err := debeziumtest.LibsDir(flagDir)
+	if err != nil {
+		return "", fmt.Errorf("--debezium: %w", err)
 	}
 	return dir, nil
 }
 
-// connectorProperties is the Debezium connector's configuration: pgoutput
-// on its own slot and the benchmark's publication, no snapshot, and the
+// connector is the Debezium connector of the benchmark: pgoutput on its
+// own slot and the benchmark's publication, no snapshot, and the
 // EventRouter with its default routing, told the outbox table's column
 // names (docs/outbox.sql), with extra (--debezium-connector-opts) replacing
 // properties of the same key or added at the end.
-func connectorProperties(slot string, pgPort int, db string, extra [][2]string) [][2]string {
-	props := [][2]string{
-		{"name", connectorName},
-		{"connector.class", "io.debezium.connector.postgresql.PostgresConnector"},
-		{"tasks.max", "1"},
-		{"database.hostname", "127.0.0.1"},
-		{"database.port", strconv.Itoa(pgPort)},
-		{"database.user", "postgres"},
-		{"database.password", "postgres"}, // trust authentication: not checked
-		{"database.dbname", db},
-		{"topic.prefix", "bench_dbz"},
-		{"plugin.name", "pgoutput"},
-		{"slot.name", slot},
-		{"publication.name", publication},
-		{"publication.autocreate.mode", "disabled"},
-		{"snapshot.mode", "no_data"},
-		{"table.include.list", "public.outbox"},
-		{"transforms", "outbox"},
-		{"transforms.outbox.type", "io.debezium.transforms.outbox.EventRouter"},
-		{"transforms.outbox.table.field.event.id", "id"},
-		{"transforms.outbox.table.field.event.key", "aggregate_id"},
-		{"transforms.outbox.table.field.event.type", "event_type"},
-		{"transforms.outbox.table.field.event.payload", "payload"},
-		{"transforms.outbox.route.by.field", "aggregate_type"},
+func connector(slot string, pgPort int, db string, extra [][2]string) debeziumtest.Connector {
+	return debeziumtest.Connector{
+		Name: connectorName, PGPort: pgPort, Database: db, Table: "public.outbox",
+		TopicPrefix: "bench_dbz", Slot: slot, Publication: publication,
+		PublicationAutocreate: "disabled", SnapshotMode: "no_data",
 		// The relay's headers besides id; created_at (timestamptz) cannot be
 		// the record timestamp: the EventRouter takes only integer
 		// Debezium timestamps, so records carry Debezium's processing time.
-		{"transforms.outbox.table.fields.additional.placement", "event_type:header:event_type,aggregate_type:header:aggregate_type"},
+		AdditionalPlacement: "event_type:header:event_type,aggregate_type:header:aggregate_type",
+		Extra:               extra,
 	}
-next:
-	for _, kv := range extra {
-		for i := range props {
-			if props[i][0] == kv[0] {
-				props[i][1] = kv[1]
-				continue next
-			}
-		}
-		props = append(props, kv)
-	}
-	return props
 }
 
-// writeConnectConfig writes worker.properties, connector.properties and
-// log4j2.properties into dir and returns the address of Connect's REST
-// API.
-func writeConnectConfig(dir, broker, slot string, pgPort int, extra [][2]string) (string, error) {
-	port, err := freeport.Get()
+// connectorProperties is connector's configuration (pgPort 0 and a
+// missing database are allowed, for the report).
+func connectorProperties(slot string, pgPort int, db string, extra [][2]string) [][2]string {
+	c := connector(slot, pgPort, db, extra)
+	if c.PGPort == 0 {
+		c.PGPort = 1 // only the report's listing, which leaves database.* out
+	}
+	props, err := c.Properties()
 	if err != nil {
-		return "", err
+		panic(err) // Name and Database are constants here
 	}
-	worker := [][2]string{
-		{"bootstrap.servers", broker},
-		{"key.converter", "org.apache.kafka.connect.json.JsonConverter"},
-		{"key.converter.schemas.enable", "false"},
-		{"value.converter", "org.apache.kafka.connect.json.JsonConverter"},
-		{"value.converter.schemas.enable", "false"},
-		{"offset.storage.file.filename", filepath.Join(dir, "offsets.dat")},
-		{"offset.flush.interval.ms", strconv.FormatInt(debeziumFlushInterval.Milliseconds(), 10)},
-		{"listeners", "http://127.0.0.1:" + strconv.Itoa(port)},
-	}
-	log := [][2]string{ // warnings and errors only, as the relay's --log-level warn
-		{"status", "warn"},
-		{"appender.out.type", "Console"},
-		{"appender.out.name", "out"},
-		{"appender.out.layout.type", "PatternLayout"},
-		{"appender.out.layout.pattern", "[%d] %p %m (%c)%n"},
-		{"rootLogger.level", "warn"},
-		{"rootLogger.appenderRef.out.ref", "out"},
-	}
-	files := map[string][][2]string{
-		"worker.properties":    worker,
-		"connector.properties": connectorProperties(slot, pgPort, dbName, extra),
-		"log4j2.properties":    log,
-	}
-	for name, kvs := range files {
-		var b strings.Builder
-		for _, kv := range kvs {
-			fmt.Fprintf(&b, "%s=%s\n", kv[0], kv[1])
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
-			return "", err
-		}
-	}
-	return "127.0.0.1:" + strconv.Itoa(port), nil
+	return props
 }
 
 // connect is a running Kafka Connect standalone worker.
 type connect struct {
 	*child
-	rest string // address of its REST API
-	dir  string // its configuration and offsets
+	setup *debeziumtest.Setup
 }
+
+// rest is the address of the worker's REST API.
+func (c *connect) rest() string { return c.setup.REST }
 
 // close kills the worker unless it has exited and removes its directory.
 func (c *connect) close() {
 	c.kill()
-	os.RemoveAll(c.dir)
+	c.setup.Remove()
 }
 
 // startConnect writes the Connect configuration for slot into a temporary
-// directory and starts Kafka Connect standalone with the connector.
+// directory and starts Kafka Connect standalone with the connector, under
+// the benchmark's process accounting.
 func startConnect(ctx context.Context, o options, svc *services, slot string) (*connect, error) {
-	dir, err := os.MkdirTemp("", "cdc-relay-bench-debezium-")
+	setup, err := debeziumtest.Prepare(debeziumtest.WorkerOptions{
+		Libs: o.debeziumLibs, Broker: svc.broker.Addr(),
+		KeyConverter: debeziumtest.JSONConverter, ValueConverter: debeziumtest.JSONConverter,
+		OffsetFlushInterval: debeziumFlushInterval, JVMOptions: o.debeziumJVM,
+		Connectors: []debeziumtest.Connector{connector(slot, svc.pg.Port(), dbName, o.debeziumOpts)},
+	})
 	if err != nil {
-		return nil, err
-	}
-	rest, err := writeConnectConfig(dir, svc.broker.Addr(), slot, svc.pg.Port(), o.debeziumOpts)
-	if err != nil {
-		os.RemoveAll(dir)
 		return nil, fmt.Errorf("write the Connect configuration: %w", err)
 	}
-	args := append([]string{}, o.debeziumJVM...)
-	args = append(args, connectPerfOpts...)
-	args = append(args,
-		"-Dlog4j2.configurationFile="+filepath.Join(dir, "log4j2.properties"),
-		"-cp", filepath.Join(o.debeziumLibs, "*"),
-		"org.apache.kafka.connect.cli.ConnectStandalone",
-		filepath.Join(dir, "worker.properties"), filepath.Join(dir, "connector.properties"))
-	c, err := startChild(ctx, "debezium", "java", args, nil)
+	c, err := startChild(ctx, "debezium", "java", setup.Args, nil)
 	if err != nil {
-		os.RemoveAll(dir)
+		setup.Remove()
 		return nil, err
 	}
-	return &connect{child: c, rest: rest, dir: dir}, nil
+	return &connect{child: c, setup: setup}, nil
 }
 
 // drainDebezium runs Kafka Connect standalone with the Debezium connector on
@@ -285,7 +193,7 @@ func drainDebezium(ctx context.Context, o options, svc *services, db *database, 
 		d.OtherCPUSeconds = busySeconds() - busy0 - d.ClientCPUSeconds - d.WalsenderCPUSeconds - d.BrokerCPUSeconds
 		return nil
 	}
-	if err := waitDebezium(ctx, o, db, c, cl, cw.rest, slot, before, load, atKafka, &d); err != nil {
+	if err := waitDebezium(ctx, o, db, c, cl, cw.rest(), slot, before, load, atKafka, &d); err != nil {
 		return d, err
 	}
 	if d.ConfirmedLSN < load.EndLSN {
@@ -393,44 +301,14 @@ func waitDebezium(ctx context.Context, o options, db *database, c *child, cl *kg
 // the trace of a failed connector or task; "" when none failed or the API
 // does not answer (yet).
 func failedTask(ctx context.Context, rest string) string {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+rest+"/connectors/"+connectorName+"/status", nil)
+	st, err := debeziumtest.ConnectorStatus(ctx, rest, connectorName)
 	if err != nil {
 		return ""
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return ""
-	}
-	defer res.Body.Close()
-	type state struct {
-		State string `json:"state"`
-		Trace string `json:"trace"`
-	}
-	var st struct {
-		Connector state   `json:"connector"`
-		Tasks     []state `json:"tasks"`
-	}
-	if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&st) != nil {
-		return ""
-	}
-	for _, s := range append([]state{st.Connector}, st.Tasks...) {
-		if s.State == "FAILED" {
-			return s.Trace
-		}
-	}
-	return ""
+	return st.Failure()
 }
 
 // exitedOnSignal reports whether err is the exit of a process that a
 // signal ended or that exited with 128+SIGTERM, as the JVM does after
 // running its shutdown hooks.
-func exitedOnSignal(err error) bool {
-	var ee interface{ ExitCode() int }
-	if !errors.As(err, &ee) {
-		return false
-	}
-	code := ee.ExitCode()
-	return code == -1 || code == 128+int(syscall.SIGTERM)
-}
+func exitedOnSignal(err error) bool { return debeziumtest.ExitedOnSignal(err) }
