@@ -311,10 +311,15 @@ func committed(t testing.TB, group, topic string) map[int32]int64 {
 }
 
 // endOffsets returns the sum of topic's end offsets over partitions 0..n-1,
-// read with franz-go: how many records the topic holds.
+// read with franz-go: how many records the topic holds. Its client is
+// closed on return, so it may be polled.
 func endOffsets(t testing.TB, topic string, n int32) int64 {
 	t.Helper()
-	cl := kafkaClient(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
 	req := kmsg.NewPtrListOffsetsRequest()
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic
