@@ -71,9 +71,10 @@ vet:
 
 # The two halves around the relay (packages outbox and inbox): the orders
 # writer, the relay and two loyalty consumers against private services.
+# EXAMPLE_FLAGS="--mode message": the writer emits table-less events.
 example: setup build
 	CGO_ENABLED=0 $(GO) build -o bin/ ./examples/orders ./examples/loyalty
-	$(GO) run ./examples/run --bin bin
+	$(GO) run ./examples/run --bin bin $(EXAMPLE_FLAGS)
 
 # The inbox benchmarks against real PostgreSQL and Kafka: events/s by
 # workers, and the dedupe mark's cost per event.

@@ -3,7 +3,8 @@
 //
 //   - orders: a writer service that places orders and writes their
 //     OrderCreated and OrderCancelled events with package outbox, in the
-//     same transactions;
+//     same transactions, as outbox rows or, with --mode message, table-less
+//     (logical decoding messages);
 //   - loyalty: a consumer built on package inbox that accrues bonus points
 //     for each order and reverses them when the order is cancelled,
 //     exactly once per event.

@@ -1,13 +1,18 @@
 package inbox
 
 import (
+	"context"
+	"crypto/rand"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // TestEndToEnd runs the example writer (orders), the real relay and two
@@ -25,18 +30,10 @@ func TestEndToEnd(t *testing.T) {
 	consumerDLQ := prefix + ".loyalty-dlq"
 	createTopic(t, topic, 3)
 	createTopic(t, consumerDLQ, 1)
-	ddl, err := os.ReadFile(filepath.Join(root, "docs", "outbox_uuid.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	execSQL(t, url, string(ddl))
+	execDoc(t, url, "outbox_uuid.sql")
 
 	relayArgv := relayArgs(url, s, prefix, relayDLQ)
-	relays := []*proc{start(t, "relay", relayBin, relayArgv...)}
-	waitFor(t, 60*time.Second, "the relay's slot", func() bool {
-		n, _ := queryInt(url, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", "slot_"+s)
-		return n == 1
-	})
+	relays := []*proc{startRelay(t, url, s, relayArgv)}
 	loyaltyArgs := []string{"--pg-url", url, "--kafka-brokers", broker.Addr(), "--schema-registry-url", registry.URL(),
 		"--topics", topic, "--consumer", consumer, "--dlq-topic", consumerDLQ, "--session-timeout", "6s", "--workers", "4"}
 	consumers := []*proc{start(t, "loyalty-a", loyaltyBin, append(loyaltyArgs, "--setup")...)}
@@ -156,5 +153,210 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if dlq != 0 {
 		t.Errorf("%d dead letters: no event should have failed", dlq)
+	}
+}
+
+// traceKey carries the test's trace context, as OpenTelemetry's span would.
+type traceKey struct{}
+
+// TestEndToEndTableless: the outbox API written in ModeMessage (the
+// table-less form) and in ModeTable, the only difference being
+// Config.Mode, goes through the real relay to Kafka and into an inbox
+// consumer. The first third of the transactions emit logical messages only;
+// the rest interleave messages and uuid-table rows for the same aggregates
+// in one transaction. The relay is killed with -9 while events flow, inside
+// a transaction of 600 events, so part of it is redelivered.
+// Afterwards each event was applied exactly once, under the UUIDv7 id that
+// Write returned, with the traceparent the propagator added, and each
+// aggregate's events were applied in the order they were written, rows and
+// messages alike; the outbox table holds the rows and nothing else.
+func TestEndToEndTableless(t *testing.T) {
+	url := newDB(t)
+	s := suffix()
+	prefix := "m" + s
+	topic := prefix + ".Order"
+	createTopic(t, topic, 3)
+	execDoc(t, url, "outbox_uuid.sql")
+	execSQL(t, url, `CREATE TABLE written (seq bigserial PRIMARY KEY, id uuid NOT NULL, aggregate_id text NOT NULL, mode text NOT NULL, traceparent text NOT NULL, amount bigint NOT NULL);
+		CREATE TABLE applied (seq bigserial PRIMARY KEY, id text NOT NULL, aggregate_id text NOT NULL, order_id text NOT NULL, traceparent text NOT NULL, amount bigint NOT NULL)`)
+
+	// At most 4 events in flight make the relay take a while over the big
+	// transaction below, so the kill lands inside it: its commit is not
+	// confirmed, and the records already in Kafka are redelivered.
+	relayArgv := append(relayArgs(url, s, prefix, prefix+".relay-dlq"), "--message-prefix", "outbox", "--max-in-flight-events", "4")
+	relay := startRelay(t, url, s, relayArgv)
+	cfg := baseConfig(t, url, topic, func(ctx context.Context, tx pgx.Tx, ev *Event[map[string]any]) error {
+		orderID, _ := ev.Value["order_id"].(string)
+		amount, _ := ev.Value["amount_cents"].(int64)
+		_, err := tx.Exec(ctx, "INSERT INTO applied (id, aggregate_id, order_id, traceparent, amount) VALUES ($1, $2, $3, $4, $5)",
+			ev.ID, ev.AggregateID, orderID, ev.Headers["traceparent"], amount)
+		return err
+	})
+	cfg.Workers = 4
+	consumer := runConsumer(t, cfg)
+
+	// The service code: one function, two writers that differ in Mode only.
+	propagate := func(ctx context.Context, h map[string]string) {
+		if tp, ok := ctx.Value(traceKey{}).(string); ok {
+			h["traceparent"] = tp
+		}
+	}
+	writers := map[string]*outbox.Writer{}
+	for name, mode := range map[string]outbox.Mode{"message": outbox.ModeMessage, "row": outbox.ModeTable} {
+		w, err := outbox.New(outbox.Config{Mode: mode, Propagator: propagate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writers[name] = w
+	}
+	// 240 transactions of 6 events for two aggregates, three each; the
+	// 80th has 600 events. The first 80 emit messages only; from then on
+	// each aggregate's events alternate between messages and rows.
+	const txs, perTx, bigTx, bigN = 240, 6, 80, 600
+	const total = txs*perTx - perTx + bigN
+	aggs := make([]string, 10)
+	for i := range aggs {
+		aggs[i] = fmt.Sprintf("%s-0000-4000-8000-%012d", s, i)
+	}
+	pool := newPool(t, url)
+	var written atomic.Int64
+	writeTx := func(i, n int) error {
+		b := make([]byte, 24)
+		rand.Read(b)
+		ctx := context.WithValue(context.Background(), traceKey{}, fmt.Sprintf("00-%x-%x-01", b[:16], b[16:]))
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			for j := range n {
+				agg := aggs[(i+j%2*5)%len(aggs)]
+				mode := "message"
+				if i >= bigTx && (i+j/2)%2 == 1 { // each aggregate alternates
+					mode = "row"
+				}
+				amount := written.Load() + int64(j)
+				id, err := writers[mode].Write(ctx, tx, outbox.Event{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated",
+					Payload: map[string]any{"order_id": agg, "customer_id": "c-1", "status": "PENDING", "amount_cents": amount, "items": []any{}, "created_at": time.Now().UnixMilli()}})
+				if err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, "INSERT INTO written (id, aggregate_id, mode, traceparent, amount) VALUES ($1, $2, $3, $4, $5)",
+					id, agg, mode, ctx.Value(traceKey{}), amount); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	// The writer keeps a steady pace (a load shape, not synchronisation)
+	// so that events flow before, during and after the kill.
+	writeErr := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(15 * time.Millisecond)
+		defer tick.Stop()
+		for i := range txs {
+			<-tick.C
+			n := perTx
+			if i == bigTx {
+				n = bigN
+			}
+			if err := writeTx(i, n); err != nil {
+				writeErr <- fmt.Errorf("transaction %d: %w", i, err)
+				return
+			}
+			written.Add(int64(n))
+		}
+		writeErr <- nil
+	}()
+	// Kill the relay once part of the big transaction is in Kafka.
+	before := int64(bigTx * perTx)
+	waitFor(t, 60*time.Second, "the big transaction under way in Kafka", func() bool { return endOffsets(t, topic, 3) >= before+bigN/10 })
+	relay.kill()
+	inKafka := endOffsets(t, topic, 3)
+	atKill := written.Load()
+	t.Logf("relay killed with %d records in Kafka, %d events written", inKafka, atKill)
+	if inKafka >= before+bigN {
+		t.Errorf("the big transaction was complete in Kafka at the kill (%d records); the kill was not mid-transaction", inKafka)
+	}
+	startRelay(t, url, s, relayArgv)
+	if err := <-writeErr; err != nil {
+		t.Fatal(err)
+	}
+	if atKill >= total {
+		t.Fatalf("the writer had finished when the relay was killed; the kill was not mid-stream")
+	}
+	appliedN := func() int64 { n, _ := queryInt(url, "SELECT count(*) FROM applied"); return n }
+	waitFor(t, 120*time.Second, "every event applied", func() bool { return appliedN() >= total })
+
+	// Exactly once, under the id Write returned, with its trace context and
+	// payload.
+	if n := mustInt(t, url, "SELECT count(*) FROM written"); n != total {
+		t.Fatalf("%d events written, want %d", n, total)
+	}
+	if n := mustInt(t, url, "SELECT count(*) FROM applied"); n != total {
+		t.Errorf("%d effects applied, want %d (one per event)", n, total)
+	}
+	if n := mustInt(t, url, "SELECT count(*) FROM (SELECT id FROM applied GROUP BY id HAVING count(*) > 1) x"); n != 0 {
+		t.Errorf("%d events applied more than once", n)
+	}
+	if n := mustInt(t, url, `SELECT count(*) FROM written w FULL JOIN applied a ON a.id = w.id::text
+		WHERE a.id IS NULL OR w.id IS NULL OR a.aggregate_id <> w.aggregate_id OR a.order_id <> w.aggregate_id
+		OR a.traceparent <> w.traceparent OR a.amount <> w.amount`); n != 0 {
+		t.Errorf("%d events whose id, key, traceparent or payload differ between what was written and what was applied", n)
+	}
+	if n := mustInt(t, url, "SELECT count(*) FROM written WHERE substr(id::text, 15, 1) <> '7'"); n != 0 {
+		t.Errorf("%d event ids are not UUIDv7", n)
+	}
+	// Order per aggregate: the n-th event written for an aggregate is the
+	// n-th applied for it, across rows and messages.
+	if n := mustInt(t, url, `SELECT count(*) FROM
+		(SELECT id::text AS id, row_number() OVER (PARTITION BY aggregate_id ORDER BY seq) AS n FROM written) w
+		JOIN (SELECT id, row_number() OVER (PARTITION BY aggregate_id ORDER BY seq) AS n FROM applied) a USING (id)
+		WHERE a.n <> w.n`); n != 0 {
+		t.Errorf("%d events applied out of their aggregate's order", n)
+	}
+	// Table-less: the messages left no row; the rows are the row-mode events.
+	if n := mustInt(t, url, "SELECT count(*) FROM written WHERE mode = 'message'"); n < total/2 {
+		t.Errorf("only %d events were written as messages", n)
+	}
+	if n := mustInt(t, url, `SELECT count(*) FROM written w FULL JOIN outbox o ON o.id = w.id
+		WHERE (w.mode = 'row') <> (o.id IS NOT NULL)`); n != 0 {
+		t.Errorf("the outbox table differs from the row-mode events in %d rows", n)
+	}
+	// What reached Kafka, read independently: the id and traceparent headers.
+	want := map[string]string{}
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(context.Background(), "SELECT id::text, traceparent FROM written")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, tp string
+		if err := rows.Scan(&id, &tp); err != nil {
+			t.Fatal(err)
+		}
+		want[id] = tp
+	}
+	conn.Close(context.Background())
+	recs := readAll(t, topic, total, 60*time.Second)
+	for _, r := range recs {
+		id := header(r, "id")
+		if tp, ok := want[id]; !ok || header(r, "traceparent") != tp || header(r, "event_type") != "OrderCreated" {
+			t.Errorf("record at %d/%d: id %q, headers %v: not an event written, or not its traceparent", r.Partition, r.Offset, id, r.Headers)
+			break
+		}
+	}
+	st := consumer.c.Stats()
+	inKafka = endOffsets(t, topic, 3)
+	t.Logf("%d events (%d as messages), %d records in Kafka (%d redelivered by the relay), %d duplicates skipped by the consumer, %d dead-lettered",
+		total, mustInt(t, url, "SELECT count(*) FROM written WHERE mode = 'message'"), inKafka, inKafka-total, st.Duplicates, st.DeadLettered)
+	if inKafka == total {
+		t.Error("the relay redelivered nothing after the kill; the dedupe path was not exercised")
+	}
+	waitFor(t, 60*time.Second, "every redelivered record skipped as a duplicate", func() bool {
+		return consumer.c.Stats().Duplicates == inKafka-total
+	})
+	if st.DeadLettered != 0 {
+		t.Errorf("%d events dead-lettered: none should have failed", st.DeadLettered)
 	}
 }

@@ -132,12 +132,18 @@ func newDB(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ddl, err := os.ReadFile(filepath.Join(root, "docs", "inbox.sql"))
+	execDoc(t, url, "inbox.sql")
+	return url
+}
+
+// execDoc runs a DDL file of docs/ (e.g. outbox_uuid.sql) in the database.
+func execDoc(t testing.TB, url, name string) {
+	t.Helper()
+	ddl, err := os.ReadFile(filepath.Join(root, "docs", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	execSQL(t, url, string(ddl))
-	return url
 }
 
 func execSQL(t testing.TB, url, sql string, args ...any) {
@@ -304,6 +310,43 @@ func committed(t testing.TB, group, topic string) map[int32]int64 {
 	return out
 }
 
+// endOffsets returns the sum of topic's end offsets over partitions 0..n-1,
+// read with franz-go: how many records the topic holds. Its client is
+// closed on return, so it may be polled.
+func endOffsets(t testing.TB, topic string, n int32) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for p := range n {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = p, -1 // -1: the end
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, tt := range resp.Topics {
+		for _, p := range tt.Partitions {
+			if p.ErrorCode != 0 {
+				t.Fatalf("list offsets of %s/%d: error code %d", topic, p.Partition, p.ErrorCode)
+			}
+			sum += p.Offset
+		}
+	}
+	return sum
+}
+
 // registerSchema registers an .avsc of testdata/schemas under subject and
 // returns srclient's view of it (id and goavro codec).
 func registerSchema(t testing.TB, subject, eventType string) *srclient.Schema {
@@ -421,6 +464,18 @@ func relayArgs(url, s, topicPrefix, dlq string) []string {
 		"--kafka-brokers", broker.Addr(), "--topic-template", topicPrefix + ".{aggregate_type}",
 		"--schema-registry-url", registry.URL(), "--schemas-dir", filepath.Join(root, "testdata", "schemas"),
 		"--dlq-topic", dlq, "--metrics-addr", "127.0.0.1:" + strconv.Itoa(port), "--halt-linger", "0s"}
+}
+
+// startRelay starts the relay binary with argv (relayArgs) and waits until
+// its slot, slot_<s>, is active.
+func startRelay(t testing.TB, url, s string, argv []string) *proc {
+	t.Helper()
+	p := start(t, "relay", relayBin, argv...)
+	waitFor(t, 60*time.Second, "the relay's slot", func() bool {
+		n, _ := queryInt(url, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", "slot_"+s)
+		return n == 1
+	})
+	return p
 }
 
 var _ io.Writer = (*proc)(nil)

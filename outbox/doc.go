@@ -5,7 +5,9 @@
 // change, and Events. Out: one outbox row per event (ModeTable, one INSERT
 // statement per batch), or one transactional logical decoding message per
 // event (ModeMessage, the table-less form, same API). The event exists only
-// if the caller commits; the relay then publishes it to Kafka.
+// if the caller commits; the relay then publishes it to Kafka, a message
+// exactly like a row, so a service switches between the two by changing
+// Config.Mode alone.
 //
 // Every event gets a UUIDv7 id unless it carries one: the relay's `id`
 // header and the key consumers deduplicate on. Table mode therefore needs an

@@ -47,7 +47,11 @@ const (
 	// is the JSON object {"id", "aggregate_type", "aggregate_id",
 	// "event_type", "payload", "headers"}. It is in the WAL only if the
 	// transaction commits, and leaves no table to vacuum or clean up. The
-	// relay reads it with --message-prefix (PostgreSQL 14+).
+	// relay (PostgreSQL 14+, --message-prefix, default "outbox") publishes it
+	// exactly like a row: same topic, key, id and headers, and, per
+	// aggregate, in the order of the transaction, rows and messages mixed.
+	// The relay's --table must still exist for its publication; it stays
+	// empty.
 	ModeMessage
 )
 
@@ -72,7 +76,8 @@ type Config struct {
 	Table string
 	// Columns are the table's column names. ModeTable only.
 	Columns Columns
-	// Prefix is the logical message prefix. Default "outbox". ModeMessage only.
+	// Prefix is the logical message prefix, the relay's --message-prefix.
+	// Default "outbox". ModeMessage only.
 	Prefix string
 	// Propagator, when set, is called once per event to add trace context
 	// (traceparent, tracestate) from ctx to the event's headers. With

@@ -395,8 +395,9 @@ func TestWritePropagator(t *testing.T) {
 }
 
 // TestWriteMessage reads the table-less form back from a pgoutput slot with
-// messages 'true', as the relay will: only committed transactions' messages
+// messages 'true', as the relay does: only committed transactions' messages
 // arrive, transactional, with the prefix and the exact JSON content.
+// inbox's TestEndToEndTableless sends them through the relay itself.
 func TestWriteMessage(t *testing.T) {
 	ctx := context.Background()
 	conn := connect(t)

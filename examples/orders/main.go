@@ -3,10 +3,13 @@
 // some of them later, each cancellation again in one transaction with its
 // OrderCancelled event. cdc-relay publishes the events to Kafka.
 //
-//	orders --pg-url postgres://... [--setup] [--orders 100] [--rate 50] [--cancel-every 3]
+//	orders --pg-url postgres://... [--setup] [--orders 100] [--rate 50] [--cancel-every 3] [--mode table|message]
 //
 // --setup creates the orders table and the outbox table (docs/outbox_uuid.sql)
-// if missing. Payloads are checked against --schemas-dir before they are
+// if missing. --mode message writes the same events, with the same code, as
+// transactional logical decoding messages (outbox.ModeMessage, PostgreSQL
+// 14+): the outbox table then stays empty (the relay still needs it to
+// exist for its publication). Payloads are checked against --schemas-dir before they are
 // written. It prints one line per order and exits 0 when done; SIGTERM
 // stops it early (exit 0). Exit 1 on a failure, 2 on bad flags.
 package main
@@ -46,6 +49,7 @@ type options struct {
 	rate        float64
 	cancelEvery int
 	customers   int
+	mode        string
 }
 
 func main() {
@@ -58,9 +62,14 @@ func main() {
 	flag.Float64Var(&o.rate, "rate", 50, "orders per second; 0 is as fast as possible")
 	flag.IntVar(&o.cancelEvery, "cancel-every", 3, "cancel every n-th order (in a later transaction); 0 cancels none")
 	flag.IntVar(&o.customers, "customers", 20, "number of distinct customers")
+	flag.StringVar(&o.mode, "mode", "table", "table: outbox rows; message: table-less, pg_logical_emit_message (PostgreSQL 14+)")
 	flag.Parse()
 	if o.pgURL == "" || o.orders < 0 || o.rate < 0 || o.cancelEvery < 0 || o.customers < 1 || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "orders: --pg-url is required; --orders, --rate, --cancel-every must not be negative, --customers at least 1")
+		os.Exit(2)
+	}
+	if _, ok := modes[o.mode]; !ok {
+		fmt.Fprintf(os.Stderr, "orders: --mode %q: want table or message\n", o.mode)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -77,7 +86,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	w, err := outbox.New(outbox.Config{Schemas: schemas})
+	w, err := outbox.New(outbox.Config{Mode: modes[o.mode], Schemas: schemas})
 	if err != nil {
 		return err
 	}
@@ -139,6 +148,10 @@ func run(ctx context.Context, o options) error {
 	}
 	return nil
 }
+
+// modes are the values of --mode: the only difference between the two is
+// outbox.Config.Mode.
+var modes = map[string]outbox.Mode{"table": outbox.ModeTable, "message": outbox.ModeMessage}
 
 type order struct {
 	id, customer string

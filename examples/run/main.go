@@ -3,6 +3,9 @@
 // the orders writer (binaries built by the Makefile into --bin), waits until
 // every order is accrued and every cancellation reversed, prints a summary
 // from the loyalty database and stops everything. Ctrl-C cleans up too.
+// --mode message has the writer emit its events table-less (logical
+// decoding messages, outbox.ModeMessage) instead of outbox rows; nothing
+// else changes.
 //
 // Exit codes: 0 success, 1 failure, 2 bad flags.
 package main
@@ -33,13 +36,14 @@ import (
 func main() {
 	bin := flag.String("bin", "bin", "directory holding cdc-relay, orders and loyalty")
 	orders := flag.Int("orders", 300, "orders to place")
+	mode := flag.String("mode", "table", "how orders writes its events: table (outbox rows) or message (table-less, logical decoding messages)")
 	flag.Parse()
-	if *orders < 1 || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "example: --orders must be at least 1 and there are no arguments")
+	if *orders < 1 || flag.NArg() > 0 || (*mode != "table" && *mode != "message") {
+		fmt.Fprintln(os.Stderr, "example: --orders must be at least 1, --mode table or message, and there are no arguments")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *bin, *orders)
+	err := run(ctx, *bin, *orders, *mode)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "example:", err)
@@ -81,7 +85,7 @@ func (p *procs) stop() {
 	}
 }
 
-func run(ctx context.Context, bin string, orders int) error {
+func run(ctx context.Context, bin string, orders int, mode string) error {
 	var (
 		pg       *pgtest.Cluster
 		broker   *kafkatest.Broker
@@ -162,7 +166,7 @@ func run(ctx context.Context, bin string, orders int) error {
 	if _, err := ps.start("loyalty-2", filepath.Join(bin, "loyalty"), loyalty...); err != nil {
 		return err
 	}
-	writer, err := ps.start("orders", filepath.Join(bin, "orders"), "--pg-url", url, "--setup", "--orders", strconv.Itoa(orders), "--rate", "100")
+	writer, err := ps.start("orders", filepath.Join(bin, "orders"), "--pg-url", url, "--setup", "--orders", strconv.Itoa(orders), "--rate", "100", "--mode", mode)
 	if err != nil {
 		return err
 	}
@@ -176,7 +180,7 @@ func run(ctx context.Context, bin string, orders int) error {
 	}); err != nil {
 		return err
 	}
-	fmt.Printf("\n%d orders placed, %d cancelled; %d events in the outbox\n", orders, cancelled, count("SELECT count(*) FROM outbox"))
+	fmt.Printf("\n%d orders placed, %d cancelled (--mode %s); %d events in the outbox table\n", orders, cancelled, mode, count("SELECT count(*) FROM outbox"))
 	fmt.Printf("loyalty: %d accruals (%d reversed), %d events marked in processed_messages\n",
 		count("SELECT count(*) FROM bonus_accruals"), count("SELECT count(*) FROM bonus_accruals WHERE reversed"),
 		count("SELECT count(*) FROM processed_messages"))
