@@ -22,7 +22,9 @@ type Config struct {
 	// "cdc_relay".
 	Publication string
 	// Tables are the outbox tables ("schema.table") and their column names.
-	// Default public.outbox with decoder.DefaultColumns().
+	// nil means public.outbox with decoder.DefaultColumns(); an empty,
+	// non-nil slice means none: a table-less outbox of logical messages
+	// (MessagePrefix).
 	Tables []decoder.Table
 	// MessagePrefix, when set, makes logical decoding messages with this
 	// prefix outbox events; the server must be PostgreSQL 14+
@@ -78,7 +80,7 @@ func (c *Config) setDefaults() {
 	if c.Publication == "" {
 		c.Publication = "cdc_relay"
 	}
-	if len(c.Tables) == 0 {
+	if c.Tables == nil {
 		c.Tables = []decoder.Table{{Name: "public.outbox", Columns: decoder.DefaultColumns()}}
 	}
 	if c.StatusInterval <= 0 {

@@ -34,9 +34,10 @@ func SplitTable(table string) (schema, name string) {
 }
 
 // EnsurePublication creates the publication FOR TABLE <tables> WITH (publish
-// = 'insert', publish_via_partition_root = true) when it does not exist, and
-// checks that an existing one publishes every table and its inserts. It
-// reports whether it created the publication.
+// = 'insert', publish_via_partition_root = true) when it does not exist (an
+// empty publication for no tables), and checks that an existing one
+// publishes every table and its inserts. It reports whether it created the
+// publication.
 func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication string, tables []string) (created bool, err error) {
 	idents := make([]string, len(tables))
 	for i, table := range tables {
@@ -60,6 +61,11 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication string, 
 		// under the root table; it changes nothing for a plain table.
 		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert', publish_via_partition_root = true)",
 			pgx.Identifier{publication}.Sanitize(), strings.Join(idents, ", "))
+		if len(tables) == 0 {
+			// A table-less outbox: pgoutput needs a publication, and
+			// logical messages are not filtered by one.
+			sql = "CREATE PUBLICATION " + pgx.Identifier{publication}.Sanitize()
+		}
 		_, err := conn.Exec(ctx, sql)
 		var pgErr *pgconn.PgError
 		switch {

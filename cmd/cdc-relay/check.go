@@ -184,6 +184,10 @@ func (c *checker) failover(ctx context.Context, conn *pgx.Conn, cfg *Config, inf
 // the relay maps and the header and timestamp columns, from the catalog:
 // the tables themselves are never read.
 func (c *checker) tables(ctx context.Context, conn *pgx.Conn, cfg *Config) {
+	if len(cfg.Tables) == 0 {
+		c.ok("no outbox table: a table-less outbox of logical decoding messages with prefix %q", cfg.MessagePrefix)
+		return
+	}
 	seen := map[uint32]string{}
 	var described []recordpkg.Table
 	for _, t := range cfg.Tables {
@@ -238,8 +242,8 @@ func (c *checker) messages(ctx context.Context, conn *pgx.Conn, cfg *Config) {
 	case cfg.MessagePrefix == "":
 	case major >= replication.MessagesMinMajor:
 		c.ok("logical decoding messages with prefix %q are outbox events (PostgreSQL %d)", cfg.MessagePrefix, major)
-	case cfg.MessagePrefixSet:
-		c.fail("--message-prefix %q: PostgreSQL %d cannot send logical decoding messages to a pgoutput client (PostgreSQL %d+ can): upgrade the server, or remove --message-prefix",
+	case cfg.MessagePrefixSet || len(cfg.Tables) == 0:
+		c.fail("--message-prefix %q: PostgreSQL %d cannot send logical decoding messages to a pgoutput client (PostgreSQL %d+ can): upgrade the server, or remove --message-prefix and set --table",
 			cfg.MessagePrefix, major, replication.MessagesMinMajor)
 	}
 }

@@ -94,7 +94,7 @@ var settings = []setting{
 	{"slot-failover", "auto", "make the slot a failover slot, which a standby with sync_replication_slots = on keeps, so that it survives a promotion: auto (on for PostgreSQL 17+), true (needs 17+) or false", false},
 	{"slot-poll-interval", "15s", "how often pg_replication_slots is read for the cdc_relay_slot_* metrics (safe WAL size, wal_status, time to exhaustion, spill statistics)", false},
 	{"publication", "cdc_relay", "publication, created if missing", false},
-	{"table", "public.outbox", "the outbox table; repeat the flag for several (env and YAML: a list), all in one publication", false},
+	{"table", "public.outbox", "the outbox table; repeat the flag for several (env and YAML: a list), all in one publication; --table '' for a table-less outbox (logical messages only)", false},
 	{"message-prefix", "outbox", "logical decoding messages (pg_logical_emit_message, PostgreSQL 14+) with this prefix are outbox events too; empty: none", false},
 	{"kafka-brokers", "", "comma-separated Kafka bootstrap list", true},
 	{"kafka-tls", "false", "true: connect to the brokers over TLS", false},
@@ -424,6 +424,9 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 		return nil, err
 	}
 	c.MessagePrefix = v["message-prefix"]
+	if len(c.Tables) == 0 && c.MessagePrefix == "" {
+		return nil, cfgErr("table", "is empty and so is --message-prefix: nothing would be published; set --table, or keep --message-prefix (default outbox) for a table-less outbox")
+	}
 	for _, b := range strings.Split(v["kafka-brokers"], ",") {
 		b = strings.TrimSpace(b)
 		if b == "" {
@@ -626,8 +629,8 @@ func outboxTables(c *Config, list string, y *yamlFile) error {
 		}
 		c.Tables = append(c.Tables, decoder.Table{Name: name, Columns: cols})
 	}
-	if len(c.Tables) == 0 {
-		return cfgErr("table", "is empty: set at least one outbox table, e.g. public.outbox")
+	if c.Tables == nil {
+		c.Tables = []decoder.Table{} // a table-less outbox: logical messages only
 	}
 	return nil
 }

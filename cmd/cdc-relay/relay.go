@@ -219,6 +219,9 @@ func inspect(ctx context.Context, conn *pgx.Conn, cfg *Config) (*inspection, err
 		seen[info.OID] = t.Name
 		in.Tables = append(in.Tables, info)
 	}
+	if len(cfg.Tables) == 0 && in.Major < replication.MessagesMinMajor {
+		return nil, replication.Fatal(cfgErr("table", "is empty (a table-less outbox), but PostgreSQL %d cannot send logical decoding messages to a pgoutput client (PostgreSQL %d+ can): set --table", in.Major, replication.MessagesMinMajor))
+	}
 	if cfg.MessagePrefixSet && cfg.MessagePrefix != "" && in.Major < replication.MessagesMinMajor {
 		return nil, replication.Fatal(cfgErr("message-prefix", "PostgreSQL %d cannot send logical decoding messages to a pgoutput client (PostgreSQL %d+ can): upgrade the server, or remove --message-prefix", in.Major, replication.MessagesMinMajor))
 	}
