@@ -50,7 +50,14 @@ const captureDDL = `CREATE TABLE public.cap_outbox (
 	c_timestamp timestamp,
 	c_timestamp3 timestamp(3),
 	c_timestamp0 timestamp(0),
-	c_text text
+	c_text text,
+	c_boolean boolean,
+	c_date date,
+	c_jsonb jsonb,
+	c_json json,
+	c_varchar varchar(20),
+	c_char char(5),
+	c_numeric numeric(10,2)
 );
 CREATE TABLE public.cap_outbox_uuid (
 	id uuid PRIMARY KEY,
@@ -103,7 +110,8 @@ var headerColumns = [][2]string{
 	{"c_uuid", "uuid"}, {"c_smallint", "smallint"}, {"c_integer", "integer"}, {"c_bigint", "bigint"},
 	{"c_timestamptz", "timestamptz"}, {"c_timestamptz3", "timestamptz(3)"}, {"c_timestamptz0", "timestamptz(0)"},
 	{"c_timestamp", "timestamp"}, {"c_timestamp3", "timestamp(3)"}, {"c_timestamp0", "timestamp(0)"},
-	{"c_text", "text"},
+	{"c_text", "text"}, {"c_boolean", "boolean"}, {"c_date", "date"}, {"c_jsonb", "jsonb"}, {"c_json", "json"},
+	{"c_varchar", "varchar(20)"}, {"c_char", "char(5)"}, {"c_numeric", "numeric(10,2)"},
 }
 
 // keyCases are aggregate ids that exercise JSON string escaping.
@@ -162,6 +170,15 @@ var headerCases = []headerCase{
 	{"c_text", "'plain text'", "UTC"},
 	{"c_text", "'Привет \"q\" \\ 🚀'", "UTC"},
 	{"c_text", "''", "UTC"},
+	{"c_boolean", "true", "UTC"},
+	{"c_boolean", "false", "UTC"},
+	{"c_date", "'2024-03-05'", "UTC"},
+	{"c_date", "'1969-12-31'", "Europe/Moscow"},
+	{"c_jsonb", `'{"b": 1, "a": [1, 2], "s": "x\"y"}'`, "UTC"},
+	{"c_json", `'{"b": 1,  "a": [1,2]}'`, "UTC"},
+	{"c_varchar", "'varying'", "UTC"},
+	{"c_char", "'ab'", "UTC"},
+	{"c_numeric", "12.5", "UTC"},
 }
 
 // valueCases are jsonb payload literals.
