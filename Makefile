@@ -33,7 +33,7 @@ test-debezium: setup
 
 # Tests that need no services.
 unit:
-	$(GO) test -count=1 ./decoder/ ./router/ ./replication/ ./publisher/ ./internal/backoff/
+	$(GO) test -count=1 ./decoder/ ./router/ ./replication/ ./publisher/ ./internal/backoff/ ./debeziumjson/
 
 demo: setup build
 	$(GO) run ./internal/demo --relay bin/cdc-relay
@@ -63,6 +63,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./decoder/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendHeaders$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./router/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppend$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./schemaregistry/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendPayload$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./debeziumjson/
 
 vet:
 	$(GO) vet ./...
