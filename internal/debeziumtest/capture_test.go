@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/debezium/*.json from a real Debezium run")
