@@ -33,7 +33,7 @@ test-debezium: setup
 
 # Tests that need no services.
 unit:
-	$(GO) test -count=1 ./decoder/ ./router/ ./replication/ ./publisher/ ./internal/backoff/ ./debeziumjson/
+	$(GO) test -count=1 ./decoder/ ./router/ ./replication/ ./publisher/ ./internal/backoff/
 
 demo: setup build
 	$(GO) run ./internal/demo --relay bin/cdc-relay
