@@ -65,6 +65,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./decoder/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendHeaders$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./router/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppend$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./schemaregistry/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendPayload$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./debeziumjson/
 
 vet:
 	$(GO) vet ./...

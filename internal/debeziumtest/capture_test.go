@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/debezium/*.json from a real Debezium run")
@@ -50,7 +49,14 @@ const captureDDL = `CREATE TABLE public.cap_outbox (
 	c_timestamp timestamp,
 	c_timestamp3 timestamp(3),
 	c_timestamp0 timestamp(0),
-	c_text text
+	c_text text,
+	c_boolean boolean,
+	c_date date,
+	c_jsonb jsonb,
+	c_json json,
+	c_varchar varchar(20),
+	c_char char(5),
+	c_numeric numeric(10,2)
 );
 CREATE TABLE public.cap_outbox_uuid (
 	id uuid PRIMARY KEY,
@@ -63,6 +69,20 @@ CREATE TABLE public.cap_outbox_keys (
 	id bigserial PRIMARY KEY,
 	aggregate_type text NOT NULL,
 	aggregate_id uuid NOT NULL,
+	event_type text NOT NULL,
+	payload jsonb NOT NULL
+);
+CREATE TABLE public.cap_outbox_int8 (
+	id bigserial PRIMARY KEY,
+	aggregate_type text NOT NULL,
+	aggregate_id bigint NOT NULL,
+	event_type text NOT NULL,
+	payload jsonb NOT NULL
+);
+CREATE TABLE public.cap_outbox_int4 (
+	id bigserial PRIMARY KEY,
+	aggregate_type text NOT NULL,
+	aggregate_id integer,
 	event_type text NOT NULL,
 	payload jsonb NOT NULL
 );
@@ -89,7 +109,8 @@ var headerColumns = [][2]string{
 	{"c_uuid", "uuid"}, {"c_smallint", "smallint"}, {"c_integer", "integer"}, {"c_bigint", "bigint"},
 	{"c_timestamptz", "timestamptz"}, {"c_timestamptz3", "timestamptz(3)"}, {"c_timestamptz0", "timestamptz(0)"},
 	{"c_timestamp", "timestamp"}, {"c_timestamp3", "timestamp(3)"}, {"c_timestamp0", "timestamp(0)"},
-	{"c_text", "text"},
+	{"c_text", "text"}, {"c_boolean", "boolean"}, {"c_date", "date"}, {"c_jsonb", "jsonb"}, {"c_json", "json"},
+	{"c_varchar", "varchar(20)"}, {"c_char", "char(5)"}, {"c_numeric", "numeric(10,2)"},
 }
 
 // keyCases are aggregate ids that exercise JSON string escaping.
@@ -102,6 +123,7 @@ var keyCases = []string{
 	`back\slash`,
 	"line\nbreak\ttab",
 	"ctl-\u0001-\u001f-\u007f",
+	"bs\bff\fcr\r",
 	"a/b/c",
 	"<tag>&amp;",
 	"sep\u2028para\u2029",
@@ -147,6 +169,15 @@ var headerCases = []headerCase{
 	{"c_text", "'plain text'", "UTC"},
 	{"c_text", "'Привет \"q\" \\ 🚀'", "UTC"},
 	{"c_text", "''", "UTC"},
+	{"c_boolean", "true", "UTC"},
+	{"c_boolean", "false", "UTC"},
+	{"c_date", "'2024-03-05'", "UTC"},
+	{"c_date", "'1969-12-31'", "Europe/Moscow"},
+	{"c_jsonb", `'{"b": 1, "a": [1, 2], "s": "x\"y"}'`, "UTC"},
+	{"c_json", `'{"b": 1,  "a": [1,2]}'`, "UTC"},
+	{"c_varchar", "'varying'", "UTC"},
+	{"c_char", "'ab'", "UTC"},
+	{"c_numeric", "12.5", "UTC"},
 }
 
 // valueCases are jsonb payload literals.
@@ -189,6 +220,19 @@ var valueCases = []string{
 	`{"a": [1, null]}`,
 	`{"a": [[1, 2], [3]]}`,
 	`{"o": {}}`,
+	`{"objs": [{"a": 1}, {"a": "x"}]}`,
+	`{"objs": [{"a": 1}, {"a": 2147483648}]}`,
+	`{"objs": [{"x": null}, {"x": 1}]}`,
+	`{"objs": [{"e": []}, {"e": [1]}]}`,
+	`{"a": [null, null]}`,
+	`{"a": [[], [1]]}`,
+	`{"a": {"b": []}}`,
+	`{"a": [{}, {}]}`,
+	`{"n": 2147483647, "m": -2147483649}`,
+	`{"f": 1e-7, "g": 123e5}`,
+	`42`,
+	`true`,
+	`null`,
 	`{"b": true, "c": false}`,
 	`{"nul": null, "x": 1}`,
 	`{"nested": {"nul": null}}`,
@@ -324,6 +368,10 @@ func runCapture(t *testing.T) capture {
 		conn1("cap-uuidkey-string", "cap_outbox_keys", StringConverter, []string{"aggregate_id uuid NOT NULL", "key.converter=StringConverter"}, nil),
 		conn1("cap-uuidkey-json", "cap_outbox_keys", JSONConverter, []string{"aggregate_id uuid NOT NULL", "key.converter=JsonConverter schemas.enable=false"}, nil),
 		conn1("cap-uuidkey-json-schema", "cap_outbox_keys", JSONSchemaConverter, []string{"aggregate_id uuid NOT NULL", "key.converter=JsonConverter schemas.enable=true"}, nil),
+		conn1("cap-int8key-string", "cap_outbox_int8", StringConverter, []string{"aggregate_id bigint NOT NULL", "key.converter=StringConverter"}, nil),
+		conn1("cap-int8key-json", "cap_outbox_int8", JSONConverter, []string{"aggregate_id bigint NOT NULL", "key.converter=JsonConverter schemas.enable=false"}, nil),
+		conn1("cap-int8key-json-schema", "cap_outbox_int8", JSONSchemaConverter, []string{"aggregate_id bigint NOT NULL", "key.converter=JsonConverter schemas.enable=true"}, nil),
+		conn1("cap-int4key-json-schema", "cap_outbox_int4", JSONSchemaConverter, []string{"aggregate_id integer (nullable)", "key.converter=JsonConverter schemas.enable=true"}, nil),
 		conn1("cap-nullable-json-schema", "cap_outbox_nullable", JSONSchemaConverter, []string{"aggregate_id text (nullable)", "key.converter=JsonConverter schemas.enable=true"}, nil),
 		conn1("cap-ts-bigint", "cap_stamp", StringConverter, []string{"table.field.event.timestamp=c_bigint (bigint)"}, func(c *Connector) { c.EventTimestampField = "c_bigint" }),
 		conn1("cap-ts-timestamp", "cap_stamp", StringConverter, []string{"table.field.event.timestamp=c_timestamp (timestamp)"}, func(c *Connector) { c.EventTimestampField = "c_timestamp" }),
@@ -383,6 +431,10 @@ func runCapture(t *testing.T) capture {
 	rowOf["cap_outbox_uuid/"+uuidID] = "id uuid 'B1C2D3E4-F5A6-4B7C-8D9E-0F1A2B3C4D5E'"
 	uuidKeyID := insert("cap_outbox_keys", "UTC", common, "'Order', 'C0FFEE00-AAAA-4BBB-8CCC-0123456789AB', 'Created', '{}'")
 	rowOf["cap_outbox_keys/"+uuidKeyID] = "aggregate_id uuid 'C0FFEE00-AAAA-4BBB-8CCC-0123456789AB'"
+	int8KeyID := insert("cap_outbox_int8", "UTC", common, "'Order', -9007199254740993, 'Created', '{}'")
+	rowOf["cap_outbox_int8/"+int8KeyID] = "aggregate_id bigint -9007199254740993"
+	int4KeyID := insert("cap_outbox_int4", "UTC", common, "'Order', 42, 'Created', '{}'")
+	rowOf["cap_outbox_int4/"+int4KeyID] = "aggregate_id integer 42 (nullable column)"
 	nullableID := insert("cap_outbox_nullable", "UTC", common, "'Order', 'o-1', 'Created', '{}'")
 	rowOf["cap_outbox_nullable/"+nullableID] = "aggregate_id 'o-1' in a nullable text column"
 	stampIDs := []string{
@@ -401,13 +453,15 @@ func runCapture(t *testing.T) capture {
 		t.Fatal(err)
 	}
 	for round := range 2 {
-		for _, table := range []string{"cap_outbox", "cap_outbox_uuid", "cap_outbox_keys", "cap_outbox_nullable", "cap_stamp"} {
+		for _, table := range []string{"cap_outbox", "cap_outbox_uuid", "cap_outbox_keys", "cap_outbox_int8", "cap_outbox_int4", "cap_outbox_nullable", "cap_stamp"} {
 			cols, vals := common, fmt.Sprintf("'Sentinel', 'end-%d', 'End', '{}'", round)
 			switch table {
 			case "cap_outbox_uuid":
 				cols, vals = "id, "+cols, "gen_random_uuid(), "+vals
 			case "cap_outbox_keys":
 				vals = "'Sentinel', gen_random_uuid(), 'End', '{}'"
+			case "cap_outbox_int8", "cap_outbox_int4":
+				vals = fmt.Sprintf("'Sentinel', %d, 'End', '{}'", 1000+round)
 			}
 			insert(table, "UTC", cols, vals)
 		}
@@ -649,6 +703,10 @@ func runCapture(t *testing.T) capture {
 	add("cap-uuidkey-string", uuidKeyID)
 	add("cap-uuidkey-json", uuidKeyID)
 	add("cap-uuidkey-json-schema", uuidKeyID)
+	add("cap-int8key-string", int8KeyID)
+	add("cap-int8key-json", int8KeyID)
+	add("cap-int8key-json-schema", int8KeyID)
+	add("cap-int4key-json-schema", int4KeyID)
 	add("cap-nullable-json-schema", nullableID)
 	// table.field.event.timestamp naming a timestamptz column drops every
 	// row, even one whose value is NULL ("Field 'c_timestamptz' is not of

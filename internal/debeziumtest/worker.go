@@ -128,16 +128,34 @@ type Worker struct {
 
 // Start prepares the worker, starts it in its own process group (the
 // kernel kills it if the test binary dies) and returns once its REST API
-// answers. Its output is appended to Dir/connect.log.
+// answers. Its output is appended to Dir/connect.log. A REST port taken by
+// another process in the meantime is retried with a new port.
 func Start(o WorkerOptions) (*Worker, error) {
+	for attempt := 1; ; attempt++ {
+		w, err := start(o)
+		if err == nil || attempt == 3 || !errors.Is(err, errPortClash) {
+			return w, err
+		}
+	}
+}
+
+// errPortClash marks a start that failed because the REST port was taken.
+var errPortClash = errors.New("the REST port was taken")
+
+func start(o WorkerOptions) (*Worker, error) {
 	s, err := Prepare(o)
 	if err != nil {
 		return nil, err
 	}
-	log, err := os.OpenFile(filepath.Join(s.Dir, "connect.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logPath := filepath.Join(s.Dir, "connect.log")
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		s.Remove()
 		return nil, fmt.Errorf("debeziumtest: %w", err)
+	}
+	var logStart int64
+	if st, err := log.Stat(); err == nil {
+		logStart = st.Size()
 	}
 	w := &Worker{Setup: s, log: log, done: make(chan struct{})}
 	w.cmd = exec.Command("java", s.Args...)
@@ -156,11 +174,21 @@ func Start(o WorkerOptions) (*Worker, error) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	if err := w.poll(ctx, "the REST API", func() (bool, error) {
-		_, err := w.get(ctx, "/")
-		return err == nil, nil
-	}); err != nil {
+	err = w.poll(ctx, "the REST API", func() (bool, error) {
+		// Connect's root answers with its version and the Kafka
+		// cluster id; anything else on the port is not this worker.
+		body, err := w.get(ctx, "/")
+		return err == nil && bytes.Contains(body, []byte(`"kafka_cluster_id"`)), nil
+	})
+	if err != nil {
+		clash := false
+		if b, rerr := os.ReadFile(logPath); rerr == nil && int64(len(b)) >= logStart {
+			clash = bytes.Contains(b[logStart:], []byte("Address already in use"))
+		}
 		w.Close()
+		if clash {
+			return nil, fmt.Errorf("%w: %w", errPortClash, err)
+		}
 		return nil, err
 	}
 	return w, nil
