@@ -35,7 +35,7 @@ test-debezium: setup
 
 # Tests that need no services.
 unit:
-	$(GO) test -count=1 ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./internal/backoff/ ./internal/civil/
+	$(GO) test -count=1 ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./internal/backoff/ ./internal/civil/ ./internal/jsontext/ ./internal/debeziumjson/
 
 demo: setup build
 	$(GO) run ./internal/demo --relay bin/cdc-relay
@@ -58,14 +58,16 @@ latency: setup build
 microbench:
 	$(GO) test -run '^$$' -bench . -benchmem ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./schemaregistry/
 
-# Short fuzz runs of the decoder, the header router and the Avro encoder,
+# Short fuzz runs of the decoder, the header router, the Avro encoder and
+# the JSON value writers (against each other),
 # seeded from testdata (FUZZTIME=60s for longer).
 FUZZTIME ?= 20s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./decoder/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendHeaders$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./router/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppend$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./schemaregistry/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendPayload$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./debeziumjson/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendPayload$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/debeziumjson/
+	$(GO) test -run '^$$' -fuzz '^FuzzJSONValue$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./record/
 
 vet:
 	$(GO) vet ./...

@@ -153,7 +153,13 @@ func TestHeaderConverters(t *testing.T) {
 func TestJSONValue(t *testing.T) {
 	var v jsonValue
 	tests := []struct{ in, want, errSub string }{
-		{`{"a": 1, "b": [1, 2, {"c": "x y"}], "d": null}`, `{"a":1,"b":[1,2,{"c":"x y"}]}`, ""},
+		{`{"a": 1, "b": [1, 2], "c": {"d": "x y"}, "d": null}`, `{"a":1,"b":[1,2],"c":{"d":"x y"}}`, ""},
+		// Arrays Debezium's schema inference reshapes: objects get the
+		// union of their members; mixed types fall back to the text.
+		{`{"objs": [{"a": 1}, {"b": "x"}]}`, `{"objs":[{"a":1,"b":null},{"a":null,"b":"x"}]}`, ""},
+		{`{"mixed": [1, "a"]}`, `"{\"mixed\": [1, \"a\"]}"`, ""},
+		// Where Debezium fails the record, the relay writes it as it is.
+		{`{"n": 92233720368547758070, "x": null}`, `{"n":92233720368547758070}`, ""},
 		{`  {"s": "a\"b \u00e9 \n \u0001 🚀"}  `, `{"s":"a\"b é \n \u0001 \uD83D\uDE80"}`, ""},
 		{`{}`, `{}`, ""},
 		// Debezium leaves out null members and empty arrays at every
@@ -181,5 +187,29 @@ func TestJSONValue(t *testing.T) {
 		if err != nil || string(got) != "prefix:"+tt.want {
 			t.Errorf("%s:\n got %s, %v\nwant %s", tt.in, got, err, tt.want)
 		}
+	}
+}
+
+// BenchmarkJSONValue measures --value-format json on the order payload of
+// the drain benchmark's size, once with its line items (an array of
+// objects: Debezium's schema inference, debeziumjson) and once without
+// (the streaming path).
+func BenchmarkJSONValue(b *testing.B) {
+	agg := "7c4f7d6e-2f55-4c4e-9f4e-0d9b8a3c1e21"
+	for name, payload := range map[string]string{
+		"items":    orderCreated(agg, 1),
+		"no-items": `{"order_id": "` + agg + `", "customer_id": "c-1", "status": "PENDING", "amount_cents": 1999, "currency": "EUR", "coupon_code": null, "created_at": 1700000000000}`,
+	} {
+		b.Run(name, func(b *testing.B) {
+			var v jsonValue
+			buf := make([]byte, 0, 1024)
+			b.SetBytes(int64(len(payload)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := v.append(buf[:0], []byte(payload)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -2,9 +2,8 @@ package record
 
 import (
 	"encoding/binary"
-	"unicode/utf16"
-	"unicode/utf8"
 
+	"github.com/cdc-relay/cdc-relay/internal/debeziumjson"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
@@ -77,61 +76,5 @@ func (k *keyEncoder) appendJSON(dst, id []byte) []byte {
 	if k.integer {
 		return append(dst, id...)
 	}
-	return appendJSONString(dst, id)
-}
-
-const hexDigits = "0123456789ABCDEF"
-
-// appendJSONString appends s as a JSON string literal the way Jackson (Kafka
-// Connect's JsonConverter) writes it: '"' and '\' escaped, the control
-// characters below 0x20 as \b \t \n \f \r or \u00XX with upper-case hex,
-// characters outside the Basic Multilingual Plane as an escaped UTF-16
-// surrogate pair (\uD83D\uDE80), everything else, '/', U+007F and U+2028
-// included, as is.
-func appendJSONString(dst, s []byte) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < 0xF0 {
-			i++
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		n := 1
-		switch {
-		case c >= 0xF0: // a four-byte sequence: outside the BMP
-			r, size := utf8.DecodeRune(s[i:])
-			n = size
-			if r == utf8.RuneError && size == 1 {
-				dst = append(dst, c) // not UTF-8 (PostgreSQL text always is)
-				break
-			}
-			hi, lo := utf16.EncodeRune(r)
-			dst = appendU4(appendU4(dst, hi), lo)
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c == '\b':
-			dst = append(dst, '\\', 'b')
-		case c == '\t':
-			dst = append(dst, '\\', 't')
-		case c == '\n':
-			dst = append(dst, '\\', 'n')
-		case c == '\f':
-			dst = append(dst, '\\', 'f')
-		case c == '\r':
-			dst = append(dst, '\\', 'r')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-		}
-		i += n
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// appendU4 appends \uXXXX with upper-case hex.
-func appendU4(dst []byte, r rune) []byte {
-	return append(dst, '\\', 'u', hexDigits[r>>12&0xF], hexDigits[r>>8&0xF], hexDigits[r>>4&0xF], hexDigits[r&0xF])
+	return debeziumjson.AppendString(dst, id)
 }

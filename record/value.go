@@ -2,24 +2,33 @@ package record
 
 import (
 	"errors"
+	"math"
 	"strconv"
 
+	"github.com/cdc-relay/cdc-relay/internal/debeziumjson"
 	"github.com/cdc-relay/cdc-relay/internal/jsontext"
 )
 
 var errNotObject = errors.New("payload is not a JSON object")
 
+// errComplex stops the fast path at a payload Debezium's schema inference
+// shapes (an array of objects or arrays, of mixed types, of nulls only, a
+// number beyond int64): debeziumjson.AppendPayload writes those.
+var errComplex = errors.New("payload needs Debezium's schema inference")
+
 // jsonValue writes the payload as Debezium's outbox router writes it with
 // table.expand.json.payload=true and JsonConverter without schemas
-// (docs/DEBEZIUM-FORMAT.md): compact, with the members in the order the
-// payload has them (jsonb's order), members whose value is null or an empty
-// array left out at every depth (array elements are kept), strings escaped
-// as Jackson escapes them, integers as they are and other numbers as Java's
-// Double.toString prints them (1.5, 1.0, 1.0E7, 1.5E-7).
+// (docs/DEBEZIUM-FORMAT.md): compact, with the members in the payload's
+// order (jsonb's), members whose value is null or an empty array left out
+// at every depth, strings escaped as Jackson escapes them, integers as they
+// are and other numbers as Java's Double.toString prints them.
 //
-// Debezium's schema inference also gives the objects of one array the union
-// of their members (missing ones as null) and falls back to a JSON string
-// for arrays of mixed types; the relay writes such arrays as they are.
+// Most payloads take a streaming path that allocates nothing. One with an
+// array Debezium's schema inference reshapes goes to
+// debeziumjson.AppendPayload, which builds the tree. Where Debezium fails
+// the record (an integer beyond int64, members of one name with different
+// types across an array's objects), the relay writes the payload with the
+// streaming rules instead of giving it up.
 //
 // It is used by the reader goroutine only: scratch is reused from event to
 // event.
@@ -35,9 +44,12 @@ func (v *jsonValue) append(dst, payload []byte) ([]byte, error) {
 		return dst, errNotObject
 	}
 	n := len(dst)
-	out, end, err := v.value(dst, payload, i)
-	if err == nil && jsontext.SkipSpace(payload, end) != len(payload) {
-		err = jsontext.ErrSyntax
+	out, err := v.stream(dst, payload, i, true)
+	if errors.Is(err, errComplex) {
+		out, err = debeziumjson.AppendPayload(dst[:n], payload)
+		if errors.Is(err, debeziumjson.ErrUnconvertible) {
+			out, err = v.stream(dst[:n], payload, i, false)
+		}
 	}
 	if err != nil {
 		return dst[:n], errors.New("payload is not valid JSON: " + err.Error())
@@ -45,52 +57,111 @@ func (v *jsonValue) append(dst, payload []byte) ([]byte, error) {
 	return out, nil
 }
 
-// value writes the JSON value at b[i] and returns the index after it.
-func (v *jsonValue) value(dst, b []byte, i int) ([]byte, int, error) {
+// stream writes the object at payload[i] and checks that nothing follows.
+// strict stops at errComplex where Debezium would reshape the payload.
+func (v *jsonValue) stream(dst, payload []byte, i int, strict bool) ([]byte, error) {
+	out, end, _, err := v.value(dst, payload, i, strict)
+	if err == nil && jsontext.SkipSpace(payload, end) != len(payload) {
+		err = jsontext.ErrSyntax
+	}
+	return out, err
+}
+
+// kinds of JSON values, numbers split as Jackson parses them; an array's
+// elements must share one (nulls aside) for the fast path.
+const (
+	kindNull = iota
+	kindBool
+	kindString
+	kindInt  // fits int32
+	kindLong // fits int64
+	kindDouble
+	kindObject
+	kindArray
+)
+
+// value writes the JSON value at b[i] and returns the index after it and
+// its kind.
+func (v *jsonValue) value(dst, b []byte, i int, strict bool) ([]byte, int, int, error) {
 	if i >= len(b) {
-		return dst, i, jsontext.ErrSyntax
+		return dst, i, 0, jsontext.ErrSyntax
 	}
 	switch c := b[i]; {
 	case c == '{':
-		return v.object(dst, b, i)
+		dst, i, err := v.object(dst, b, i, strict)
+		return dst, i, kindObject, err
 	case c == '[':
-		return v.array(dst, b, i)
+		dst, i, err := v.array(dst, b, i, strict)
+		return dst, i, kindArray, err
 	case c == '"':
 		end, ok := jsontext.SkipString(b, i)
 		if !ok {
-			return dst, i, jsontext.ErrSyntax
+			return dst, i, 0, jsontext.ErrSyntax
 		}
 		var err error
 		if v.scratch, err = jsontext.AppendUnquoted(v.scratch[:0], b[i:end]); err != nil {
-			return dst, i, err
+			return dst, i, 0, err
 		}
-		return appendJSONString(dst, v.scratch), end, nil
+		return debeziumjson.AppendString(dst, v.scratch), end, kindString, nil
 	case c == '-' || ('0' <= c && c <= '9'):
 		end, ok := jsontext.SkipValue(b, i)
 		if !ok {
-			return dst, i, jsontext.ErrSyntax
+			return dst, i, 0, jsontext.ErrSyntax
 		}
-		out, err := appendNumber(dst, b[i:end])
-		return out, end, err
-	default:
-		for _, lit := range [...]string{"true", "false", "null"} {
-			if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
-				return append(dst, lit...), i + len(lit), nil
-			}
-		}
-		return dst, i, jsontext.ErrSyntax
+		return appendNumber(dst, b[i:end], end, strict)
 	}
+	for _, lit := range [...]string{"true", "false", "null"} {
+		if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+			kind := kindBool
+			if lit == "null" {
+				kind = kindNull
+			}
+			return append(dst, lit...), i + len(lit), kind, nil
+		}
+	}
+	return dst, i, 0, jsontext.ErrSyntax
+}
+
+// appendNumber writes a JSON number: an integer as it is, anything with a
+// fraction or an exponent as Java's Double.toString writes the double.
+func appendNumber(dst, num []byte, end int, strict bool) ([]byte, int, int, error) {
+	for _, c := range num {
+		if c == '.' || c == 'e' || c == 'E' {
+			f, err := strconv.ParseFloat(string(num), 64)
+			switch {
+			case errors.Is(err, strconv.ErrRange):
+				// Beyond a double (Jackson would print Infinity, which is
+				// not JSON): the number as it is.
+				return append(dst, num...), end, kindDouble, nil
+			case err != nil:
+				return dst, end, 0, jsontext.ErrSyntax
+			}
+			return debeziumjson.AppendDouble(dst, f), end, kindDouble, nil
+		}
+	}
+	n, err := strconv.ParseInt(string(num), 10, 64)
+	switch {
+	case err == nil && n >= math.MinInt32 && n <= math.MaxInt32:
+		return append(dst, num...), end, kindInt, nil
+	case err == nil:
+		return append(dst, num...), end, kindLong, nil
+	case !errors.Is(err, strconv.ErrRange):
+		return dst, end, 0, jsontext.ErrSyntax
+	case strict:
+		return dst, end, 0, errComplex // Debezium fails on it
+	}
+	return append(dst, num...), end, kindLong, nil
 }
 
 // object writes the object at b[i], leaving out null and empty-array
 // members.
-func (v *jsonValue) object(dst, b []byte, i int) ([]byte, int, error) {
+func (v *jsonValue) object(dst, b []byte, i int, strict bool) ([]byte, int, error) {
 	dst = append(dst, '{')
 	i = jsontext.SkipSpace(b, i+1)
-	first := true
 	if i < len(b) && b[i] == '}' {
 		return append(dst, '}'), i + 1, nil
 	}
+	first := true
 	for {
 		if i >= len(b) || b[i] != '"' {
 			return dst, i, jsontext.ErrSyntax
@@ -112,7 +183,6 @@ func (v *jsonValue) object(dst, b []byte, i int) ([]byte, int, error) {
 			}
 			i = end
 		} else {
-			mark := len(dst)
 			if !first {
 				dst = append(dst, ',')
 			}
@@ -120,10 +190,10 @@ func (v *jsonValue) object(dst, b []byte, i int) ([]byte, int, error) {
 			if v.scratch, err = jsontext.AppendUnquoted(v.scratch[:0], key); err != nil {
 				return dst, i, err
 			}
-			dst = appendJSONString(dst, v.scratch)
+			dst = debeziumjson.AppendString(dst, v.scratch)
 			dst = append(dst, ':')
-			if dst, i, err = v.value(dst, b, i); err != nil {
-				return dst[:mark], i, err
+			if dst, i, _, err = v.value(dst, b, i, strict); err != nil {
+				return dst, i, err
 			}
 			first = false
 		}
@@ -147,31 +217,58 @@ func dropped(b []byte, i int) bool {
 		return true
 	}
 	if i < len(b) && b[i] == '[' {
-		return jsontext.SkipSpace(b, i+1) < len(b) && b[jsontext.SkipSpace(b, i+1)] == ']'
+		j := jsontext.SkipSpace(b, i+1)
+		return j < len(b) && b[j] == ']'
 	}
 	return false
 }
 
-// array writes the array at b[i], every element kept.
-func (v *jsonValue) array(dst, b []byte, i int) ([]byte, int, error) {
+// array writes the array at b[i], every element kept. Strictly, its
+// elements must be scalars of one kind besides nulls, at least one of
+// them not null: anything else Debezium's schema inference reshapes.
+func (v *jsonValue) array(dst, b []byte, i int, strict bool) ([]byte, int, error) {
 	dst = append(dst, '[')
+	open := i
 	i = jsontext.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return append(dst, ']'), i + 1, nil
+	}
+	elem := kindNull
+	if strict && i < len(b) && b[i] == '{' {
+		if !uniformObjects(b, open) {
+			return dst, i, errComplex
+		}
+		elem = kindObject // checked: written as they are
 	}
 	for n := 0; ; n++ {
 		if n > 0 {
 			dst = append(dst, ',')
 		}
+		var kind int
 		var err error
-		if dst, i, err = v.value(dst, b, i); err != nil {
+		if dst, i, kind, err = v.value(dst, b, i, strict); err != nil {
 			return dst, i, err
+		}
+		if strict {
+			switch {
+			case kind == kindObject && elem == kindObject:
+			case kind == kindObject || kind == kindArray:
+				return dst, i, errComplex
+			case kind == kindNull:
+			case elem == kindNull:
+				elem = kind
+			case kind != elem:
+				return dst, i, errComplex
+			}
 		}
 		i = jsontext.SkipSpace(b, i)
 		switch {
 		case i >= len(b):
 			return dst, i, jsontext.ErrSyntax
 		case b[i] == ']':
+			if strict && elem == kindNull {
+				return dst, i, errComplex // nulls only
+			}
 			return append(dst, ']'), i + 1, nil
 		case b[i] != ',':
 			return dst, i, jsontext.ErrSyntax
@@ -180,92 +277,88 @@ func (v *jsonValue) array(dst, b []byte, i int) ([]byte, int, error) {
 	}
 }
 
-// appendNumber writes a JSON number: an integer as it is, anything with a
-// fraction or an exponent as Java's Double.toString writes the double.
-func appendNumber(dst, num []byte) ([]byte, error) {
-	integer := true
-	for _, c := range num {
-		if c == '.' || c == 'e' || c == 'E' {
-			integer = false
+// maxUniformMembers bounds the members uniformObjects compares without
+// allocating; objects with more take Debezium's schema inference.
+const maxUniformMembers = 32
+
+// uniformObjects reports whether the array at b[i] holds only objects with the same members in the same order, each a
+// string, boolean or number of the same Jackson kind in every object, none
+// null. Debezium writes such an array as it is (the union of the members
+// is each object's own), so the streaming path can too; any other array of
+// objects goes through its schema inference.
+func uniformObjects(b []byte, i int) bool {
+	end, ok := jsontext.SkipValue(b, i)
+	if !ok {
+		return false
+	}
+	var keys [maxUniformMembers][]byte
+	var kinds [maxUniformMembers]int
+	count := -1
+	j := jsontext.SkipSpace(b, i+1)
+	for j < end-1 {
+		elemEnd, ok := jsontext.SkipValue(b, j)
+		if !ok || b[j] != '{' {
+			return false
+		}
+		obj, _, err := jsontext.OpenObject(b[j:elemEnd])
+		if err != nil {
+			return false
+		}
+		n := 0
+		for {
+			key, raw, more, err := obj.Next()
+			if err != nil {
+				return false
+			}
+			if !more {
+				break
+			}
+			kind := scalarKind(raw)
+			if kind < 0 || n == maxUniformMembers {
+				return false
+			}
+			if count < 0 {
+				keys[n], kinds[n] = key, kind
+			} else if n >= count || string(keys[n]) != string(key) || kinds[n] != kind {
+				return false
+			}
+			n++
+		}
+		if count < 0 {
+			count = n
+		} else if n != count {
+			return false
+		}
+		j = jsontext.SkipSpace(b, elemEnd)
+		if j < len(b) && b[j] == ',' {
+			j = jsontext.SkipSpace(b, j+1)
 		}
 	}
-	if integer {
-		if _, err := strconv.ParseFloat(string(num), 64); err != nil && !errors.Is(err, strconv.ErrRange) {
-			return dst, jsontext.ErrSyntax
-		}
-		return append(dst, num...), nil
-	}
-	f, err := strconv.ParseFloat(string(num), 64)
-	if err != nil {
-		return dst, jsontext.ErrSyntax
-	}
-	return appendJavaDouble(dst, f), nil
+	return count >= 0
 }
 
-// appendJavaDouble writes f as Java's Double.toString does (Java 19+: the
-// shortest digits that read back as f): plain decimal notation with at
-// least one fraction digit for 10^-3 ≤ |f| < 10^7, else d.ddd…E±n.
-func appendJavaDouble(dst []byte, f float64) []byte {
-	if f == 0 {
-		return append(dst, "0.0"...) // Debezium writes -0.0 as 0.0 too (jsonb keeps 0.0)
-	}
-	var buf [32]byte
-	e := strconv.AppendFloat(buf[:0], f, 'e', -1, 64) // -d.ddde±XX
-	neg := e[0] == '-'
-	if neg {
-		e = e[1:]
-	}
-	mant, exp := e, 0
-	for k := 0; k < len(e); k++ {
-		if e[k] == 'e' {
-			mant = e[:k]
-			exp, _ = strconv.Atoi(string(e[k+1:]))
-			break
+// scalarKind is the kind of a non-null scalar JSON value, -1 for anything
+// else.
+func scalarKind(raw []byte) int {
+	switch c := raw[0]; {
+	case c == '"':
+		return kindString
+	case c == 't' || c == 'f':
+		return kindBool
+	case c == '-' || ('0' <= c && c <= '9'):
+		for _, d := range raw {
+			if d == '.' || d == 'e' || d == 'E' {
+				return kindDouble
+			}
 		}
-	}
-	var digits [24]byte
-	nd := 0
-	for _, c := range mant {
-		if c != '.' {
-			digits[nd] = c
-			nd++
-		}
-	}
-	if neg {
-		dst = append(dst, '-')
-	}
-	abs := f
-	if abs < 0 {
-		abs = -abs
-	}
-	if abs >= 1e-3 && abs < 1e7 {
-		// Plain: the point after exp+1 digits.
-		point := exp + 1
+		n, err := strconv.ParseInt(string(raw), 10, 64)
 		switch {
-		case point <= 0:
-			dst = append(dst, '0', '.')
-			for k := 0; k < -point; k++ {
-				dst = append(dst, '0')
-			}
-			return append(dst, digits[:nd]...)
-		case point >= nd:
-			dst = append(dst, digits[:nd]...)
-			for k := nd; k < point; k++ {
-				dst = append(dst, '0')
-			}
-			return append(dst, '.', '0')
-		default:
-			dst = append(dst, digits[:point]...)
-			dst = append(dst, '.')
-			return append(dst, digits[point:nd]...)
+		case err != nil:
+			return -1
+		case n >= math.MinInt32 && n <= math.MaxInt32:
+			return kindInt
 		}
+		return kindLong
 	}
-	dst = append(dst, digits[0], '.')
-	if nd == 1 {
-		dst = append(dst, '0')
-	} else {
-		dst = append(dst, digits[1:nd]...)
-	}
-	dst = append(dst, 'E')
-	return strconv.AppendInt(dst, int64(exp), 10)
+	return -1
 }

@@ -18,7 +18,7 @@ var java17 = map[string]string{
 
 func fixtures(t *testing.T) *debeziumtest.Fixtures {
 	t.Helper()
-	f, err := debeziumtest.ReadFixtures("../" + debeziumtest.FixtureDir)
+	f, err := debeziumtest.ReadFixtures("../../" + debeziumtest.FixtureDir)
 	if err != nil {
 		t.Fatal(err)
 	}
