@@ -59,7 +59,7 @@ var outboxTable = map[string]replication.Column{
 	"created_at":     {TypeOID: oidTimestamptz, BaseOID: oidTimestamptz, Type: "timestamp with time zone", NotNull: true},
 	"tenant":         {TypeOID: 90001, BaseOID: oidUUID, Type: "tenant_id"}, // a domain over uuid
 	"occurred_ms":    {TypeOID: oidInt8, BaseOID: oidInt8, Type: "bigint"},
-	"amount":         {TypeOID: 1700, BaseOID: 1700, Type: "numeric"},
+	"span":           {TypeOID: 1186, BaseOID: 1186, Type: "interval"},
 }
 
 func header(hs []kafka.Header, key string) (string, bool) {
@@ -250,7 +250,7 @@ func TestNewChecksColumns(t *testing.T) {
 		want string
 	}{
 		{"missing header column", func(c *Config) { c.HeaderColumns = []HeaderColumn{{"nope", "nope"}} }, `--header-columns: column "nope" does not exist in the outbox table public.outbox`},
-		{"header column type", func(c *Config) { c.HeaderColumns = []HeaderColumn{{"amount", "amount"}} }, `--header-columns: column "amount" of public.outbox is of type numeric`},
+		{"header column type", func(c *Config) { c.HeaderColumns = []HeaderColumn{{"span", "span"}} }, `--header-columns: column "span" of public.outbox is of type interval`},
 		{"missing timestamp column", func(c *Config) { c.TimestampColumn = "nope" }, `--timestamp-column: column "nope" does not exist in the outbox table public.outbox`},
 		{"timestamp column type", func(c *Config) { c.TimestampColumn = "aggregate_type" }, `--timestamp-column: column "aggregate_type" of public.outbox is of type text: use a column of type timestamptz`},
 		{"avro key without registry", func(c *Config) { c.KeyFormat = KeyAvro }, "--schema-registry-url: is required"},

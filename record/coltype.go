@@ -24,6 +24,7 @@ const (
 	oidTimestamptz = 1184
 	oidUUID        = 2950
 	oidJSONB       = 3802
+	oidNumeric     = 1700
 )
 
 // headerConv appends a column's header text in Debezium's form. typmod is
@@ -34,9 +35,10 @@ type headerConv func(dst, text []byte, typmod int32) ([]byte, error)
 // or nil when the type has no header form.
 func headerConverter(oid uint32) headerConv {
 	switch oid {
-	case oidText, oidVarchar, oidBpchar, oidName, oidUUID, oidInt2, oidInt4, oidInt8, oidJSON, oidJSONB:
+	case oidText, oidVarchar, oidBpchar, oidName, oidUUID, oidInt2, oidInt4, oidInt8, oidJSON, oidJSONB, oidNumeric:
 		// pgoutput's text is already Debezium's: uuids in lowercase,
-		// integers in decimal, json as its text.
+		// integers in decimal, json as its text, numeric with its scale
+		// (decimal.handling.mode=precise: 12.50).
 		return appendAsIs
 	case oidBool:
 		return appendBool
@@ -51,7 +53,7 @@ func headerConverter(oid uint32) headerConv {
 }
 
 // HeaderTypes lists the types --header-columns supports, for messages.
-const HeaderTypes = "text, varchar, char, name, uuid, smallint, integer, bigint, boolean, json, jsonb, timestamptz, timestamp or date"
+const HeaderTypes = "text, varchar, char, name, uuid, smallint, integer, bigint, numeric, boolean, json, jsonb, timestamptz, timestamp or date"
 
 // TimestampTypes lists the types --timestamp-column supports, for messages.
 const TimestampTypes = "timestamptz, timestamp (read as UTC) or bigint (epoch milliseconds)"

@@ -83,6 +83,55 @@ func TestKeysMatchDebezium(t *testing.T) {
 	}
 }
 
+// headerTypes maps the captured column types to their base type oids.
+var headerTypes = map[string]uint32{
+	"uuid": oidUUID, "smallint": oidInt2, "integer": oidInt4, "bigint": oidInt8,
+	"timestamptz": oidTimestamptz, "timestamptz(3)": oidTimestamptz, "timestamptz(0)": oidTimestamptz,
+	"timestamp": oidTimestamp, "timestamp(3)": oidTimestamp, "timestamp(0)": oidTimestamp,
+	"text": oidText, "boolean": oidBool, "date": oidDate, "jsonb": oidJSONB, "json": oidJSON,
+	"varchar(20)": oidVarchar, "char(5)": oidBpchar, "numeric(10,2)": oidNumeric,
+	"bigserial (header id)": oidInt8, "uuid (header id)": oidUUID,
+}
+
+// TestHeadersMatchDebezium: every --header-columns conversion turns the
+// text pgoutput sends (captured with the relay's DateStyle and TimeZone)
+// and the column's type modifier into the header bytes Debezium wrote.
+func TestHeadersMatchDebezium(t *testing.T) {
+	f := fixtures(t)
+	compared := 0
+	for _, h := range f.Headers {
+		oid, ok := headerTypes[h.ColumnType]
+		if !ok {
+			t.Errorf("captured column type %q has no oid in this test", h.ColumnType)
+			continue
+		}
+		switch h.Header {
+		case "null":
+			if h.PGText != "" {
+				t.Errorf("%s %s: Debezium wrote a null header for %q", h.ColumnType, h.SQLValue, h.PGText)
+			}
+			continue // a NULL column: Build writes a null header (TestBuildFormats)
+		case "absent", "missing":
+			continue
+		}
+		if h.PGText == "" && h.Text != "" {
+			if strings.Contains(h.ColumnType, "header id") {
+				continue // the id header: the id column's text, as is
+			}
+			t.Errorf("%s %s: no pgoutput text captured", h.ColumnType, h.SQLValue)
+			continue
+		}
+		got, err := headerConverter(oid)(nil, []byte(h.PGText), h.Typmod)
+		if want := fixtureBytes(t, h.Header); err != nil || string(got) != string(want) {
+			t.Errorf("%s %s (written under %s, pgoutput %q): got %q, %v; want %q", h.ColumnType, h.SQLValue, h.SessionTimezone, h.PGText, got, err, want)
+		}
+		compared++
+	}
+	if compared < 30 {
+		t.Errorf("only %d header values compared", compared)
+	}
+}
+
 // debeziumValueDifferences are the captured payloads whose Debezium value
 // the relay does not reproduce, and why: Connect ran on Java 17, whose
 // Double.toString is not always the shortest form.

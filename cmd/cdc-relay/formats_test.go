@@ -32,7 +32,7 @@ const formatsDDL = `CREATE TABLE %s (
 	occurred_at timestamptz,
 	seq bigint,
 	local_ts timestamp,
-	amount numeric
+	span interval
 )`
 
 // TestDebeziumShapedRecords: --key-format json, --value-format json (no
@@ -176,7 +176,7 @@ func TestRecordColumnsConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"missing header column", []string{"--header-columns", "tenant,nope"}, `--header-columns: column "nope" does not exist`},
-		{"header column type", []string{"--header-columns", "amount"}, `--header-columns: column "amount" of public.` + f.table + ` is of type numeric`},
+		{"header column type", []string{"--header-columns", "span"}, `--header-columns: column "span" of public.` + f.table + ` is of type interval`},
 		{"timestamp column type", []string{"--timestamp-column", "tenant"}, `--timestamp-column: column "tenant" of public.` + f.table + ` is of type uuid`},
 		{"missing timestamp column", []string{"--timestamp-column", "nope"}, `--timestamp-column: column "nope" does not exist`},
 	} {

@@ -130,6 +130,34 @@ var keyCases = []string{
 	"",
 }
 
+// relayText reads a stored cap_outbox column the way pgoutput sends it to
+// the relay, whose replication connection sets DateStyle ISO and TimeZone
+// UTC, and the column's type modifier.
+func relayText(t *testing.T, ctx context.Context, conn *pgx.Conn, column, id string) (string, int32) {
+	t.Helper()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var text *string
+	var mod int32
+	if _, err := tx.Exec(ctx, "SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO'"); err != nil {
+		t.Fatal(err)
+	}
+	// concat uses the type's output function, as pgoutput does (a cast to
+	// text would write a boolean as "true", pgoutput writes "t").
+	q := fmt.Sprintf(`SELECT CASE WHEN %[1]s IS NULL THEN NULL ELSE concat(%[1]s) END, (SELECT atttypmod FROM pg_attribute WHERE attrelid = 'public.cap_outbox'::regclass AND attname = $2)
+		FROM public.cap_outbox WHERE id::text = $1`, pgx.Identifier{column}.Sanitize())
+	if err := tx.QueryRow(ctx, q, id, column).Scan(&text, &mod); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	if text == nil {
+		return "", mod
+	}
+	return *text, mod
+}
+
 // headerCase is one header column value, written under a session TimeZone.
 type headerCase struct {
 	column, value, tz string
@@ -412,9 +440,12 @@ func runCapture(t *testing.T) capture {
 		rowOf["cap_outbox/"+keyIDs[i]] = "key " + strconv.Quote(k)
 	}
 	headerIDs := make([]string, len(headerCases))
+	pgText := make([]string, len(headerCases))
+	typmod := make([]int32, len(headerCases))
 	for i, h := range headerCases {
 		headerIDs[i] = insert("cap_outbox", h.tz, common+", "+h.column, fmt.Sprintf("'Header', 'h%d', 'HeaderCase', '{}', %s", i, h.value))
 		rowOf["cap_outbox/"+headerIDs[i]] = h.column + " = " + h.value
+		pgText[i], typmod[i] = relayText(t, ctx, conn, h.column, headerIDs[i])
 	}
 	valueIDs := make([]string, len(valueCases))
 	jsonbText := make([]string, len(valueCases))
@@ -593,7 +624,8 @@ func runCapture(t *testing.T) capture {
 	}
 	for i, h := range headerCases {
 		r, ok := byConn["cap-string"][headerIDs[i]]
-		f := HeaderFixture{Column: h.column, ColumnType: types[h.column], SQLValue: h.value, SessionTimezone: h.tz, Header: "missing"}
+		f := HeaderFixture{Column: h.column, ColumnType: types[h.column], SQLValue: h.value, SessionTimezone: h.tz, Header: "missing",
+			PGText: pgText[i], Typmod: typmod[i]}
 		if ok {
 			v, has := r.Header(h.column)
 			switch {

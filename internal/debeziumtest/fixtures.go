@@ -34,6 +34,12 @@ type HeaderFixture struct {
 	// "absent" when there is no header, "missing" when there was no record.
 	Header string `json:"header"`
 	Text   string `json:"text"`
+	// PGText is the stored value's text as pgoutput sends it to the relay
+	// (DateStyle ISO, TimeZone UTC): the input of the relay's conversion.
+	PGText string `json:"pg_text,omitempty"`
+	// Typmod is the column's type modifier (pg_attribute.atttypmod), as
+	// the Relation message carries it.
+	Typmod int32 `json:"typmod"`
 }
 
 // ValueFixture is the record value one jsonb payload became (values.json)
