@@ -50,8 +50,8 @@ const (
 	// relay (PostgreSQL 14+, --message-prefix, default "outbox") publishes it
 	// exactly like a row: same topic, key, id and headers, and, per
 	// aggregate, in the order of the transaction, rows and messages mixed.
-	// The relay's --table must still exist for its publication; it stays
-	// empty.
+	// A service that writes only messages needs no outbox table: the relay
+	// then runs with --table ''.
 	ModeMessage
 )
 

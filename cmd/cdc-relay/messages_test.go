@@ -291,3 +291,43 @@ func TestMessagePrefixOnOldServer(t *testing.T) {
 	}
 	c.waitIDs(60*time.Second, ids)
 }
+
+// TestTablelessOnly: with --table '' the relay needs no outbox table at
+// all: it creates an empty publication and publishes the logical messages;
+// without a message prefix either it has nothing to publish and exits 2.
+func TestTablelessOnly(t *testing.T) {
+	applyOutboxSQL(t)
+	f := newFixture(t, "")
+	prefix := "outbox_" + f.name
+	args := f.args("--message-prefix", prefix)
+	setFlag(args, "--table", "")
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, args)
+	r.waitStreaming(60 * time.Second)
+	var tables int
+	conn := connect(t)
+	ctx := context.Background()
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_publication_tables WHERE pubname = $1", f.publication).Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("publication %s publishes %d tables (%v), want none", f.publication, tables, err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg := uuidFor(540)
+	lsn := emit(t, ctx, tx, prefix, "Order", agg, "OrderCreated", orderCreated(agg, 1), nil)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the message in Kafka", func() bool { return distinctIDs(c.records())[lsn] == 1 })
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+
+	none := f.args("--message-prefix", "")
+	setFlag(none, "--table", "")
+	var stderr strings.Builder
+	if code := run(none, env(nil), &stderr, &stderr); code != exitConfig || !strings.Contains(stderr.String(), "--table: is empty and so is --message-prefix") {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+}
