@@ -9,7 +9,7 @@
 // if missing. --mode message writes the same events, with the same code, as
 // transactional logical decoding messages (outbox.ModeMessage, PostgreSQL
 // 14+): the outbox table then stays empty (a relay serving only such
-// writers runs with --table ”). Payloads are checked against --schemas-dir before they are
+// writers runs with an empty --table). Payloads are checked against --schemas-dir before they are
 // written. It prints one line per order and exits 0 when done; SIGTERM
 // stops it early (exit 0). Exit 1 on a failure, 2 on bad flags.
 package main
