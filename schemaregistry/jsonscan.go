@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"strconv"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/cdc-relay/cdc-relay/internal/jsontext"
 )
 
 // This file scans JSON text in place: no tokens, no reflection, no
@@ -119,7 +119,7 @@ func (e *enc) str() (raw []byte, escaped bool, err *PayloadError) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
-				if i+6 > len(d) || !isHex4(d[i+2:i+6]) {
+				if _, ok := jsontext.Hex4(d[i+2:]); !ok {
 					e.pos = i
 					return nil, false, e.syntaxError(`invalid \u escape`)
 				}
@@ -189,80 +189,13 @@ func skipPlain(d []byte, i int) int {
 	return i + j
 }
 
-func isHex4(b []byte) bool {
-	for _, c := range b {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return false
-		}
-	}
-	return true
-}
-
-func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b {
-		r <<= 4
-		switch {
-		case c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a':
-			r |= rune(c - 'a' + 10)
-		default:
-			r |= rune(c - 'A' + 10)
-		}
-	}
-	return r
-}
-
 // unescape appends the decoded content of a JSON string whose raw content
-// str returned. The raw content was validated by str except for surrogate
-// pairing and UTF-8 validity, which are checked here.
+// str returned; the reason says why it cannot be decoded (invalid UTF-8,
+// an unpaired surrogate).
 func unescape(dst, raw []byte) ([]byte, string) {
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		if c != '\\' {
-			j := i + 1
-			for j < len(raw) && raw[j] != '\\' {
-				j++
-			}
-			if !utf8.Valid(raw[i:j]) {
-				return dst, "string is not valid UTF-8"
-			}
-			dst = append(dst, raw[i:j]...)
-			i = j
-			continue
-		}
-		switch raw[i+1] {
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r := hex4(raw[i+2 : i+6])
-			i += 6
-			if utf16.IsSurrogate(r) {
-				if r >= 0xdc00 || i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
-					return dst, `string has an unpaired \u surrogate`
-				}
-				r2 := hex4(raw[i+2 : i+6])
-				r = utf16.DecodeRune(r, r2)
-				if r == utf8.RuneError {
-					return dst, `string has an unpaired \u surrogate`
-				}
-				i += 6
-			}
-			dst = utf8.AppendRune(dst, r)
-			continue
-		default: // '"', '\\', '/'
-			dst = append(dst, raw[i+1])
-		}
-		i += 2
+	dst, err := jsontext.AppendUnescaped(dst, raw)
+	if err != nil {
+		return dst, err.Error()
 	}
 	return dst, ""
 }

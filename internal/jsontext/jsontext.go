@@ -201,30 +201,51 @@ func SkipValue(b []byte, i int) (int, bool) {
 	}
 }
 
+// Errors of AppendUnescaped besides ErrSyntax.
+var (
+	// ErrBadUTF8 means a string is not valid UTF-8.
+	ErrBadUTF8 = errors.New("string is not valid UTF-8")
+	// ErrSurrogate means a \u escape is half of a surrogate pair without
+	// the other half.
+	ErrSurrogate = errors.New(`string has an unpaired \u surrogate`)
+)
+
 // AppendUnquoted appends the contents of the JSON string literal q (quotes
-// included) to dst, resolving its escapes. It allocates nothing beyond
-// dst's growth.
+// included) to dst, resolving its escapes (see AppendUnescaped).
 func AppendUnquoted(dst, q []byte) ([]byte, error) {
 	if len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
 		return dst, ErrSyntax
 	}
-	s := q[1 : len(q)-1]
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	return AppendUnescaped(dst, q[1:len(q)-1])
+}
+
+// AppendUnescaped appends the decoded content of a JSON string, raw being
+// what stands between its quotes. A control character, a bad escape
+// (ErrSyntax), invalid UTF-8 (ErrBadUTF8) or an unpaired surrogate
+// (ErrSurrogate) is an error. It allocates nothing beyond dst's growth and
+// copies runs without escapes at once.
+func AppendUnescaped(dst, raw []byte) ([]byte, error) {
+	for i := 0; i < len(raw); {
+		c := raw[i]
 		if c != '\\' {
-			if c < 0x20 {
-				return dst, ErrSyntax
+			j := i
+			for j < len(raw) && raw[j] != '\\' {
+				if raw[j] < 0x20 {
+					return dst, ErrSyntax
+				}
+				j++
 			}
-			dst = append(dst, c)
+			if !utf8.Valid(raw[i:j]) {
+				return dst, ErrBadUTF8
+			}
+			dst = append(dst, raw[i:j]...)
+			i = j
 			continue
 		}
-		i++
-		if i == len(s) {
+		if i+1 >= len(raw) {
 			return dst, ErrSyntax
 		}
-		switch s[i] {
-		case '"', '\\', '/':
-			dst = append(dst, s[i])
+		switch raw[i+1] {
 		case 'b':
 			dst = append(dst, '\b')
 		case 'f':
@@ -235,32 +256,39 @@ func AppendUnquoted(dst, q []byte) ([]byte, error) {
 			dst = append(dst, '\r')
 		case 't':
 			dst = append(dst, '\t')
+		case '"', '\\', '/':
+			dst = append(dst, raw[i+1])
 		case 'u':
-			r, ok := hex4(s[i+1:])
+			r, ok := Hex4(raw[i+2:])
 			if !ok {
 				return dst, ErrSyntax
 			}
-			i += 4
+			i += 6
 			if utf16.IsSurrogate(r) {
-				if i+6 < len(s) && s[i+1] == '\\' && s[i+2] == 'u' {
-					if lo, ok := hex4(s[i+3:]); ok {
-						if d := utf16.DecodeRune(r, lo); d != utf8.RuneError {
-							r = d
-							i += 6
-						}
-					}
+				if r >= 0xdc00 || i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+					return dst, ErrSurrogate
 				}
+				r2, ok := Hex4(raw[i+2:])
+				if !ok {
+					return dst, ErrSyntax
+				}
+				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
+					return dst, ErrSurrogate
+				}
+				i += 6
 			}
 			dst = utf8.AppendRune(dst, r)
+			continue
 		default:
 			return dst, ErrSyntax
 		}
+		i += 2
 	}
 	return dst, nil
 }
 
-// hex4 reads four hex digits.
-func hex4(b []byte) (rune, bool) {
+// Hex4 reads the four hex digits at the start of b.
+func Hex4(b []byte) (rune, bool) {
 	if len(b) < 4 {
 		return 0, false
 	}
