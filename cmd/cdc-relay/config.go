@@ -277,9 +277,15 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (*Conf
 			vals[s.name] = &tables.joined
 			continue
 		}
+		if isBoolSetting(s) {
+			b := &boolValue{v: s.def}
+			fs.Var(b, s.name, help)
+			vals[s.name] = &b.v
+			continue
+		}
 		vals[s.name] = fs.String(s.name, s.def, help)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(joinBoolArgs(args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(out, "Usage: cdc-relay run [flags]\n\nEvery flag also reads CDC_RELAY_<FLAG_IN_UPPER_SNAKE>; precedence is flag > env > --config YAML > default.")
 			fs.SetOutput(out)
@@ -347,6 +353,44 @@ func LoadConfig(args []string, getenv func(string) string, out io.Writer) (*Conf
 	_, inYAML := y.get("message-prefix")
 	c.MessagePrefixSet = source["message-prefix"] != "" || inYAML
 	return c, nil
+}
+
+// isBoolSetting reports whether a setting is true or false.
+func isBoolSetting(s setting) bool { return s.def == "true" || s.def == "false" }
+
+// boolValue is a true/false flag: a bare --flag means true; --flag=false,
+// and --flag true or --flag false (joinBoolArgs), work too. Any other value
+// is kept for buildConfig to refuse, naming the flag.
+type boolValue struct{ v string }
+
+func (b *boolValue) String() string     { return b.v }
+func (b *boolValue) Set(v string) error { b.v = v; return nil }
+func (b *boolValue) IsBoolFlag() bool   { return true }
+
+// joinBoolArgs turns "--flag value" of a true/false setting into
+// "--flag=value": the flag package would take a bare boolean flag and leave
+// the value as an argument. (The command takes no arguments, so a word
+// after such a flag is its value; a wrong one is refused naming the flag.)
+func joinBoolArgs(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		name := strings.TrimLeft(a, "-")
+		if a != name && !strings.Contains(name, "=") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			for _, s := range settings {
+				if s.name == name && isBoolSetting(s) {
+					a = a + "=" + args[i+1]
+					i++
+					break
+				}
+			}
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // listValue is a flag that may be repeated; joined holds the values

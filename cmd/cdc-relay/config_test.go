@@ -113,6 +113,38 @@ func TestSeveralTables(t *testing.T) {
 	}
 }
 
+// TestBoolFlags: a true/false setting takes a bare flag, --flag=value and
+// --flag value.
+func TestBoolFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		tombstones bool
+		tls        bool
+	}{
+		{[]string{"--tombstone-on-null-payload"}, true, false},
+		{[]string{"--tombstone-on-null-payload", "--kafka-tls"}, true, true},
+		{[]string{"--tombstone-on-null-payload", "true", "--kafka-tls", "false"}, true, false},
+		{[]string{"--tombstone-on-null-payload=false", "--kafka-tls=true"}, false, true},
+		{[]string{"-kafka-tls", "true"}, false, true},
+		{nil, false, false},
+	} {
+		c, err := LoadConfig(append(append([]string{}, required...), tc.args...), env(nil), &bytes.Buffer{})
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if c.Tombstones != tc.tombstones || c.KafkaTLS != tc.tls {
+			t.Errorf("%v: tombstones %v, tls %v", tc.args, c.Tombstones, c.KafkaTLS)
+		}
+	}
+	if _, err := LoadConfig(append(append([]string{}, required...), "--cloudevents", "--cloudevents-source", "/x"), env(nil), &bytes.Buffer{}); err != nil {
+		t.Fatalf("bare --cloudevents: %v", err)
+	}
+	_, err := LoadConfig(append(append([]string{}, required...), "--cloudevents=yes"), env(nil), &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "--cloudevents") {
+		t.Fatalf("--cloudevents=yes: %v", err)
+	}
+}
+
 // TestJSONNeedsNoRegistry: with --value-format json and a non-Avro key, the
 // registry settings are optional.
 func TestJSONNeedsNoRegistry(t *testing.T) {
