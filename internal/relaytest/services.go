@@ -19,8 +19,9 @@ type ServiceOptions struct {
 	Kafka kafkatest.Options
 	// Ready, when set, is called once for each service that started, in the
 	// order they became ready, with its name ("postgres", "kafka",
-	// "registry") and how long it took; default nil.
-	Ready func(name string, took time.Duration)
+	// "registry"), its address (host:port; the registry's URL) and how long
+	// it took; default nil.
+	Ready func(name, addr string, took time.Duration)
 }
 
 // Services are a private PostgreSQL cluster, Kafka broker and schema
@@ -40,21 +41,42 @@ type Services struct {
 func StartServices(o ServiceOptions) (*Services, error) {
 	s := &Services{}
 	type result struct {
-		name string
-		took time.Duration
-		err  error
+		name, addr string
+		took       time.Duration
+		err        error
 	}
 	// Each goroutine sets only its own field of s before it sends, so the
 	// receive below orders that write before any read.
 	results := make(chan result, 3)
-	start := func(name string, f func() error) {
+	start := func(name string, f func() (string, error)) {
 		t := time.Now()
-		err := f()
-		results <- result{name, time.Since(t), err}
+		addr, err := f()
+		results <- result{name, addr, time.Since(t), err}
 	}
-	go start("postgres", func() (err error) { s.PG, err = pgtest.Start(o.PG); return err })
-	go start("kafka", func() (err error) { s.Broker, err = kafkatest.Start(o.Kafka); return err })
-	go start("registry", func() (err error) { s.Registry, err = registrytest.Start(); return err })
+	go start("postgres", func() (string, error) {
+		c, err := pgtest.Start(o.PG)
+		if err != nil {
+			return "", err
+		}
+		s.PG = c
+		return fmt.Sprintf("127.0.0.1:%d", c.Port()), nil
+	})
+	go start("kafka", func() (string, error) {
+		b, err := kafkatest.Start(o.Kafka)
+		if err != nil {
+			return "", err
+		}
+		s.Broker = b
+		return b.Addr(), nil
+	})
+	go start("registry", func() (string, error) {
+		r, err := registrytest.Start()
+		if err != nil {
+			return "", err
+		}
+		s.Registry = r
+		return r.URL(), nil
+	})
 	var errs []error
 	for range 3 {
 		r := <-results
@@ -63,7 +85,7 @@ func StartServices(o ServiceOptions) (*Services, error) {
 			continue
 		}
 		if o.Ready != nil {
-			o.Ready(r.name, r.took)
+			o.Ready(r.name, r.addr, r.took)
 		}
 	}
 	return s, errors.Join(errs...)
