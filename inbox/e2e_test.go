@@ -51,7 +51,7 @@ func TestEndToEnd(t *testing.T) {
 	accrued := func() int64 { n, _ := queryInt(url, "SELECT count(*) FROM bonus_accruals"); return n }
 	killRelay := func(at int64) {
 		waitFor(t, 120*time.Second, fmt.Sprintf("%d orders placed", at), func() bool { return placed() >= at })
-		relays[len(relays)-1].kill()
+		relays[len(relays)-1].Kill()
 		t.Logf("relay killed at %d orders", placed())
 		relays = append(relays, start(t, "relay", relayBin, relayArgv...))
 	}
@@ -59,7 +59,7 @@ func TestEndToEnd(t *testing.T) {
 		// Mid-batch: while the consumers are applying events.
 		waitFor(t, 120*time.Second, fmt.Sprintf("%d accruals", at), func() bool { return accrued() >= at })
 		name := []string{"loyalty-a", "loyalty-b"}[i]
-		consumers[i].kill()
+		consumers[i].Kill()
 		t.Logf("%s killed at %d accruals", name, accrued())
 		killed = append(killed, consumers[i])
 		consumers[i] = start(t, name, loyaltyBin, loyaltyArgs...)
@@ -83,8 +83,8 @@ func TestEndToEnd(t *testing.T) {
 	killRelay(now + 250)
 	killConsumer(0, accrued()+40)
 	waitFor(t, 120*time.Second, "orders after the last kill", func() bool { return placed() >= now+350 })
-	writer.cmd.Process.Signal(syscall.SIGTERM)
-	if code := writer.wait(60 * time.Second); code != 0 {
+	writer.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := writer.Wait(60 * time.Second); code != 0 {
 		t.Fatalf("orders exited %d", code)
 	}
 	orders := mustInt(t, url, "SELECT count(*) FROM orders")
@@ -143,8 +143,8 @@ func TestEndToEnd(t *testing.T) {
 	// counted by the consumer that skipped it.
 	dups, dlq := 0, 0
 	for _, p := range append(consumers, killed...) {
-		dups += len(p.lines("duplicate "))
-		dlq += strings.Count(p.output(), "dead-letter topic")
+		dups += len(p.Lines("duplicate "))
+		dlq += strings.Count(p.Output(), "dead-letter topic")
 	}
 	t.Logf("%d events, %d orders (%d cancelled), %d records in Kafka (%d relay duplicates), %d duplicates skipped by the consumers",
 		events, orders, cancelled, len(recs), len(recs)-len(ids), dups)
@@ -268,7 +268,7 @@ func TestEndToEndTableless(t *testing.T) {
 	// Kill the relay once part of the big transaction is in Kafka.
 	before := int64(bigTx * perTx)
 	waitFor(t, 60*time.Second, "the big transaction under way in Kafka", func() bool { return endOffsets(t, topic, 3) >= before+bigN/10 })
-	relay.kill()
+	relay.Kill()
 	inKafka := endOffsets(t, topic, 3)
 	atKill := written.Load()
 	t.Logf("relay killed with %d records in Kafka, %d events written", inKafka, atKill)

@@ -7,21 +7,15 @@ package inbox
 // srclient), not with this package's code.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +29,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 	"github.com/cdc-relay/cdc-relay/internal/registrytest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
 var (
@@ -65,54 +60,20 @@ func testMain(m *testing.M) int {
 	defer os.RemoveAll(tmp)
 	relayBin, ordersBin, loyaltyBin = filepath.Join(tmp, "cdc-relay"), filepath.Join(tmp, "orders"), filepath.Join(tmp, "loyalty")
 
-	var wg sync.WaitGroup
-	errs := make(chan error, 6)
-	start := func(what string, f func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(); err != nil {
-				errs <- fmt.Errorf("%s: %w", what, err)
-			}
-		}()
-	}
-	start("build", func() error {
-		cmd := exec.Command("go", "build", "-o", tmp+"/", "./cmd/cdc-relay", "./examples/orders", "./examples/loyalty")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%v\n%s", err, out)
-		}
-		return nil
-	})
-	start("start PostgreSQL", func() (err error) {
-		pg, err = pgtest.Start(pgtest.Options{Settings: map[string]string{"wal_sender_timeout": "10s"}})
-		return err
-	})
-	start("start Kafka", func() (err error) {
-		broker, err = kafkatest.Start(kafkatest.Options{ExtraConfig: map[string]string{
-			"num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}})
-		return err
-	})
-	start("start schema registry", func() (err error) {
-		registry, err = registrytest.Start()
-		return err
-	})
-	wg.Wait()
-	close(errs)
-	defer func() {
-		if pg != nil {
-			pg.Close()
-		}
-		if broker != nil {
-			broker.Close()
-		}
-		if registry != nil {
-			registry.Close()
-		}
+	built := make(chan error, 1)
+	go func() {
+		built <- relaytest.Build(root, tmp, nil, "./cmd/cdc-relay", "./examples/orders", "./examples/loyalty")
 	}()
-	for err := range errs {
+	svc, err := relaytest.StartServices(relaytest.ServiceOptions{
+		PG: pgtest.Options{Settings: map[string]string{"wal_sender_timeout": "10s"}},
+		Kafka: kafkatest.Options{ExtraConfig: map[string]string{
+			"num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}},
+	})
+	defer svc.Close()
+	if err := errors.Join(err, <-built); err != nil {
 		return fail("setup", err)
 	}
+	pg, broker, registry = svc.PG, svc.Broker, svc.Registry
 	return m.Run()
 }
 
@@ -196,13 +157,7 @@ func newPool(t testing.TB, url string) *pgxpool.Pool {
 // waitFor polls cond until it is true or the timeout passes.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
-	}
+	relaytest.WaitFor(t, timeout, what, cond)
 }
 
 func kafkaClient(t testing.TB, opts ...kgo.Opt) *kgo.Client {
@@ -375,86 +330,12 @@ func avroValue(t testing.TB, s *srclient.Schema, native map[string]any) []byte {
 }
 
 // proc is a running binary whose output is kept.
-type proc struct {
-	t    testing.TB
-	name string
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer
-	done chan struct{}
-}
-
-func (p *proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+type proc = relaytest.Process
 
 // start runs bin with args in the module root.
 func start(t testing.TB, name, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Dir = root
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	p.cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("%s output (tail):\n%s", name, tail(p.output(), 3000))
-		}
-	})
-	return p
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
-}
-
-// kill sends SIGKILL and waits for the process to end.
-func (p *proc) kill() {
-	select {
-	case <-p.done:
-	default:
-		p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-// wait waits for the process to exit on its own and returns its exit code.
-func (p *proc) wait(timeout time.Duration) int {
-	p.t.Helper()
-	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode()
-	case <-time.After(timeout):
-		p.t.Fatalf("%s did not exit within %s; output:\n%s", p.name, timeout, tail(p.output(), 3000))
-		return -1
-	}
-}
-
-// lines returns the output lines that start with prefix.
-func (p *proc) lines(prefix string) []string {
-	var out []string
-	sc := bufio.NewScanner(strings.NewReader(p.output()))
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), prefix) {
-			out = append(out, sc.Text())
-		}
-	}
-	return out
+	return relaytest.Start(t, bin, args, relaytest.Options{Name: name, Dir: root, TailBytes: 3000})
 }
 
 // relayArgs are the flags of a relay for database url and topic prefix.
@@ -477,5 +358,3 @@ func startRelay(t testing.TB, url, s string, argv []string) *proc {
 	})
 	return p
 }
-
-var _ io.Writer = (*proc)(nil)

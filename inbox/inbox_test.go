@@ -249,7 +249,7 @@ func TestResumeFromEarliestUnprocessed(t *testing.T) {
 	if off, ok := committed(t, consumer, topic)[0]; ok && off > 0 {
 		t.Fatalf("committed offset %d while offset 0 is not processed", off)
 	}
-	first.kill()
+	first.Kill()
 	if err := ltx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestResumeFromEarliestUnprocessed(t *testing.T) {
 	if n := mustInt(t, url, "SELECT points FROM loyalty_balances WHERE customer_id = 'c-stall'"); n != 5 {
 		t.Errorf("c-stall has %d points, want 5", n)
 	}
-	if dups := len(second.lines("duplicate ")); dups != 10 {
+	if dups := len(second.Lines("duplicate ")); dups != 10 {
 		t.Errorf("the second instance skipped %d duplicates, want the 10 events done before the kill", dups)
 	}
 }

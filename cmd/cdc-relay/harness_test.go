@@ -6,7 +6,6 @@ package main
 // read by franz-go and decoded by goavro, not by the relay's own code.
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -14,16 +13,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,10 +26,10 @@ import (
 	"github.com/riferrei/srclient"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/internal/freeport"
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 	"github.com/cdc-relay/cdc-relay/internal/registrytest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
 var (
@@ -70,56 +65,21 @@ func testMain(m *testing.M) int {
 	relayBin = filepath.Join(tmp, "cdc-relay")
 	// CDC_RELAY_TEST_BUILD_FLAGS="-race" runs every relay the tests start
 	// under the race detector.
-	build := append(append([]string{"build"}, strings.Fields(os.Getenv("CDC_RELAY_TEST_BUILD_FLAGS"))...), "-o", relayBin, ".")
-	if out, err := exec.Command("go", build...).CombinedOutput(); err != nil {
-		return fail("build relay", fmt.Errorf("%v\n%s", err, out))
+	if err := relaytest.Build("", tmp, strings.Fields(os.Getenv("CDC_RELAY_TEST_BUILD_FLAGS")), "."); err != nil {
+		return fail("build relay", err)
 	}
 	schemaDir, _ = filepath.Abs("../../testdata/schemas")
 
-	type started struct {
-		name string
-		err  error
-	}
-	var wg sync.WaitGroup
-	errs := make(chan started, 3)
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		var err error
-		pg, err = pgtest.Start(pgtest.Options{Settings: map[string]string{"wal_sender_timeout": "10s"}})
-		errs <- started{"PostgreSQL", err}
-	}()
-	go func() {
-		defer wg.Done()
-		var err error
+	svc, err := relaytest.StartServices(relaytest.ServiceOptions{
+		PG: pgtest.Options{Settings: map[string]string{"wal_sender_timeout": "10s"}},
 		// Three partitions per topic, so ordering and partitioning are exercised.
-		broker, err = kafkatest.Start(kafkatest.Options{ExtraConfig: map[string]string{"num.partitions": "3"}})
-		errs <- started{"Kafka", err}
-	}()
-	go func() {
-		defer wg.Done()
-		var err error
-		registry, err = registrytest.Start()
-		errs <- started{"schema registry", err}
-	}()
-	wg.Wait()
-	close(errs)
-	defer func() {
-		if pg != nil {
-			pg.Close()
-		}
-		if broker != nil {
-			broker.Close()
-		}
-		if registry != nil {
-			registry.Close()
-		}
-	}()
-	for s := range errs {
-		if s.err != nil {
-			return fail("start "+s.name, s.err)
-		}
+		Kafka: kafkatest.Options{ExtraConfig: map[string]string{"num.partitions": "3"}},
+	})
+	defer svc.Close()
+	if err != nil {
+		return fail("start services", err)
 	}
+	pg, broker, registry = svc.PG, svc.Broker, svc.Registry
 	if dbURL, err = pg.CreateDatabase(context.Background(), testDB); err != nil {
 		return fail("create database", err)
 	}
@@ -326,150 +286,61 @@ func currentLSN(t *testing.T, conn *pgx.Conn) uint64 {
 	return parseLSN(t, s)
 }
 
-// relay is one running cdc-relay process.
+// relay is one running cdc-relay process: a relaytest.Process under the
+// names the tests use. done is closed, and exitCode set, once it exited.
 type relay struct {
+	*relaytest.Process
 	t           *testing.T
 	cmd         *exec.Cmd
 	metricsAddr string
-	mu          sync.Mutex
-	stderr      bytes.Buffer
 	done        chan struct{}
 	exitCode    int
-}
-
-func (r *relay) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stderr.Write(p)
-}
-
-// Output is what the relay has written to stderr so far.
-func (r *relay) Output() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stderr.String()
 }
 
 // startRelay runs the binary with args and a metrics port of its own.
 func startRelay(t *testing.T, args []string) *relay {
 	t.Helper()
-	port, err := freeport.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &relay{t: t, metricsAddr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
-	r.cmd = exec.Command(relayBin, append(args, "--metrics-addr", r.metricsAddr)...)
-	var out io.Writer = r
-	if dir := os.Getenv("CDC_RELAY_TEST_LOG_DIR"); dir != "" {
-		// Keep every relay's log on disk, to debug a hung or killed test run.
-		if lf, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano()))); err == nil {
-			t.Cleanup(func() { lf.Close() })
-			out = io.MultiWriter(r, lf)
-		}
-	}
-	r.cmd.Stdout = out
-	r.cmd.Stderr = out
-	r.cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := relaytest.Start(t, relayBin, args, relaytest.Options{MetricsPort: true, LogDir: os.Getenv("CDC_RELAY_TEST_LOG_DIR"), TailBytes: 6000})
+	r := &relay{Process: p, t: t, cmd: p.Cmd, metricsAddr: p.MetricsAddr, done: make(chan struct{})}
 	go func() {
-		r.cmd.Wait()
-		r.exitCode = r.cmd.ProcessState.ExitCode()
+		<-p.Done()
+		r.exitCode = p.ExitCode()
 		close(r.done)
 	}()
-	t.Cleanup(func() {
-		r.kill()
-		if t.Failed() {
-			t.Logf("relay output:\n%s", tailString(r.Output(), 6000))
-		}
-	})
 	return r
 }
 
-func tailString(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
-}
+func tailString(s string, n int) string { return relaytest.Tail(s, n) }
 
-func (r *relay) kill() {
-	select {
-	case <-r.done:
-	default:
-		r.cmd.Process.Signal(syscall.SIGKILL)
-		<-r.done
-	}
-}
+func (r *relay) kill() { r.Kill(); <-r.done }
 
 // wait waits for the process to exit and returns its exit code.
 func (r *relay) wait(timeout time.Duration) int {
 	r.t.Helper()
-	select {
-	case <-r.done:
-		return r.exitCode
-	case <-time.After(timeout):
-		r.t.Fatalf("relay did not exit within %s; output:\n%s", timeout, tailString(r.Output(), 4000))
-		return -1
-	}
+	code := r.Wait(timeout)
+	<-r.done
+	return code
 }
 
 // terminate sends SIGTERM and returns the exit code.
 func (r *relay) terminate() int {
 	r.t.Helper()
-	r.cmd.Process.Signal(syscall.SIGTERM)
-	return r.wait(60 * time.Second)
+	code := r.Terminate()
+	<-r.done
+	return code
 }
 
 // getJSON GETs path from the relay's HTTP server and decodes the JSON
 // object it answers (status 0 when it does not answer).
-func (r *relay) getJSON(path string) (int, map[string]string) {
-	resp, err := http.Get("http://" + r.metricsAddr + path)
-	if err != nil {
-		return 0, nil
-	}
-	defer resp.Body.Close()
-	var body map[string]string
-	json.NewDecoder(resp.Body).Decode(&body)
-	return resp.StatusCode, body
-}
+func (r *relay) getJSON(path string) (int, map[string]string) { return r.GetJSON(path) }
 
 // metric reads one unlabelled metric (or the sum over its label sets).
-func (r *relay) metric(name string) (float64, error) {
-	resp, err := http.Get("http://" + r.metricsAddr + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(\{[^}]*\})? (\S+)$`)
-	var sum float64
-	found := false
-	for _, m := range re.FindAllStringSubmatch(string(body), -1) {
-		v, err := strconv.ParseFloat(m[2], 64)
-		if err != nil {
-			return 0, err
-		}
-		sum += v
-		found = true
-	}
-	if !found {
-		return 0, fmt.Errorf("metric %s not found", name)
-	}
-	return sum, nil
-}
+func (r *relay) metric(name string) (float64, error) { return r.Metric(name) }
 
 // waitFor polls cond until it is true or the timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
-	}
+	relaytest.WaitFor(t, timeout, what, cond)
 }
 
 // stopBroker stops the shared broker and returns the function that starts
@@ -630,16 +501,10 @@ func (d *avroDecoder) decode(value []byte) (map[string]any, uint32, error) {
 	return m, id, nil
 }
 
-// relayMetric polls a metric until cond holds.
+// waitMetric polls a metric until cond holds.
 func (r *relay) waitMetric(name string, timeout time.Duration, cond func(float64) bool) float64 {
 	r.t.Helper()
-	var v float64
-	waitFor(r.t, timeout, "metric "+name, func() bool {
-		var err error
-		v, err = r.metric(name)
-		return err == nil && cond(v)
-	})
-	return v
+	return r.WaitMetric(name, timeout, cond)
 }
 
 // waitStreaming waits until the relay reports it holds the slot.

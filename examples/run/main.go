@@ -12,7 +12,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -29,8 +28,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/freeport"
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
-	"github.com/cdc-relay/cdc-relay/internal/pgtest"
-	"github.com/cdc-relay/cdc-relay/internal/registrytest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
 func main() {
@@ -86,35 +84,14 @@ func (p *procs) stop() {
 }
 
 func run(ctx context.Context, bin string, orders int, mode string) error {
-	var (
-		pg       *pgtest.Cluster
-		broker   *kafkatest.Broker
-		registry *registrytest.Registry
-		wg       sync.WaitGroup
-		errs     [3]error
-	)
-	wg.Add(3)
-	go func() { defer wg.Done(); pg, errs[0] = pgtest.Start(pgtest.Options{}) }()
-	go func() {
-		defer wg.Done()
-		broker, errs[1] = kafkatest.Start(kafkatest.Options{ExtraConfig: map[string]string{"num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}})
-	}()
-	go func() { defer wg.Done(); registry, errs[2] = registrytest.Start() }()
-	wg.Wait()
-	defer func() {
-		if pg != nil {
-			pg.Close()
-		}
-		if broker != nil {
-			broker.Close()
-		}
-		if registry != nil {
-			registry.Close()
-		}
-	}()
-	if err := errors.Join(errs[:]...); err != nil {
+	svc, err := relaytest.StartServices(relaytest.ServiceOptions{
+		Kafka: kafkatest.Options{ExtraConfig: map[string]string{"num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}},
+	})
+	defer svc.Close()
+	if err != nil {
 		return err
 	}
+	pg, broker, registry := svc.PG, svc.Broker, svc.Registry
 	fmt.Printf("services   PostgreSQL :%d, Kafka %s, registry %s\n", pg.Port(), broker.Addr(), registry.URL())
 	url, err := pg.CreateDatabase(ctx, "shop")
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 	"github.com/cdc-relay/cdc-relay/internal/registrytest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
 // Deadlines for each wait; every one also ends on Ctrl-C.
@@ -73,7 +74,8 @@ func main() {
 // demo holds everything started, so that close can stop it in any state.
 type demo struct {
 	opts     options
-	tmp      string // holds every temp dir the helpers create
+	tmp      string              // holds every temp dir the helpers create
+	svc      *relaytest.Services // the three below, closed together
 	pg       *pgtest.Cluster
 	broker   *kafkatest.Broker
 	registry *registrytest.Registry

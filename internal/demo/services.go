@@ -2,74 +2,38 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
-	"github.com/cdc-relay/cdc-relay/internal/pgtest"
-	"github.com/cdc-relay/cdc-relay/internal/registrytest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
 // startServices starts PostgreSQL, Kafka and the schema registry in parallel
 // and prints one line for each as it becomes ready. It waits for all three,
 // even after a failure or Ctrl-C, so that close can stop whatever started.
 func (d *demo) startServices() error {
-	type result struct {
-		name, addr string
-		took       time.Duration
-		err        error
-	}
-	// Each goroutine sets only its own field of d before it sends its result,
-	// so the receive below orders that write before any read.
-	results := make(chan result, 3)
-	start := func(name string, f func() (string, error)) {
-		t := time.Now()
-		addr, err := f()
-		results <- result{name, addr, time.Since(t), err}
-	}
-	go start("postgres", func() (string, error) {
-		c, err := pgtest.Start(pgtest.Options{})
-		if err != nil {
-			return "", err
-		}
-		d.pg = c
-		return fmt.Sprintf("127.0.0.1:%d (PostgreSQL 15)", c.Port()), nil
+	svc, err := relaytest.StartServices(relaytest.ServiceOptions{
+		Ready: func(name, addr string, took time.Duration) {
+			switch name {
+			case "postgres":
+				addr += " (PostgreSQL 15)"
+			case "kafka":
+				addr += " (Kafka " + kafkatest.Version + ")"
+			}
+			fmt.Printf("%-11s %s in %s\n", name, addr, took.Round(time.Millisecond))
+		},
 	})
-	go start("kafka", func() (string, error) {
-		b, err := kafkatest.Start(kafkatest.Options{})
-		if err != nil {
-			return "", err
-		}
-		d.broker = b
-		return b.Addr() + " (Kafka " + kafkatest.Version + ")", nil
-	})
-	go start("registry", func() (string, error) {
-		r, err := registrytest.Start()
-		if err != nil {
-			return "", err
-		}
-		d.registry = r
-		return r.URL(), nil
-	})
-	var errs []error
-	for range 3 {
-		r := <-results
-		if r.err != nil {
-			errs = append(errs, fmt.Errorf("start %s: %w", r.name, r.err))
-			continue
-		}
-		fmt.Printf("%-11s %s in %s\n", r.name, r.addr, r.took.Round(time.Millisecond))
-	}
-	return errors.Join(errs...)
+	d.svc = svc
+	d.pg, d.broker, d.registry = svc.PG, svc.Broker, svc.Registry
+	return err
 }
 
 // createOutbox creates database demo, applies ddl (the outbox table) and
@@ -125,27 +89,19 @@ func (d *demo) close() {
 		d.conn.Close(ctx)
 		cancel()
 	}
-	var wg sync.WaitGroup
-	closeAsync := func(name string, f func() error) {
-		stopped = append(stopped, name)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(); err != nil {
-				fmt.Fprintf(os.Stderr, "demo: stop %s: %v\n", name, err)
+	if d.svc != nil {
+		for _, up := range []struct {
+			name string
+			ok   bool
+		}{{"registry", d.registry != nil}, {"kafka", d.broker != nil}, {"postgres", d.pg != nil}} {
+			if up.ok {
+				stopped = append(stopped, up.name)
 			}
-		}()
+		}
+		if err := d.svc.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		}
 	}
-	if d.registry != nil {
-		closeAsync("registry", d.registry.Close)
-	}
-	if d.broker != nil {
-		closeAsync("kafka", d.broker.Close)
-	}
-	if d.pg != nil {
-		closeAsync("postgres", d.pg.Close)
-	}
-	wg.Wait()
 	if d.tmp != "" {
 		if stopStrayPostgres(d.tmp) {
 			stopped = append(stopped, "a postgres whose start was interrupted")

@@ -1,0 +1,11 @@
+// Package relaytest runs built binaries (the relay, the example services)
+// the way the integration tests and the example programs need them: Build
+// compiles packages into a directory, Start runs a binary as a process whose
+// output is kept and which is killed at cleanup, Process reads the relay's
+// metrics port, WaitFor polls a condition with a deadline, and
+// StartServices starts PostgreSQL, Kafka and the schema registry in
+// parallel.
+//
+// It does not import package testing: it takes the few methods of
+// testing.TB it calls (T), so that non-test programs may link it.
+package relaytest

@@ -1,0 +1,162 @@
+package relaytest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/freeport"
+)
+
+// Options say how Start runs a binary.
+type Options struct {
+	// Name names the process in failures and logs; default "relay".
+	Name string
+	// Dir is the working directory; default the caller's.
+	Dir string
+	// MetricsPort appends --metrics-addr 127.0.0.1:<a free port> to the
+	// arguments and sets MetricsAddr; default off.
+	MetricsPort bool
+	// LogDir, when set, also writes the output to a file of its own there,
+	// named after the test; default "" (kept in memory only).
+	LogDir string
+	// TailBytes is how much of the output a failure shows; default 4000.
+	TailBytes int
+}
+
+// Process is a running binary whose stdout and stderr are kept in memory.
+type Process struct {
+	// Cmd is the started command.
+	Cmd *exec.Cmd
+	// MetricsAddr is host:port of its metrics server (Options.MetricsPort).
+	MetricsAddr string
+
+	t        T
+	name     string
+	tail     int
+	mu       sync.Mutex
+	out      bytes.Buffer
+	done     chan struct{}
+	exitCode int
+}
+
+// Start runs bin with args and GOMAXPROCS=2 in the environment. At t's
+// cleanup the process is killed and, if t failed, the tail of its output is
+// logged.
+func Start(t T, bin string, args []string, o Options) *Process {
+	t.Helper()
+	if o.Name == "" {
+		o.Name = "relay"
+	}
+	if o.TailBytes == 0 {
+		o.TailBytes = 4000
+	}
+	p := &Process{t: t, name: o.Name, tail: o.TailBytes, done: make(chan struct{})}
+	if o.MetricsPort {
+		port, err := freeport.Get()
+		if err != nil {
+			t.Fatalf("metrics port: %v", err)
+		}
+		p.MetricsAddr = "127.0.0.1:" + strconv.Itoa(port)
+		args = append(append([]string(nil), args...), "--metrics-addr", p.MetricsAddr)
+	}
+	p.Cmd = exec.Command(bin, args...)
+	p.Cmd.Dir = o.Dir
+	var out io.Writer = p
+	if o.LogDir != "" {
+		// Keep the log on disk, to debug a hung or killed test run.
+		name := fmt.Sprintf("%s-%d.log", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano())
+		if lf, err := os.Create(filepath.Join(o.LogDir, name)); err == nil {
+			t.Cleanup(func() { lf.Close() })
+			out = io.MultiWriter(p, lf)
+		}
+	}
+	p.Cmd.Stdout, p.Cmd.Stderr = out, out
+	p.Cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", o.Name, err)
+	}
+	go func() {
+		p.Cmd.Wait()
+		p.exitCode = p.Cmd.ProcessState.ExitCode()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("%s output (tail):\n%s", p.name, Tail(p.Output(), p.tail))
+		}
+	})
+	return p
+}
+
+// Write keeps b as output; the process writes through it.
+func (p *Process) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+// Output is what the process has written so far.
+func (p *Process) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// Lines returns the output lines that start with prefix.
+func (p *Process) Lines(prefix string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(p.Output()))
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), prefix) {
+			out = append(out, sc.Text())
+		}
+	}
+	return out
+}
+
+// Done is closed once the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// ExitCode is the process's exit code, valid once Done is closed.
+func (p *Process) ExitCode() int { return p.exitCode }
+
+// Kill sends SIGKILL, unless the process has ended, and waits for the end.
+func (p *Process) Kill() {
+	select {
+	case <-p.done:
+	default:
+		p.Cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// Wait waits for the process to exit and returns its exit code; it fails
+// the test if that takes longer than timeout.
+func (p *Process) Wait(timeout time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.exitCode
+	case <-time.After(timeout):
+		p.t.Fatalf("%s did not exit within %s; output:\n%s", p.name, timeout, Tail(p.Output(), p.tail))
+		return -1
+	}
+}
+
+// Terminate sends SIGTERM and returns the exit code (Wait, 60 s).
+func (p *Process) Terminate() int {
+	p.t.Helper()
+	p.Cmd.Process.Signal(syscall.SIGTERM)
+	return p.Wait(60 * time.Second)
+}

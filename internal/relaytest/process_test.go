@@ -1,0 +1,53 @@
+package relaytest
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestStartWaitOutput(t *testing.T) {
+	p := Start(t, "/bin/sh", []string{"-c", "echo one; echo two >&2; echo one more; exit 3"}, Options{Name: "sh"})
+	if got, want := p.Wait(30*time.Second), 3; got != want {
+		t.Fatalf("exit code %d, want %d", got, want)
+	}
+	if got, want := p.Lines("one"), []string{"one", "one more"}; !slices.Equal(got, want) {
+		t.Fatalf("Lines(one) = %q, want %q", got, want)
+	}
+	if got, want := p.Output(), "one\ntwo\none more\n"; got != want {
+		t.Fatalf("Output() = %q, want %q", got, want)
+	}
+}
+
+func TestKillAndTerminate(t *testing.T) {
+	p := Start(t, "/bin/sh", []string{"-c", "exec sleep 60"}, Options{Name: "sleep"})
+	p.Kill()
+	select {
+	case <-p.Done():
+	default:
+		t.Fatal("Done is open after Kill")
+	}
+	if got := p.ExitCode(); got != -1 {
+		t.Fatalf("exit code after SIGKILL %d, want -1", got)
+	}
+	q := Start(t, "/bin/sh", []string{"-c", "exec sleep 60"}, Options{Name: "sleep"})
+	if got := q.Terminate(); got != -1 {
+		t.Fatalf("exit code after SIGTERM %d, want -1", got)
+	}
+}
+
+func TestWaitFor(t *testing.T) {
+	n := 0
+	WaitFor(t, 10*time.Second, "the third call", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Fatalf("cond called %d times, want 3", n)
+	}
+}
+
+func TestTail(t *testing.T) {
+	for _, c := range []struct{ in, want string }{{"abcdef", "...def"}, {"abc", "abc"}} {
+		if got := Tail(c.in, 3); got != c.want {
+			t.Errorf("Tail(%q, 3) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
