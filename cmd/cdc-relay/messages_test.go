@@ -292,7 +292,7 @@ func TestMessagePrefixOnOldServer(t *testing.T) {
 	c.waitIDs(60*time.Second, ids)
 }
 
-// TestTablelessOnly: with --table ” the relay needs no outbox table at
+// TestTablelessOnly: with an empty --table the relay needs no outbox table at
 // all: it creates an empty publication and publishes the logical messages;
 // without a message prefix either it has nothing to publish and exits 2.
 func TestTablelessOnly(t *testing.T) {
