@@ -210,6 +210,14 @@ func FuzzJSONValue(f *testing.F) {
 		}
 		var v jsonValue
 		got, err := v.append(nil, payload)
+		if !utf8.Valid(payload) {
+			// Jackson would write U+FFFD; the relay refuses text that is not
+			// UTF-8 (a dead letter), as its Avro encoder does.
+			if err == nil && !json.Valid(got) {
+				t.Fatalf("%q: the relay wrote %q", payload, got)
+			}
+			return
+		}
 		want, werr := debeziumjson.AppendPayload(nil, payload)
 		switch {
 		case errors.Is(werr, debeziumjson.ErrUnconvertible) || (werr == nil && !json.Valid(want)):
@@ -220,9 +228,6 @@ func FuzzJSONValue(f *testing.F) {
 			if err == nil && json.Valid(payload) && strings.HasPrefix(strings.TrimLeft(string(payload), " \t\r\n"), "{") {
 				t.Fatalf("%q: debeziumjson refused it (%v), the relay wrote %q", payload, werr, got)
 			}
-		case err != nil && !utf8.Valid(payload):
-			// Jackson would write U+FFFD; the relay refuses text that is not
-			// UTF-8 (a dead letter), as its Avro encoder does.
 		case err != nil:
 			t.Fatalf("%q: debeziumjson wrote %q, the relay failed: %v", payload, want, err)
 		case string(got) != string(want):
