@@ -44,6 +44,7 @@ type Stats struct {
 	slotFailover  atomic.Bool
 	slotSample    atomic.Pointer[SlotSample]
 	serverMajor   atomic.Int32
+	server        atomic.Pointer[Server]
 	hosts         []string
 
 	mu         sync.Mutex
@@ -63,6 +64,10 @@ func (s *Stats) SlotSample() *SlotSample { return s.slotSample.Load() }
 // ServerMajor is the major version of the server last connected to (0
 // before the first connection).
 func (s *Stats) ServerMajor() int { return int(s.serverMajor.Load()) }
+
+// Server is what IDENTIFY_SYSTEM said on the newest connection (nil before
+// the first).
+func (s *Stats) Server() *Server { return s.server.Load() }
 
 // Hosts are the host:port pairs of --pg-url, in the order they are tried.
 func (s *Stats) Hosts() []string { return s.hosts }
