@@ -84,12 +84,12 @@ func (g *Guard) Load(ctx context.Context, server replication.Server) error {
 		if errors.As(err, &pe) {
 			return err
 		}
-		return fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err)
+		return unknown(err)
 	}
 	st := &State{Checkpoints: map[string]*Record{}}
 	if exists {
 		if st, err = g.cfg.Store.Load(ctx); err != nil {
-			return fmt.Errorf("%w: %w (the checkpoint is unknown, not absent: the relay waits for Kafka)", replication.ErrCheckpointUnavailable, err)
+			return unknown(err)
 		}
 	}
 	g.id = g.cfg.RelayID
@@ -104,6 +104,10 @@ func (g *Guard) Load(ctx context.Context, server replication.Server) error {
 	}
 	g.loaded = true
 	return nil
+}
+
+func unknown(err error) error {
+	return fmt.Errorf("%w: %w (the checkpoint is unknown, not absent: the relay waits for Kafka and creates nothing meanwhile)", replication.ErrCheckpointUnavailable, err)
 }
 
 // Check implements replication.Guard.

@@ -328,7 +328,9 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 			return fail(err)
 		}
 		gin = GuardInput{Server: server, Slot: s.cfg.Slot, Info: found, Exists: exists, First: *createSlot,
-			History: func(ctx context.Context) ([]TimelineSwitch, error) { return TimelineHistory(ctx, rconn, server.Timeline) }}
+			History: func(ctx context.Context) ([]TimelineSwitch, error) {
+				return TimelineHistory(ctx, rconn, server.Timeline)
+			}}
 		if verdict, err = s.cfg.Guard.Check(setupCtx, gin); err != nil {
 			return fail(err)
 		}
