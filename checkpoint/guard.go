@@ -200,7 +200,9 @@ func (g *Guard) Decide(ctx context.Context, in replication.GuardInput) (replicat
 func forkedBefore(hist []replication.TimelineSwitch, own *Record) (replication.TimelineSwitch, bool) {
 	for _, h := range hist {
 		if h.TLI == own.Timeline {
-			return h, own.Position() > h.Switch
+			// Only a published transaction beyond the switch point is on
+			// the lost timeline: an idle position past it published nothing.
+			return h, own.PublishedUpTo() > h.Switch
 		}
 	}
 	return replication.TimelineSwitch{TLI: own.Timeline}, true
@@ -232,7 +234,7 @@ func (g *Guard) SlotCreated(ctx context.Context, in replication.GuardInput, info
 			"publish them with cdc-relay replay (docs/OPERATIONS.md). cdc-relay slot recreate --accept-gap is the recommended way: it asks each time",
 			"slot", in.Slot, "from_lsn", gap.Gap.FromLSN, "to_lsn", gap.Gap.ToLSN, "checkpoint_topic", g.cfg.Store.Topic(), "key", gap.Key())
 	}
-	return g.write(ctx, in.Server, info.Confirmed, time.Time{})
+	return g.write(ctx, in.Server, info.Confirmed, 0, time.Time{})
 }
 
 // Last is the checkpoint the relay goes on from: its own, else the newest
@@ -261,7 +263,7 @@ func (g *Guard) Accept(ctx context.Context, server replication.Server, fromLSN, 
 	g.mu.Lock()
 	g.own, g.others, g.written = nil, nil, 0
 	g.mu.Unlock()
-	if err := g.write(ctx, server, toLSN, time.Time{}); err != nil {
+	if err := g.write(ctx, server, toLSN, 0, time.Time{}); err != nil {
 		return nil, err
 	}
 	return gap, nil
@@ -270,7 +272,7 @@ func (g *Guard) Accept(ctx context.Context, server replication.Server, fromLSN, 
 // GapRecord is the record of an accepted gap from the last checkpoint (or,
 // without one, fromLSN) to the new slot's start.
 func (g *Guard) GapRecord(server replication.Server, from *Record, fromLSN, toLSN replication.LSN, via, reason string) *Record {
-	r := g.record(server, toLSN, time.Time{})
+	r := g.record(server, toLSN, 0, time.Time{})
 	r.Kind = KindGap
 	r.Gap = &Gap{FromLSN: fromLSN.String(), ToLSN: toLSN.String(), AcceptedAt: r.WrittenAt, AcceptedBy: whoami(), Reason: reason, Via: via}
 	if from != nil {
@@ -280,7 +282,7 @@ func (g *Guard) GapRecord(server replication.Server, from *Record, fromLSN, toLS
 	return r
 }
 
-func (g *Guard) record(server replication.Server, lsn replication.LSN, commit time.Time) *Record {
+func (g *Guard) record(server replication.Server, lsn replication.LSN, commitLSN replication.LSN, commit time.Time) *Record {
 	g.mu.Lock()
 	id, own := g.id, g.own
 	g.mu.Unlock()
@@ -289,16 +291,16 @@ func (g *Guard) record(server replication.Server, lsn replication.LSN, commit ti
 	switch {
 	case !commit.IsZero():
 		c := commit.UTC()
-		r.LastCommitTime = &c
+		r.LastCommitTime, r.LastCommitLSN = &c, commitLSN.String()
 	case own != nil && own.SystemID == server.SystemID && own.Position() <= lsn:
-		r.LastCommitTime = own.LastCommitTime
+		r.LastCommitTime, r.LastCommitLSN = own.LastCommitTime, own.LastCommitLSN
 	}
 	return r
 }
 
 // write writes a checkpoint at lsn and remembers it.
-func (g *Guard) write(ctx context.Context, server replication.Server, lsn replication.LSN, commit time.Time) error {
-	r := g.record(server, lsn, commit)
+func (g *Guard) write(ctx context.Context, server replication.Server, lsn, commitLSN replication.LSN, commit time.Time) error {
+	r := g.record(server, lsn, commitLSN, commit)
 	if err := g.cfg.Store.Write(ctx, r); err != nil {
 		return fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err)
 	}
@@ -337,7 +339,7 @@ func (g *Guard) Run(ctx context.Context, stats *replication.Stats) {
 }
 
 // Flush writes a checkpoint when the confirmed LSN has moved past the last
-// one written (read the commit time first: the LSN is then at least as new).
+// one written (read the commit first: the LSN is then at least as new).
 func (g *Guard) Flush(ctx context.Context, stats *replication.Stats) error {
 	g.mu.Lock()
 	loaded, written := g.loaded, g.written
@@ -346,10 +348,11 @@ func (g *Guard) Flush(ctx context.Context, stats *replication.Stats) error {
 	if !loaded || server == nil {
 		return nil
 	}
+	commitLSN := stats.ConfirmedCommitLSN()
 	commit := stats.ConfirmedCommitTime()
 	lsn := stats.Confirmed()
 	if lsn == 0 || lsn <= written {
 		return nil
 	}
-	return g.write(ctx, *server, lsn, commit)
+	return g.write(ctx, *server, lsn, commitLSN, commit)
 }

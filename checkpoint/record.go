@@ -31,6 +31,9 @@ type Record struct {
 	// confirmed transaction (from its Commit message); nil when none was
 	// confirmed yet.
 	LastCommitTime *time.Time `json:"last_commit_time,omitempty"`
+	// LastCommitLSN is that transaction's commit end LSN: LSN may be further
+	// on, at an idle position past which nothing was published.
+	LastCommitLSN string `json:"last_commit_lsn,omitempty"`
 	SystemID       string     `json:"system_identifier"`
 	Database       string     `json:"database"`
 	Slot           string     `json:"slot"`
@@ -64,6 +67,17 @@ func (r *Record) Position() replication.LSN {
 		return 0
 	}
 	return l
+}
+
+// PublishedUpTo is the end of the newest transaction the checkpoint covers:
+// LastCommitLSN, or LSN when that is not known.
+func (r *Record) PublishedUpTo() replication.LSN {
+	if r.LastCommitLSN != "" {
+		if l, err := replication.ParseLSN(r.LastCommitLSN); err == nil {
+			return l
+		}
+	}
+	return r.Position()
 }
 
 // Key is the record's Kafka key.

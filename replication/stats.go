@@ -39,6 +39,7 @@ type Stats struct {
 	lastMessage   atomic.Int64
 	rowsRead      atomic.Uint64
 	confCommitNs  atomic.Int64
+	confCommitLSN atomic.Uint64
 	backpressure  atomic.Bool
 	haltCause     atomic.Pointer[string]
 	slotFailover  atomic.Bool
@@ -116,6 +117,11 @@ func (s *Stats) RowsRead() uint64 { return s.rowsRead.Load() }
 
 // ConfirmedCommitTime is the commit time of the newest confirmed transaction.
 func (s *Stats) ConfirmedCommitTime() time.Time { return unixTime(s.confCommitNs.Load()) }
+
+// ConfirmedCommitLSN is the end LSN of the newest confirmed transaction (0
+// before the first); read it before ConfirmedCommitTime and the pair may be
+// one status update apart, never mixed the other way.
+func (s *Stats) ConfirmedCommitLSN() LSN { return LSN(s.confCommitLSN.Load()) }
 
 // InFlight returns events and bytes in flight in the current session.
 func (s *Stats) InFlight() (events int, bytes int64) {

@@ -710,7 +710,8 @@ func (r *reader) sendStatus(replyRequested bool) error {
 	}
 	r.s.stats.confirmed.Store(uint64(lsn))
 	r.s.stats.lastStatus.Store(now.UnixNano())
-	if ct := r.tr.ConfirmedCommitTime(); !ct.IsZero() {
+	if end, ct := r.tr.ConfirmedCommit(); !ct.IsZero() {
+		r.s.stats.confCommitLSN.Store(uint64(end))
 		r.s.stats.confCommitNs.Store(ct.UnixNano())
 	}
 	return nil
