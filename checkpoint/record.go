@@ -33,14 +33,14 @@ type Record struct {
 	LastCommitTime *time.Time `json:"last_commit_time,omitempty"`
 	// LastCommitLSN is that transaction's commit end LSN: LSN may be further
 	// on, at an idle position past which nothing was published.
-	LastCommitLSN string `json:"last_commit_lsn,omitempty"`
-	SystemID       string     `json:"system_identifier"`
-	Database       string     `json:"database"`
-	Slot           string     `json:"slot"`
-	Publication    string     `json:"publication"`
-	Tables         []string   `json:"tables"`
-	Version        string     `json:"version"`
-	WrittenAt      time.Time  `json:"written_at"`
+	LastCommitLSN string    `json:"last_commit_lsn,omitempty"`
+	SystemID      string    `json:"system_identifier"`
+	Database      string    `json:"database"`
+	Slot          string    `json:"slot"`
+	Publication   string    `json:"publication"`
+	Tables        []string  `json:"tables"`
+	Version       string    `json:"version"`
+	WrittenAt     time.Time `json:"written_at"`
 
 	// Gap is set on a KindGap record.
 	Gap *Gap `json:"gap,omitempty"`
