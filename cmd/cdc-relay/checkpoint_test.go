@@ -356,3 +356,88 @@ func TestTwoClustersOneKafka(t *testing.T) {
 		t.Fatalf("exit code %d", code)
 	}
 }
+
+// TestForkBeyondCheckpoint: an asynchronous standby (PostgreSQL 17, failover
+// slot synchronised, but the primary does not wait for the standby) is
+// stopped; the relay publishes and checkpoints more; the primary dies and the
+// stale standby is promoted. Its timeline forks before the checkpoint: Kafka
+// holds events this database no longer has. The relay exits 3 naming the fork
+// point and the checkpoint; slot recreate --accept-gap keeps the slot and
+// records the fork, and run then streams.
+func TestForkBeyondCheckpoint(t *testing.T) {
+	h := startHAPair(t, 17)
+	ctx := context.Background()
+	// Asynchronous: the primary sends logical changes the standby lacks.
+	for _, q := range []string{"ALTER SYSTEM RESET synchronized_standby_slots", "SELECT pg_reload_conf()"} {
+		if err := h.primary.Exec(ctx, "", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFixtureOn(t, h.target, "")
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	cc := consume(t, `^cdc-relay\.checkpoints$`)
+	args := f.args("--slot-failover", "true", "--halt-linger", "0s")
+	r := startRelay(t, args)
+	r.waitStreaming(60 * time.Second)
+	h.waitSlotSynced(t, f.slot)
+	if err := h.standby.Stop("fast"); err != nil {
+		t.Fatal(err)
+	}
+	conn := connectURL(t, h.primary.URL(testDB))
+	agg := uuidFor(3)
+	ids, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitIDs(60*time.Second, ids)
+	after := currentLSN(t, conn)
+	waitFor(t, 60*time.Second, "a checkpoint past the row the standby never received", func() bool {
+		for _, v := range checkpoints(t, cc) {
+			if v.Slot == f.slot && v.Kind == "checkpoint" && parseLSN(t, v.LSN) >= after {
+				return true
+			}
+		}
+		return false
+	})
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	if err := h.primary.Stop("immediate"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.standby.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.standby.Promote(); err != nil {
+		t.Fatal(err)
+	}
+	f.pg.cluster = h.standby
+
+	r2 := startRelay(t, args)
+	if code := r2.wait(90 * time.Second); code != exitGap {
+		t.Fatalf("exit code %d, want %d:\n%s", code, exitGap, tailString(r2.Output(), 3000))
+	}
+	out := r2.Output()
+	if !strings.Contains(out, "forked off timeline 1 at") || !strings.Contains(out, "Kafka holds events of a timeline this database no longer has") {
+		t.Fatalf("the exit message does not name the fork:\n%s", tailString(out, 3000))
+	}
+	code, out := runCommand(commandArgs("check", args))
+	if code != exitFailed || !strings.Contains(out, "FAIL  the server's timeline 2 forked off timeline 1") {
+		t.Fatalf("check = %d, want a FAIL for the fork:\n%s", code, out)
+	}
+	code, out = runCommand(append([]string{"slot", "recreate", "--accept-gap", "--reason", "fork drill"}, args[1:]...))
+	if code != 0 || !strings.Contains(out, "kept slot "+f.slot) || !strings.Contains(out, "gap recorded") {
+		t.Fatalf("slot recreate after the fork = %d:\n%s", code, out)
+	}
+	r3 := startRelay(t, args)
+	r3.waitStreaming(60 * time.Second)
+	agg = uuidFor(4)
+	ids, err = f.insertTx(ctx, f.connect(), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitIDs(60*time.Second, ids)
+	if code := r3.terminate(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
