@@ -73,9 +73,16 @@ func (g *Guard) RelayID() string {
 // it, once per process. A *PolicyError is a configuration error; any other
 // error wraps replication.ErrCheckpointUnavailable.
 func (g *Guard) Load(ctx context.Context, server replication.Server) error {
+	return g.load(ctx, server, false)
+}
+
+// load reads the topic when it has not been read yet, or again when force
+// is set: before a missing slot is taken for a first start, what another
+// instance (an active relay this one stood by for) wrote since counts.
+func (g *Guard) load(ctx context.Context, server replication.Server, force bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.loaded {
+	if g.loaded && !force {
 		return nil
 	}
 	exists, err := g.cfg.Store.Ensure(ctx, !g.cfg.ReadOnly)
@@ -98,7 +105,7 @@ func (g *Guard) Load(ctx context.Context, server replication.Server) error {
 		g.others = st.SameSlotElsewhere(server, g.cfg.Slot)
 		slices.SortFunc(g.others, func(a, b *Record) int { return b.WrittenAt.Compare(a.WrittenAt) })
 	}
-	if r := st.Checkpoints[g.id]; r != nil {
+	if r := st.Checkpoints[g.id]; r != nil && (g.own == nil || r.Position() > g.own.Position()) {
 		g.own = r
 		g.written = r.Position()
 	}
@@ -136,6 +143,16 @@ func (g *Guard) Decide(ctx context.Context, in replication.GuardInput) (replicat
 	own, others := g.own, g.others
 	g.mu.Unlock()
 
+	if (!in.Exists || in.Info.Invalidated()) && in.First && own == nil && len(others) == 0 && g.cfg.Store != nil {
+		// About to take this for a first start: read the topic again, as
+		// another instance may have streamed and checkpointed since.
+		if err := g.load(ctx, in.Server, true); err != nil {
+			return 0, nil, err
+		}
+		g.mu.Lock()
+		own, others = g.own, g.others
+		g.mu.Unlock()
+	}
 	if !in.Exists || in.Info.Invalidated() {
 		what := "does not exist"
 		if in.Exists {
