@@ -59,6 +59,11 @@ type Config struct {
 	// instead of halting, logging at ERROR level that events may have been
 	// lost. Default false: a lost slot halts the relay.
 	RecreateLostSlot bool
+	// Guard, when set, decides on every connection whether the slot found
+	// may be streamed, created or recreated (see Guard); it replaces
+	// RecreateLostSlot's own decision. Default none: the slot is created
+	// on the first connection when missing.
+	Guard Guard
 	// SlotFailover says whether the slot is a failover slot: created with
 	// FAILOVER, or turned into one with ALTER_REPLICATION_SLOT. Default
 	// FailoverAuto (on for PostgreSQL 17+).

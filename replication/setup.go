@@ -23,6 +23,11 @@ type SlotInfo struct {
 	Failover bool
 	// Synced is true on a standby for a slot synchronised from the primary.
 	Synced bool
+	// Conflicting is true for a logical slot invalidated by a conflict with
+	// recovery (PostgreSQL 16+), InvalidationReason the cause of any
+	// invalidation (PostgreSQL 17+; "" when valid or not reported).
+	Conflicting        bool
+	InvalidationReason string
 }
 
 // SplitTable splits "schema.table" ("table" means schema public).
@@ -117,12 +122,14 @@ func CheckPublication(ctx context.Context, conn *pgx.Conn, publication, table st
 func LookupSlot(ctx context.Context, conn *pgx.Conn, slot string) (info SlotInfo, ok bool, err error) {
 	var confirmed, walStatus, plugin, database *string
 	var pid *int32
-	// failover and synced exist from PostgreSQL 17 on: read through
-	// to_jsonb so that one query serves every version.
+	// failover, synced and invalidation_reason exist from PostgreSQL 17
+	// on, conflicting from 16: read through to_jsonb so that one query
+	// serves every version.
 	err = conn.QueryRow(ctx, `SELECT plugin, slot_type, database, wal_status, confirmed_flush_lsn::text, active_pid,
-			coalesce((to_jsonb(s) ->> 'failover')::bool, false), coalesce((to_jsonb(s) ->> 'synced')::bool, false)
+			coalesce((to_jsonb(s) ->> 'failover')::bool, false), coalesce((to_jsonb(s) ->> 'synced')::bool, false),
+			coalesce((to_jsonb(s) ->> 'conflicting')::bool, false), coalesce(to_jsonb(s) ->> 'invalidation_reason', '')
 		FROM pg_catalog.pg_replication_slots s WHERE slot_name = $1`, slot).
-		Scan(&plugin, &info.Type, &database, &walStatus, &confirmed, &pid, &info.Failover, &info.Synced)
+		Scan(&plugin, &info.Type, &database, &walStatus, &confirmed, &pid, &info.Failover, &info.Synced, &info.Conflicting, &info.InvalidationReason)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return info, false, nil
 	}
@@ -193,20 +200,21 @@ func EnsureSlot(ctx context.Context, conn *pgx.Conn, slot string, create, failov
 	case info.Database != db:
 		return info, created, Fatal(&SlotError{Slot: slot, Reason: fmt.Sprintf("it belongs to database %q, not %q", info.Database, db),
 			Fix: "point --pg-url at database " + info.Database + " or choose another --slot"})
-	case info.WALStatus == "lost":
+	case info.Invalidated():
 		return info, created, Fatal(fmt.Errorf("slot %q (confirmed LSN %s): %w (fix: find the events that were not published, then drop the slot so the relay creates a new one, or start the relay once with --recreate-lost-slot)",
 			slot, info.Confirmed, ErrSlotLost))
 	}
 	return info, created, nil
 }
 
-// RecreateLostSlot drops the slot if its wal_status is still "lost" and
-// creates it again, returning the new slot's state. Checking and dropping in
+// RecreateLostSlot drops the slot if it is still invalidated (wal_status
+// lost, or conflicting) and creates it again, returning the new slot's state. Checking and dropping in
 // one statement keeps it from dropping a slot that a peer has just recreated;
 // a peer that created the new slot first is fine.
 func RecreateLostSlot(ctx context.Context, conn *pgx.Conn, slot string, failover bool) (SlotInfo, error) {
 	if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM pg_catalog.pg_replication_slots
-		WHERE slot_name = $1 AND wal_status = 'lost'`, slot); err != nil {
+		WHERE slot_name = $1 AND (wal_status = 'lost' OR coalesce((to_jsonb(pg_replication_slots) ->> 'conflicting')::bool, false)
+			OR coalesce(to_jsonb(pg_replication_slots) ->> 'invalidation_reason', '') <> '')`, slot); err != nil {
 		return SlotInfo{}, fmt.Errorf("drop lost slot %s: %w", slot, err)
 	}
 	info, _, err := EnsureSlot(ctx, conn, slot, true, failover)

@@ -39,11 +39,13 @@ type Stats struct {
 	lastMessage   atomic.Int64
 	rowsRead      atomic.Uint64
 	confCommitNs  atomic.Int64
+	confCommitLSN atomic.Uint64
 	backpressure  atomic.Bool
 	haltCause     atomic.Pointer[string]
 	slotFailover  atomic.Bool
 	slotSample    atomic.Pointer[SlotSample]
 	serverMajor   atomic.Int32
+	server        atomic.Pointer[Server]
 	hosts         []string
 
 	mu         sync.Mutex
@@ -63,6 +65,10 @@ func (s *Stats) SlotSample() *SlotSample { return s.slotSample.Load() }
 // ServerMajor is the major version of the server last connected to (0
 // before the first connection).
 func (s *Stats) ServerMajor() int { return int(s.serverMajor.Load()) }
+
+// Server is what IDENTIFY_SYSTEM said on the newest connection (nil before
+// the first).
+func (s *Stats) Server() *Server { return s.server.Load() }
 
 // Hosts are the host:port pairs of --pg-url, in the order they are tried.
 func (s *Stats) Hosts() []string { return s.hosts }
@@ -111,6 +117,11 @@ func (s *Stats) RowsRead() uint64 { return s.rowsRead.Load() }
 
 // ConfirmedCommitTime is the commit time of the newest confirmed transaction.
 func (s *Stats) ConfirmedCommitTime() time.Time { return unixTime(s.confCommitNs.Load()) }
+
+// ConfirmedCommitLSN is the end LSN of the newest confirmed transaction (0
+// before the first); read it before ConfirmedCommitTime and the pair may be
+// one status update apart, never mixed the other way.
+func (s *Stats) ConfirmedCommitLSN() LSN { return LSN(s.confCommitLSN.Load()) }
 
 // InFlight returns events and bytes in flight in the current session.
 func (s *Stats) InFlight() (events int, bytes int64) {

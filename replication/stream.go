@@ -103,7 +103,7 @@ func classify(err error) string {
 	switch {
 	case errors.Is(err, errStreamSilent):
 		return "read_timeout"
-	case errors.Is(err, errSession):
+	case errors.Is(err, errSession), errors.Is(err, ErrCheckpointUnavailable):
 		return "kafka"
 	case errors.As(err, &pgErr):
 		return "postgres_error"
@@ -139,17 +139,22 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	// connection a query would otherwise wait forever.
 	setupCtx, cancelSetup := context.WithTimeout(ctx, setupTimeout)
 	defer cancelSetup()
-	conn, prepared, failover, err := s.prepare(ctx, setupCtx, createSlot)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close(context.Background())
-	readTimeout := s.readTimeout(setupCtx, conn)
 	rconn, err := s.connectReplication(setupCtx)
 	if err != nil {
 		return false, err
 	}
 	defer rconn.Close(context.Background())
+	server, err := Identify(setupCtx, rconn)
+	if err != nil {
+		return false, err
+	}
+	conn, prepared, failover, err := s.prepare(ctx, setupCtx, createSlot, server, rconn)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.Background())
+	s.stats.server.Store(&server)
+	readTimeout := s.readTimeout(setupCtx, conn)
 	if failover && !prepared.Failover {
 		if err := s.alterFailover(setupCtx, rconn); err != nil {
 			return false, err
@@ -275,7 +280,7 @@ const endCopyTimeout = 5 * time.Second
 // slot on first start, which only ctx (shutdown) ends: it waits for the
 // transactions running at that moment, however long they take. On a standby
 // it creates nothing and returns ErrWaitingPromotion.
-func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool) (*pgx.Conn, SlotInfo, bool, error) {
+func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server Server, rconn *pgconn.PgConn) (*pgx.Conn, SlotInfo, bool, error) {
 	ccfg, err := pgx.ParseConfig(s.cfg.URL)
 	if err != nil {
 		return nil, SlotInfo{}, false, Fatal(fmt.Errorf("parse --pg-url: %w", err))
@@ -311,6 +316,28 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool) (*pgx.
 		s.cfg.Inspect = nil // once
 		s.cfg.ExtraColumns, s.cfg.MessagePrefix = in.ExtraColumns, in.MessagePrefix
 	}
+	// The guard decides from the slot as found, before anything is created.
+	verdict := VerdictStream
+	if *createSlot {
+		verdict = VerdictCreate
+	}
+	var gin GuardInput
+	if s.cfg.Guard != nil {
+		found, exists, err := LookupSlot(setupCtx, conn, s.cfg.Slot)
+		if err != nil {
+			return fail(err)
+		}
+		gin = GuardInput{Server: server, Slot: s.cfg.Slot, Info: found, Exists: exists, First: *createSlot,
+			History: func(ctx context.Context) ([]TimelineSwitch, error) {
+				return TimelineHistory(ctx, rconn, server.Timeline)
+			}}
+		if verdict, err = s.cfg.Guard.Check(setupCtx, gin); err != nil {
+			return fail(err)
+		}
+		if verdict == VerdictCreate && !*createSlot {
+			return fail(Fatal(fmt.Errorf("slot %q: %w", s.cfg.Slot, ErrSlotDropped)))
+		}
+	}
 	created, err := EnsurePublication(setupCtx, conn, s.cfg.Publication, s.tableNames())
 	if err != nil {
 		return fail(err)
@@ -319,28 +346,36 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool) (*pgx.
 		s.log.Info("publication created", "publication", s.cfg.Publication, "tables", s.tableNames())
 	}
 	slotCtx := setupCtx
-	if *createSlot {
+	if verdict != VerdictStream {
 		slotCtx = ctx
 	}
-	info, created, err := EnsureSlot(slotCtx, conn, s.cfg.Slot, *createSlot, failover)
-	if errors.Is(err, ErrSlotLost) && s.cfg.RecreateLostSlot {
-		lost := info
+	info, created, err := EnsureSlot(slotCtx, conn, s.cfg.Slot, verdict == VerdictCreate, failover)
+	var lost *SlotInfo
+	if errors.Is(err, ErrSlotLost) && (verdict == VerdictRecreate || s.cfg.Guard == nil && s.cfg.RecreateLostSlot) {
+		old := info
+		lost = &old
 		if info, err = RecreateLostSlot(slotCtx, conn, s.cfg.Slot, failover); err != nil {
 			return fail(err)
 		}
 		created = false
 		s.log.Error("replication slot was LOST and has been DROPPED AND RECREATED because --recreate-lost-slot is set: "+
-			"events committed after the lost slot's confirmed LSN and before the new slot's start may never have been published; find them in the outbox table and publish them again",
-			"slot", s.cfg.Slot, "lost_confirmed_lsn", lost.Confirmed.String(), "new_confirmed_lsn", info.Confirmed.String())
+			"events committed after the lost slot's confirmed LSN and before the new slot's start may never have been published; "+
+			"publish them again from the outbox table with cdc-relay replay (docs/OPERATIONS.md, \"The slot is gone\")",
+			"slot", s.cfg.Slot, "lost_confirmed_lsn", old.Confirmed.String(), "new_confirmed_lsn", info.Confirmed.String())
 	}
 	if err != nil {
 		return fail(err)
+	}
+	if s.cfg.Guard != nil && (created || lost != nil) {
+		if err := s.cfg.Guard.SlotCreated(setupCtx, gin, info, lost); err != nil {
+			return fail(err)
+		}
 	}
 	// From now on a missing slot means events may have been lost (dropped,
 	// or a failover to a server without it): never create one again.
 	*createSlot = false
 	if created {
-		s.log.Info("slot created", "slot", s.cfg.Slot, "plugin", "pgoutput", "failover", failover, "confirmed_lsn", info.Confirmed.String())
+		s.log.Info("slot created: first start", "slot", s.cfg.Slot, "plugin", "pgoutput", "failover", failover, "confirmed_lsn", info.Confirmed.String())
 	}
 	if !failover && major >= FailoverSlotsMajor && !info.Failover {
 		s.log.Warn("the slot is not a failover slot (--slot-failover false): it will not survive a promotion of a standby", "slot", s.cfg.Slot)
@@ -412,7 +447,13 @@ func (s *Stream) readTimeout(ctx context.Context, conn *pgx.Conn) time.Duration 
 }
 
 func (s *Stream) connectReplication(ctx context.Context) (*pgconn.PgConn, error) {
-	cfg, err := pgconn.ParseConfig(s.cfg.URL)
+	return ConnectReplication(ctx, s.cfg.URL)
+}
+
+// ConnectReplication opens a logical replication connection
+// (replication=database) to url, set up as the stream's.
+func ConnectReplication(ctx context.Context, url string) (*pgconn.PgConn, error) {
+	cfg, err := pgconn.ParseConfig(url)
 	if err != nil {
 		return nil, Fatal(fmt.Errorf("parse --pg-url: %w", err))
 	}
@@ -669,7 +710,8 @@ func (r *reader) sendStatus(replyRequested bool) error {
 	}
 	r.s.stats.confirmed.Store(uint64(lsn))
 	r.s.stats.lastStatus.Store(now.UnixNano())
-	if ct := r.tr.ConfirmedCommitTime(); !ct.IsZero() {
+	if end, ct := r.tr.ConfirmedCommit(); !ct.IsZero() {
+		r.s.stats.confCommitLSN.Store(uint64(end))
 		r.s.stats.confCommitNs.Store(ct.UnixNano())
 	}
 	return nil

@@ -31,8 +31,10 @@ type Tracker struct {
 	head      int
 	confirmed LSN
 	confTime  time.Time // commit time of the newest confirmed transaction
-	room      chan struct{}
-	progress  chan struct{}
+	// confCommit is the end LSN of that transaction
+	confCommit LSN
+	room       chan struct{}
+	progress   chan struct{}
 }
 
 type commit struct {
@@ -147,7 +149,7 @@ func (t *Tracker) advance() {
 		c := t.commits[t.head]
 		if c.end > t.confirmed {
 			t.confirmed = c.end
-			t.confTime = c.time
+			t.confTime, t.confCommit = c.time, c.end
 		}
 		t.head++
 	}
@@ -192,6 +194,15 @@ func (t *Tracker) ConfirmedCommitTime() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.confTime
+}
+
+// ConfirmedCommit is the end LSN and commit time of the newest confirmed
+// transaction (zero before the first); Confirmed may be further on, at an
+// idle position.
+func (t *Tracker) ConfirmedCommit() (LSN, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.confCommit, t.confTime
 }
 
 // InFlight returns the events and bytes reserved and not yet acknowledged.

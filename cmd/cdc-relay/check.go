@@ -10,9 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"errors"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/cdc-relay/cdc-relay/checkpoint"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
@@ -109,11 +112,14 @@ func (c *checker) postgres(ctx context.Context, cfg *Config) {
 	c.messages(ctx, conn, cfg)
 	c.publication(ctx, conn, cfg)
 	c.failover(ctx, conn, cfg, info, slotExists)
+	if slotErr == nil {
+		c.checkpoint(ctx, cfg, info, slotExists)
+	}
 	switch {
 	case slotErr != nil:
 		c.fail("slot %s: %v", cfg.Slot, slotErr)
 	case !slotExists:
-		c.ok("slot %s does not exist yet: the relay creates it (pgoutput) on start", cfg.Slot)
+		// The checkpoint tells a first start from a lost slot: see c.checkpoint.
 	default:
 		var db string
 		conn.QueryRow(ctx, "SELECT current_database()").Scan(&db)
@@ -126,13 +132,61 @@ func (c *checker) postgres(ctx context.Context, cfg *Config) {
 				cfg.Slot, info.Plugin, cfg.Slot, cfg.Slot)
 		case info.Database != db:
 			c.fail("slot %s belongs to database %s, not %s: point --pg-url at %s or set --slot", cfg.Slot, info.Database, db, info.Database)
-		case info.WALStatus == "lost":
-			c.fail("slot %s is lost (wal_status = lost): PostgreSQL removed WAL it needed, events may have been lost; drop the slot to start over", cfg.Slot)
+		case info.Invalidated():
+			// Reported with the checkpoint, below.
 		case info.ActivePID != 0:
 			c.ok("slot %s: pgoutput, wal_status %s, confirmed %s, active in pid %d (a relay streams from it; another instance would be a standby)", cfg.Slot, info.WALStatus, info.Confirmed, info.ActivePID)
 		default:
 			c.ok("slot %s: pgoutput, wal_status %s, confirmed %s, not active", cfg.Slot, info.WALStatus, info.Confirmed)
 		}
+	}
+}
+
+// checkpoint reads the checkpoint topic (creating nothing) and reports what
+// run would decide from it and the slot: a first start, a gap (exit 3), or
+// streaming, with run's warnings.
+func (c *checker) checkpoint(ctx context.Context, cfg *Config, info replication.SlotInfo, slotExists bool) {
+	rconn, err := replication.ConnectReplication(ctx, cfg.PGURL)
+	if err != nil {
+		c.fail("PostgreSQL: cannot open a replication connection (%s): the role needs the REPLICATION attribute and pg_hba.conf must let it connect", Redact(err.Error()))
+		return
+	}
+	defer rconn.Close(context.Background())
+	server, err := replication.Identify(ctx, rconn)
+	if err != nil {
+		c.fail("PostgreSQL: %v", err)
+		return
+	}
+	transport, err := kafkaTransport(cfg)
+	if err != nil {
+		c.fail("--kafka-tls: %v", err)
+		return
+	}
+	g := checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, cfg.CheckpointTopic), RelayID: cfg.RelayID,
+		Slot: cfg.Slot, Publication: cfg.Publication, RecreateInvalidated: cfg.RecreateLostSlot, ReadOnly: true, Logger: discardLogger()})
+	in := replication.GuardInput{Server: server, Slot: cfg.Slot, Info: info, Exists: slotExists, First: true,
+		History: func(ctx context.Context) ([]replication.TimelineSwitch, error) {
+			return replication.TimelineHistory(ctx, rconn, server.Timeline)
+		}}
+	v, warns, err := g.Decide(ctx, in)
+	for _, w := range warns {
+		c.warn("%s", w)
+	}
+	switch {
+	case err != nil && errors.Is(err, replication.ErrCheckpointUnavailable):
+		c.fail("checkpoint topic %s cannot be read (%v): the relay waits for Kafka before it streams, and never takes an unreadable checkpoint for a first start", cfg.CheckpointTopic, err)
+	case err != nil:
+		c.fail("%v", err)
+	case v == replication.VerdictCreate:
+		c.ok("slot %s does not exist yet, and the checkpoint topic %s has no checkpoint for it: a first start, the relay creates the slot (pgoutput)", cfg.Slot, cfg.CheckpointTopic)
+	case v == replication.VerdictRecreate:
+		c.warn("slot %s was invalidated (%s): --recreate-lost-slot is set, so the relay drops and recreates it, records the gap in %s and logs it at ERROR; events since %s may be missing from Kafka",
+			cfg.Slot, info.WALStatus, cfg.CheckpointTopic, info.Confirmed)
+	case g.Last() != nil:
+		last := g.Last()
+		c.ok("checkpoint %s in %s: confirmed %s on timeline %d, written %s", g.RelayID(), cfg.CheckpointTopic, last.LSN, last.Timeline, last.WrittenAt.Format(time.RFC3339))
+	default:
+		c.ok("no checkpoint for relay id %s in %s yet: the relay writes one when it streams", g.RelayID(), cfg.CheckpointTopic)
 	}
 }
 

@@ -75,6 +75,10 @@ type Config struct {
 	MessagePrefixSet  bool
 	CloudEvents       bool
 	CloudEventsSource string
+	// CheckpointTopic is the compacted topic the relay keeps its checkpoint in.
+	CheckpointTopic string
+	// RelayID keys the checkpoint; "" means <system identifier>/<database>/<slot>.
+	RelayID string
 }
 
 // setting is one configuration key: its flag name, default and help.
@@ -90,7 +94,9 @@ var settings = []setting{
 	{"config", "", "YAML file with the same keys as the flags (and columns:)", false},
 	{"pg-url", "", "libpq URL or DSN of the database; the relay adds replication=database for the stream", true},
 	{"slot", "cdc_relay", "logical replication slot (pgoutput), created if missing", false},
-	{"recreate-lost-slot", "false", "true: drop and recreate a slot whose WAL was removed (wal_status lost) instead of halting; events may have been lost, and the relay logs it at ERROR", false},
+	{"recreate-lost-slot", "false", "true: standing consent to every future gap: drop and recreate an invalidated slot (wal_status lost, or conflicting) instead of halting, record the gap in the checkpoint topic and log it at ERROR; prefer cdc-relay slot recreate --accept-gap, which asks each time", false},
+	{"checkpoint-topic", "cdc-relay.checkpoints", "compacted Kafka topic where the relay remembers the LSN it confirmed, so that a lost slot is never taken for a first start; created (cleanup.policy=compact) when missing", false},
+	{"relay-id", "", "key of this relay's checkpoint; default <system identifier>/<database>/<slot>, unique across clusters sharing one Kafka and unchanged by a failover", false},
 	{"slot-failover", "auto", "make the slot a failover slot, which a standby with sync_replication_slots = on keeps, so that it survives a promotion: auto (on for PostgreSQL 17+), true (needs 17+) or false", false},
 	{"slot-poll-interval", "15s", "how often pg_replication_slots is read for the cdc_relay_slot_* metrics (safe WAL size, wal_status, time to exhaustion, spill statistics)", false},
 	{"publication", "cdc_relay", "publication, created if missing", false},
@@ -433,6 +439,7 @@ func (y *yamlFile) get(name string) (string, bool) {
 var (
 	slotName  = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 	identName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
+	topicName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 )
 
 func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
@@ -454,6 +461,11 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 		LogFormat:         v["log-format"],
 		LogLevel:          v["log-level"],
 		KafkaCompression:  v["kafka-compression"],
+		CheckpointTopic:   v["checkpoint-topic"],
+		RelayID:           v["relay-id"],
+	}
+	if c.CheckpointTopic == "" || !topicName.MatchString(c.CheckpointTopic) {
+		return nil, cfgErr("checkpoint-topic", "%q is not a valid Kafka topic name: use 1-249 of a-z, A-Z, 0-9, '.', '_' and '-'", c.CheckpointTopic)
 	}
 	if _, err := pgconn.ParseConfig(c.PGURL); err != nil {
 		return nil, cfgErr("pg-url", "not a valid libpq URL or DSN (%s): use e.g. postgres://user:pass@host:5432/db", redactErr(err))

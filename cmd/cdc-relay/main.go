@@ -16,6 +16,7 @@ const (
 	exitOK     = 0
 	exitFailed = 1 // a runtime failure: a halt, a lost slot, an unusable slot
 	exitConfig = 2 // a bad or missing setting, schema or command line
+	exitGap    = 3 // events may be missing from Kafka: the slot is gone or invalidated (docs/OPERATIONS.md)
 )
 
 func main() {
@@ -36,6 +37,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return check(args[1:], getenv, stdout, stderr)
 	case "schemas":
 		return schemasCommand(args[1:], getenv, stdout, stderr)
+	case "slot":
+		return slotCommand(args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(args[1:], getenv, stderr)
 	case "version", "--version", "-version":
@@ -45,7 +48,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		usage(stdout)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "cdc-relay: unknown command %q: use run, check, status, schemas, healthcheck or version\n", args[0])
+	fmt.Fprintf(stderr, "cdc-relay: unknown command %q: use run, check, status, schemas, slot, healthcheck or version\n", args[0])
 	return exitConfig
 }
 
@@ -56,6 +59,8 @@ Usage:
   cdc-relay run [flags]   stream until SIGTERM or SIGINT (cdc-relay run -h lists the flags)
   cdc-relay check [flags] preflight: check PostgreSQL, the slot, the table, Kafka, the registry and the schemas
   cdc-relay schemas check test local .avsc files against the registry's compatibility, registering nothing
+  cdc-relay slot recreate --accept-gap
+                          after the slot was lost: create it again and record the accepted gap in the checkpoint topic
   cdc-relay status        print the slot's state and lag from pg_replication_slots (--json)
   cdc-relay version       print the version
   cdc-relay healthcheck   exit 0 when the relay on --metrics-addr answers /healthz (for Docker HEALTHCHECK)

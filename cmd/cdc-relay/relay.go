@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
@@ -59,6 +60,8 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	ctx, stop := signalContext(log)
 	defer stop()
 
+	guard := checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, cfg.CheckpointTopic), RelayID: cfg.RelayID,
+		Slot: cfg.Slot, Publication: cfg.Publication, Tables: tableNames(cfg.Tables), Version: version, RecreateInvalidated: cfg.RecreateLostSlot, Logger: log})
 	var stream *replication.Stream
 	stats := func() *replication.Stats { return stream.Stats() }
 	stream = replication.NewStream(replication.Config{
@@ -73,6 +76,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		MaxInFlightBytes:  cfg.MaxInFlightBytes,
 		RecreateLostSlot:  cfg.RecreateLostSlot,
 		SlotFailover:      cfg.SlotFailover,
+		Guard:             guard,
 		Logger:            log,
 	}, nil)
 	lag := newLagRate(stats().LagBytes)
@@ -175,10 +179,26 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	}()
 	defer func() { stopLag(); <-pollDone }()
 
-	if err := stream.Run(ctx); err != nil {
+	ckptCtx, stopCkpt := context.WithCancel(context.Background())
+	ckptDone := make(chan struct{})
+	go func() {
+		defer close(ckptDone)
+		guard.Run(ckptCtx, stats())
+	}()
+	err = stream.Run(ctx)
+	stopCkpt()
+	<-ckptDone
+	// The last confirmed LSN, at a clean stop and after a halt alike.
+	fctx, cancelFlush := context.WithTimeout(context.Background(), 10*time.Second)
+	if ferr := guard.Flush(fctx, stats()); ferr != nil {
+		log.Warn("final checkpoint not written", "checkpoint_topic", cfg.CheckpointTopic, "err", ferr.Error())
+	}
+	cancelFlush()
+	if err != nil {
 		var cerr *ConfigError
 		var ferr *recordpkg.FlagError
-		if errors.As(err, &cerr) || errors.As(err, &ferr) {
+		var perr *checkpoint.PolicyError
+		if errors.As(err, &cerr) || errors.As(err, &ferr) || errors.As(err, &perr) {
 			fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
 			return exitConfig
 		}
@@ -189,6 +209,9 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		}
 		fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error()))
 		lingerHalted(ctx, cfg.HaltLinger, log)
+		if isGap(err) {
+			return exitGap
+		}
 		return exitFailed
 	}
 	return exitOK
@@ -341,4 +364,13 @@ func compression(name string) kafka.Compression {
 		return kafka.Zstd
 	}
 	return 0
+}
+
+// isGap reports whether err means events may be missing from Kafka: the
+// slot is gone or invalidated, or Kafka holds events of a timeline the
+// server no longer has. The relay exits 3 then; only an operator can decide
+// how to go on (docs/OPERATIONS.md, "The slot is gone").
+func isGap(err error) bool {
+	var gap *checkpoint.GapError
+	return errors.As(err, &gap) || errors.Is(err, replication.ErrSlotDropped) || errors.Is(err, replication.ErrSlotLost)
 }

@@ -1,28 +1,28 @@
 package main
 
 // Slot safety: a slot dropped while the relay runs, or one whose WAL
-// PostgreSQL removed (wal_status lost), stops the relay with exit 1 and a
-// message saying events may have been lost. It is never recreated silently;
-// --recreate-lost-slot recreates a lost slot, loudly.
+// PostgreSQL removed (wal_status lost), stops the relay with exit 3 and a
+// message saying events may be missing, also after a restart (the
+// checkpoint remembers). It is never recreated silently;
+// --recreate-lost-slot recreates a lost slot, loudly, and records the gap.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cdc-relay/cdc-relay/internal/freeport"
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 )
 
 // TestSlotDroppedWhileRunning: the walsender is terminated and the slot
-// dropped before the relay reconnects: the relay exits 1 saying events may
-// have been lost, and does not create the slot again.
+// dropped before the relay reconnects: the relay exits 3 saying events may
+// be missing, and does not create the slot again; nor does it when a
+// supervisor restarts it, while a row written meanwhile waits for a replay.
 func TestSlotDroppedWhileRunning(t *testing.T) {
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
@@ -45,19 +45,20 @@ func TestSlotDroppedWhileRunning(t *testing.T) {
 		_, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", f.slot)
 		return err == nil
 	})
-	if code := r.wait(60 * time.Second); code != exitFailed {
-		t.Fatalf("exit code %d after the slot was dropped, want %d", code, exitFailed)
+	out := wantGapExit(t, r, f.slot)
+	if !strings.Contains(out, "dropped") {
+		t.Fatalf("the exit message does not say the slot may have been dropped:\n%s", tailString(out, 3000))
 	}
-	out := r.Output()
-	if !strings.Contains(out, "dropped") || !strings.Contains(out, "events may have been lost") {
-		t.Fatalf("the exit message does not say the slot was dropped and events may have been lost:\n%s", tailString(out, 3000))
+	if slotExists(t, conn, f.slot) {
+		t.Fatalf("the relay created the dropped slot again")
 	}
-	var n int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&n); err != nil {
+	agg = uuidFor(2)
+	if _, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 2)}}); err != nil {
 		t.Fatal(err)
 	}
-	if n != 0 {
-		t.Fatalf("the relay created the dropped slot again")
+	wantGapExit(t, startRelay(t, f.args("--halt-linger", "0s")), f.slot)
+	if slotExists(t, conn, f.slot) {
+		t.Fatalf("the restarted relay created the dropped slot again")
 	}
 }
 
@@ -141,22 +142,16 @@ func TestSlotLost(t *testing.T) {
 	}
 	wantLostMessage := func(r *relay) {
 		t.Helper()
-		if code := r.wait(60 * time.Second); code != exitFailed {
-			t.Fatalf("exit code %d with a lost slot, want %d", code, exitFailed)
-		}
-		out := r.Output()
-		if !strings.Contains(out, "slot lost") || !strings.Contains(out, "events may have been lost") || !strings.Contains(out, "--recreate-lost-slot") {
-			t.Fatalf("the exit message does not say the slot is lost, that events may have been lost, and how to go on:\n%s", tailString(out, 3000))
+		out := wantGapExit(t, r, f.slot)
+		if !strings.Contains(out, "invalidated (wal_status lost") {
+			t.Fatalf("the exit message does not say the slot was invalidated:\n%s", tailString(out, 3000))
 		}
 	}
 
-	// Nothing listens on this port: the event stays in flight, unconfirmed.
-	deadKafka, err := freeport.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := startRelay(t, f.args("--pg-url", url, "--kafka-brokers", "127.0.0.1:"+strconv.Itoa(deadKafka), "--halt-linger", "0s"))
+	r := startRelay(t, f.args("--pg-url", url, "--halt-linger", "0s"))
 	r.waitStreaming(60 * time.Second)
+	// With the broker down the event stays in flight, unconfirmed.
+	restartBroker := stopBroker(t)
 	agg := uuidFor(7)
 	if _, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}}); err != nil {
 		t.Fatal(err)
@@ -164,6 +159,7 @@ func TestSlotLost(t *testing.T) {
 	r.waitMetric("cdc_relay_events_read_total", 30*time.Second, func(v float64) bool { return v >= 1 })
 	makeSlotLost(t, conn, f)
 	wantLostMessage(r)
+	restartBroker()
 
 	r2 := startRelay(t, f.args("--pg-url", url, "--halt-linger", "0s"))
 	wantLostMessage(r2)
@@ -178,6 +174,18 @@ func TestSlotLost(t *testing.T) {
 	if !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "RECREATED") || !strings.Contains(out, "lost_confirmed_lsn=") {
 		t.Fatalf("no ERROR line saying the lost slot was recreated:\n%s", tailString(out, 3000))
 	}
+	if !strings.Contains(out, "gap accepted under --recreate-lost-slot and recorded in the checkpoint topic") {
+		t.Fatalf("no ERROR line saying the gap was recorded:\n%s", tailString(out, 3000))
+	}
+	cc := consume(t, `^cdc-relay\.checkpoints$`)
+	waitFor(t, 30*time.Second, "the gap record of --recreate-lost-slot", func() bool {
+		for _, v := range checkpoints(t, cc) {
+			if v.Kind == "gap" && v.Slot == f.slot && v.Gap != nil && v.Gap.Via == "--recreate-lost-slot" {
+				return true
+			}
+		}
+		return false
+	})
 	if st := walStatusOf(t, conn, f.slot); st != "reserved" {
 		t.Fatalf("the recreated slot's wal_status is %q, want reserved", st)
 	}

@@ -1,0 +1,87 @@
+package checkpoint
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/replication"
+)
+
+// ReplayMargin is how far before the last confirmed commit the suggested
+// replay starts: created_at defaults to now(), a transaction's start, so a
+// transaction open when the gap began has an earlier created_at.
+const ReplayMargin = 15 * time.Minute
+
+// GapError means events may be missing from Kafka: the slot is gone or
+// invalidated while the relay has a history, or Kafka holds events of a
+// timeline the server no longer has. The relay creates nothing and exits 3;
+// the operator decides (slot recreate --accept-gap, then replay).
+type GapError struct {
+	Slot string
+	// What happened, e.g. "does not exist" or "was invalidated (wal_status lost)".
+	What string
+	// Checkpoint is the relay's last checkpoint, when it has one.
+	Checkpoint *Record
+	// Other is a checkpoint of the same database and slot under another
+	// system identifier (a pg_upgrade before 17, or another cluster).
+	Other    *Record
+	SystemID string
+	// Fork is set when the checkpoint lies beyond the point where the
+	// server's timeline forked off the checkpoint's.
+	Fork *replication.TimelineSwitch
+	// Timeline is the server's timeline.
+	Timeline uint32
+}
+
+func (e *GapError) Error() string {
+	var b strings.Builder
+	switch {
+	case e.Fork != nil:
+		fmt.Fprintf(&b, "the server's timeline %d forked off timeline %d at %s, but the relay's checkpoint (relay id %s) is at %s on timeline %d%s: "+
+			"Kafka holds events of a timeline this database no longer has (an asynchronous standby was promoted, or the database was restored to a point in time); "+
+			"events committed after %s on the old timeline are not in this database, and consumers may have acted on them",
+			e.Timeline, e.Fork.TLI, e.Fork.Switch, e.Checkpoint.RelayID, e.Checkpoint.LSN, e.Checkpoint.Timeline, commitText(e.Checkpoint), e.Fork.Switch)
+		fmt.Fprintf(&b, "; the relay streams nothing until an operator accepts it: check what consumers did with those events, then run cdc-relay slot recreate --accept-gap --reason TEXT (same settings), which keeps the slot and records the fork in the checkpoint topic")
+		return b.String()
+	case e.Other != nil && e.Checkpoint == nil:
+		fmt.Fprintf(&b, "replication slot %q %s, and this server (system identifier %s) has no checkpoint, but the checkpoint topic holds one for the same database and slot under system identifier %s (relay id %s, confirmed %s%s): "+
+			"this is a cluster made by pg_upgrade from before PostgreSQL 17, which drops slots (events committed after that time may be missing from Kafka), or another cluster under the same names; "+
+			"if it is another cluster, set --relay-id to a name of its own; if it is the upgraded cluster, run cdc-relay slot recreate --accept-gap --reason TEXT, then %s",
+			e.Slot, e.What, e.SystemID, e.Other.SystemID, e.Other.RelayID, e.Other.LSN, commitText(e.Other), replayCommand(e.Other))
+		return b.String()
+	case e.Checkpoint != nil:
+		fmt.Fprintf(&b, "replication slot %q %s, but the relay's checkpoint (relay id %s) says it confirmed %s%s: "+
+			"events committed after that time may be missing from Kafka (the slot was dropped, lost in a failover to a standby without a synchronised copy, or invalidated by max_slot_wal_keep_size); "+
+			"the relay creates no slot by itself. To go on: 1. cdc-relay slot recreate --accept-gap --reason TEXT (same settings) creates the slot and records the gap; "+
+			"2. %s publishes the missing events again from the outbox table (consumers deduplicate on id)",
+			e.Slot, e.What, e.Checkpoint.RelayID, e.Checkpoint.LSN, commitText(e.Checkpoint), replayCommand(e.Checkpoint))
+		return b.String()
+	}
+	fmt.Fprintf(&b, "replication slot %q %s: events may have been lost, and the relay has no checkpoint to say since when; "+
+		"the relay creates no slot by itself: run cdc-relay slot recreate --accept-gap --reason TEXT (same settings), then cdc-relay replay --since TIME for the events since the slot last worked",
+		e.Slot, e.What)
+	return b.String()
+}
+
+func commitText(r *Record) string {
+	if r.LastCommitTime == nil {
+		return fmt.Sprintf(" (no commit confirmed yet; checkpoint written at %s)", r.WrittenAt.UTC().Format(time.RFC3339))
+	}
+	return ", last commit at " + r.LastCommitTime.UTC().Format(time.RFC3339Nano)
+}
+
+// ReplaySince is the --since to suggest for a replay after r: its last
+// commit time (or when it was written) less ReplayMargin.
+func ReplaySince(r *Record) time.Time {
+	t := r.WrittenAt
+	if r.LastCommitTime != nil {
+		t = *r.LastCommitTime
+	}
+	return t.Add(-ReplayMargin).UTC().Truncate(time.Second)
+}
+
+func replayCommand(r *Record) string {
+	return fmt.Sprintf("cdc-relay replay --since %s (%s before the last confirmed commit: transactions open when the gap began have an earlier created_at)",
+		ReplaySince(r).Format(time.RFC3339), ReplayMargin)
+}

@@ -1,0 +1,375 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/replication"
+)
+
+// Config configures a Guard.
+type Config struct {
+	Store *Store
+	// RelayID is --relay-id; "" means DefaultRelayID, known after the first
+	// connection.
+	RelayID     string
+	Slot        string
+	Publication string
+	Tables      []string
+	Version     string
+	// RecreateInvalidated is --recreate-lost-slot: an invalidated slot is
+	// dropped and created again, and the gap recorded, instead of a halt.
+	RecreateInvalidated bool
+	// ReadOnly creates nothing: a missing topic reads as empty (check).
+	ReadOnly bool
+	// Interval is the least time between two checkpoint writes; default 1 s.
+	Interval time.Duration
+	Logger   *slog.Logger
+}
+
+// Guard is the relay's checkpoint: it decides on every connection what may
+// be done with the slot (replication.Guard), and Run writes the confirmed
+// LSN to the checkpoint topic.
+type Guard struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	loaded  bool
+	id      string
+	own     *Record // the newest checkpoint under id, read or written
+	others  []*Record
+	written replication.LSN // the LSN of own when this process wrote or read it
+}
+
+var _ replication.Guard = (*Guard)(nil)
+
+// NewGuard returns a guard; nothing is read before the first Check.
+func NewGuard(cfg Config) *Guard {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Guard{cfg: cfg, log: cfg.Logger}
+}
+
+// RelayID is the relay id in use ("" before the first Check without
+// --relay-id).
+func (g *Guard) RelayID() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.id
+}
+
+// Load makes sure the checkpoint topic exists and is compacted, and reads
+// it, once per process. A *PolicyError is a configuration error; any other
+// error wraps replication.ErrCheckpointUnavailable.
+func (g *Guard) Load(ctx context.Context, server replication.Server) error {
+	return g.load(ctx, server, false)
+}
+
+// load reads the topic when it has not been read yet, or again when force
+// is set: before a missing slot is taken for a first start, what another
+// instance (an active relay this one stood by for) wrote since counts.
+func (g *Guard) load(ctx context.Context, server replication.Server, force bool) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.loaded && !force {
+		return nil
+	}
+	exists, err := g.cfg.Store.Ensure(ctx, !g.cfg.ReadOnly)
+	if err != nil {
+		var pe *PolicyError
+		if errors.As(err, &pe) {
+			return err
+		}
+		return unknown(err)
+	}
+	st := &State{Checkpoints: map[string]*Record{}}
+	if exists {
+		if st, err = g.cfg.Store.Load(ctx); err != nil {
+			return unknown(err)
+		}
+	}
+	g.id = g.cfg.RelayID
+	if g.id == "" {
+		g.id = DefaultRelayID(server, g.cfg.Slot)
+		g.others = st.SameSlotElsewhere(server, g.cfg.Slot)
+		slices.SortFunc(g.others, func(a, b *Record) int { return b.WrittenAt.Compare(a.WrittenAt) })
+	}
+	if r := st.Checkpoints[g.id]; r != nil && (g.own == nil || r.Position() > g.own.Position()) {
+		g.own = r
+		g.written = r.Position()
+	}
+	g.loaded = true
+	return nil
+}
+
+func unknown(err error) error {
+	return fmt.Errorf("%w: %w (the checkpoint is unknown, not absent: the relay waits for Kafka and creates nothing meanwhile)", replication.ErrCheckpointUnavailable, err)
+}
+
+// Check implements replication.Guard.
+func (g *Guard) Check(ctx context.Context, in replication.GuardInput) (replication.Verdict, error) {
+	v, warns, err := g.Decide(ctx, in)
+	for _, w := range warns {
+		g.log.Warn(w, "slot", in.Slot, "relay_id", g.RelayID())
+	}
+	if v == replication.VerdictCreate && err == nil {
+		g.log.Info("first start: no slot and no checkpoint for it; creating the slot", "slot", in.Slot, "relay_id", g.RelayID(), "checkpoint_topic", g.cfg.Store.Topic())
+	}
+	return v, err
+}
+
+// Decide is Check without logging: the verdict, the warnings to give, and a
+// fatal error (a *GapError, a *PolicyError) or a retriable one.
+func (g *Guard) Decide(ctx context.Context, in replication.GuardInput) (replication.Verdict, []string, error) {
+	if err := g.Load(ctx, in.Server); err != nil {
+		var pe *PolicyError
+		if errors.As(err, &pe) {
+			return 0, nil, replication.Fatal(err)
+		}
+		return 0, nil, err
+	}
+	g.mu.Lock()
+	own, others := g.own, g.others
+	g.mu.Unlock()
+
+	if (!in.Exists || in.Info.Invalidated()) && in.First && own == nil && len(others) == 0 && g.cfg.Store != nil {
+		// About to take this for a first start: read the topic again, as
+		// another instance may have streamed and checkpointed since.
+		if err := g.load(ctx, in.Server, true); err != nil {
+			return 0, nil, err
+		}
+		g.mu.Lock()
+		own, others = g.own, g.others
+		g.mu.Unlock()
+	}
+	if !in.Exists || in.Info.Invalidated() {
+		what := "does not exist"
+		if in.Exists {
+			what = "was invalidated (" + invalidation(in.Info) + ")"
+			if g.cfg.RecreateInvalidated {
+				return replication.VerdictRecreate, nil, nil
+			}
+		}
+		gap := &GapError{Slot: in.Slot, What: what, Checkpoint: own, SystemID: in.Server.SystemID, Timeline: in.Server.Timeline}
+		switch {
+		case own != nil, in.Exists:
+			return 0, nil, replication.Fatal(gap)
+		case len(others) > 0:
+			gap.Other = others[0]
+			return 0, nil, replication.Fatal(gap)
+		case !in.First:
+			return 0, nil, replication.Fatal(gap)
+		}
+		return replication.VerdictCreate, nil, nil
+	}
+
+	var warns []string
+	if own == nil && len(others) > 0 {
+		o := others[0]
+		warns = append(warns, fmt.Sprintf("adopting the checkpoint of the same database and slot under another system identifier: %s (relay id %s, confirmed %s) is now %s (relay id %s); "+
+			"this is a pg_upgrade from PostgreSQL 17 or later, which keeps slots. If it is another cluster under the same names, stop and set --relay-id",
+			o.SystemID, o.RelayID, o.LSN, in.Server.SystemID, g.RelayID()))
+		return replication.VerdictStream, warns, nil
+	}
+	if own == nil {
+		return replication.VerdictStream, nil, nil
+	}
+	if own.SystemID != in.Server.SystemID {
+		warns = append(warns, fmt.Sprintf("the checkpoint under relay id %s was written by system identifier %s, the server is %s (a pg_upgrade that kept the slot): streaming from the slot, LSNs of the two are not compared",
+			own.RelayID, own.SystemID, in.Server.SystemID))
+		return replication.VerdictStream, warns, nil
+	}
+	if own.Timeline != 0 && own.Timeline != in.Server.Timeline {
+		hist, err := in.History(ctx)
+		if err != nil {
+			return 0, nil, err
+		}
+		if fork, beyond := forkedBefore(hist, own); beyond {
+			return 0, nil, replication.Fatal(&GapError{Slot: in.Slot, Checkpoint: own, Fork: &fork, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
+		}
+	}
+	if pos := own.Position(); in.Info.Confirmed < pos {
+		if own.Timeline == in.Server.Timeline || own.Timeline == 0 {
+			warns = append(warns, fmt.Sprintf("the slot is behind the checkpoint: events between %s and %s are published again (duplicates, which consumers drop by id)", in.Info.Confirmed, own.LSN))
+		} else {
+			warns = append(warns, fmt.Sprintf("the slot (timeline %d, confirmed %s) is behind the checkpoint (timeline %d, %s), which lies before the fork: events since %s are published again (duplicates)",
+				in.Server.Timeline, in.Info.Confirmed, own.Timeline, own.LSN, in.Info.Confirmed))
+		}
+	}
+	return replication.VerdictStream, warns, nil
+}
+
+// forkedBefore finds where the checkpoint's timeline ended in the server's
+// history, and whether the checkpoint lies beyond it. A timeline that is not
+// in the history at all (a restore from another line) counts as beyond, at
+// its start.
+func forkedBefore(hist []replication.TimelineSwitch, own *Record) (replication.TimelineSwitch, bool) {
+	for _, h := range hist {
+		if h.TLI == own.Timeline {
+			// Only a published transaction beyond the switch point is on
+			// the lost timeline: an idle position past it published nothing.
+			return h, own.PublishedUpTo() > h.Switch
+		}
+	}
+	return replication.TimelineSwitch{TLI: own.Timeline}, true
+}
+
+func invalidation(i replication.SlotInfo) string {
+	var parts []string
+	if i.WALStatus == "lost" {
+		parts = append(parts, "wal_status lost: PostgreSQL removed WAL it still needed, e.g. past max_slot_wal_keep_size")
+	}
+	if i.Conflicting {
+		parts = append(parts, "conflicting with recovery")
+	}
+	if i.InvalidationReason != "" {
+		parts = append(parts, "invalidation_reason "+i.InvalidationReason)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// SlotCreated implements replication.Guard: it writes the first checkpoint
+// at the new slot's start, and for a recreated slot first the gap.
+func (g *Guard) SlotCreated(ctx context.Context, in replication.GuardInput, info replication.SlotInfo, old *replication.SlotInfo) error {
+	if old != nil {
+		gap, err := g.Accept(ctx, in.Server, old.Confirmed, info.Confirmed, "--recreate-lost-slot", "standing consent: --recreate-lost-slot is set")
+		if err != nil {
+			return err
+		}
+		g.log.Error("gap accepted under --recreate-lost-slot and recorded in the checkpoint topic: events committed after the old slot's position may be missing from Kafka; "+
+			"publish them with cdc-relay replay (docs/OPERATIONS.md). cdc-relay slot recreate --accept-gap is the recommended way: it asks each time",
+			"slot", in.Slot, "from_lsn", gap.Gap.FromLSN, "to_lsn", gap.Gap.ToLSN, "checkpoint_topic", g.cfg.Store.Topic(), "key", gap.Key())
+	}
+	return g.write(ctx, in.Server, info.Confirmed, 0, time.Time{})
+}
+
+// Last is the checkpoint the relay goes on from: its own, else the newest
+// of the same database and slot under another system identifier; nil for
+// none.
+func (g *Guard) Last() *Record {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.own != nil {
+		return g.own
+	}
+	if len(g.others) > 0 {
+		return g.others[0]
+	}
+	return nil
+}
+
+// Accept records an accepted gap, from the last checkpoint (or fromLSN
+// without one) to toLSN, the new slot's start, and then a checkpoint at
+// toLSN, which starts the new history. It returns the gap record.
+func (g *Guard) Accept(ctx context.Context, server replication.Server, fromLSN, toLSN replication.LSN, via, reason string) (*Record, error) {
+	gap := g.GapRecord(server, g.Last(), fromLSN, toLSN, via, reason)
+	if err := g.cfg.Store.Write(ctx, gap); err != nil {
+		return nil, fmt.Errorf("%w: record the accepted gap: %w", replication.ErrCheckpointUnavailable, err)
+	}
+	g.mu.Lock()
+	g.own, g.others, g.written = nil, nil, 0
+	g.mu.Unlock()
+	if err := g.write(ctx, server, toLSN, 0, time.Time{}); err != nil {
+		return nil, err
+	}
+	return gap, nil
+}
+
+// GapRecord is the record of an accepted gap from the last checkpoint (or,
+// without one, fromLSN) to the new slot's start.
+func (g *Guard) GapRecord(server replication.Server, from *Record, fromLSN, toLSN replication.LSN, via, reason string) *Record {
+	r := g.record(server, toLSN, 0, time.Time{})
+	r.Kind = KindGap
+	r.Gap = &Gap{FromLSN: fromLSN.String(), ToLSN: toLSN.String(), AcceptedAt: r.WrittenAt, AcceptedBy: whoami(), Reason: reason, Via: via}
+	if from != nil {
+		r.Gap.FromLSN = from.LSN
+		r.Gap.FromCommitTime = from.LastCommitTime
+	}
+	return r
+}
+
+func (g *Guard) record(server replication.Server, lsn replication.LSN, commitLSN replication.LSN, commit time.Time) *Record {
+	g.mu.Lock()
+	id, own := g.id, g.own
+	g.mu.Unlock()
+	r := &Record{Kind: KindCheckpoint, RelayID: id, LSN: lsn.String(), Timeline: server.Timeline, SystemID: server.SystemID, Database: server.Database,
+		Slot: g.cfg.Slot, Publication: g.cfg.Publication, Tables: g.cfg.Tables, Version: g.cfg.Version, WrittenAt: time.Now().UTC()}
+	switch {
+	case !commit.IsZero():
+		c := commit.UTC()
+		r.LastCommitTime, r.LastCommitLSN = &c, commitLSN.String()
+	case own != nil && own.SystemID == server.SystemID && own.Position() <= lsn:
+		r.LastCommitTime, r.LastCommitLSN = own.LastCommitTime, own.LastCommitLSN
+	}
+	return r
+}
+
+// write writes a checkpoint at lsn and remembers it.
+func (g *Guard) write(ctx context.Context, server replication.Server, lsn, commitLSN replication.LSN, commit time.Time) error {
+	r := g.record(server, lsn, commitLSN, commit)
+	if err := g.cfg.Store.Write(ctx, r); err != nil {
+		return fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err)
+	}
+	g.mu.Lock()
+	g.own, g.written = r, lsn
+	g.mu.Unlock()
+	return nil
+}
+
+// Run writes a checkpoint after each confirm that moved the LSN past the
+// last one written, at most once per Interval, until ctx ends; then Flush
+// writes the last one. Failed writes are logged once per distinct error and
+// retried at the next tick.
+func (g *Guard) Run(ctx context.Context, stats *replication.Stats) {
+	t := time.NewTicker(g.cfg.Interval)
+	defer t.Stop()
+	var lastErr string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := g.Flush(wctx, stats)
+		cancel()
+		switch {
+		case err != nil && err.Error() != lastErr && ctx.Err() == nil:
+			g.log.Warn("checkpoint not written; retrying", "checkpoint_topic", g.cfg.Store.Topic(), "err", err.Error())
+			lastErr = err.Error()
+		case err == nil && lastErr != "":
+			g.log.Info("checkpoint written again", "checkpoint_topic", g.cfg.Store.Topic())
+			lastErr = ""
+		}
+	}
+}
+
+// Flush writes a checkpoint when the confirmed LSN has moved past the last
+// one written (read the commit first: the LSN is then at least as new).
+func (g *Guard) Flush(ctx context.Context, stats *replication.Stats) error {
+	g.mu.Lock()
+	loaded, written := g.loaded, g.written
+	g.mu.Unlock()
+	server := stats.Server()
+	if !loaded || server == nil {
+		return nil
+	}
+	commitLSN := stats.ConfirmedCommitLSN()
+	commit := stats.ConfirmedCommitTime()
+	lsn := stats.Confirmed()
+	if lsn == 0 || lsn <= written {
+		return nil
+	}
+	return g.write(ctx, *server, lsn, commitLSN, commit)
+}
