@@ -12,7 +12,7 @@ import (
 // 1. They are the contract of the degraded state, not settings.
 const (
 	// produceFailingLimit: produce requests have failed, with no success
-	// in between, for longer than this.
+	// in between, for longer than this, while events wait.
 	produceFailingLimit = 10 * time.Second
 	// inFlightAgeLimit: the oldest event read from the slot and not yet
 	// acknowledged by Kafka has waited longer than this.
@@ -44,9 +44,11 @@ func (r *readiness) degraded(now time.Time) string {
 // requests have failed (zero: the newest succeeded, or none failed), the
 // newest failure, the oldest in-flight event's age and now, it returns the
 // reason, or "" when Kafka keeps up. Failing produce requests are named
-// first: their error says more than the age they cause.
+// first: their error says more than the age they cause. They count only
+// while an event waits (oldest > 0): a failure nothing retries any more
+// (its session ended and nothing was read again yet) blocks nothing.
 func kafkaDegraded(failingSince time.Time, lastErr string, oldest time.Duration, now time.Time) string {
-	if !failingSince.IsZero() {
+	if !failingSince.IsZero() && oldest > 0 {
 		if d := now.Sub(failingSince); d > produceFailingLimit {
 			reason := "kafka: produce requests failing for " + d.Truncate(time.Second).String()
 			if lastErr != "" {

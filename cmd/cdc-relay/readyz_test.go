@@ -29,7 +29,8 @@ func TestKafkaDegraded(t *testing.T) {
 		{"failing for exactly 10s", now.Add(-produceFailingLimit), refused, 10 * time.Second, ""},
 		{"failing for 14s", now.Add(-14600 * time.Millisecond), refused, 14 * time.Second,
 			"kafka: produce requests failing for 14s: " + refused},
-		{"failing without a message", now.Add(-11 * time.Second), "", 0, "kafka: produce requests failing for 11s"},
+		{"failing without a message", now.Add(-11 * time.Second), "", time.Second, "kafka: produce requests failing for 11s"},
+		{"failing, nothing in flight", now.Add(-time.Minute), refused, 0, ""},
 		{"failure in the future (clock)", now.Add(time.Minute), refused, 0, ""},
 		{"oldest 29s", time.Time{}, "", 29 * time.Second, ""},
 		{"oldest exactly 30s", time.Time{}, "", inFlightAgeLimit, ""},
@@ -37,9 +38,9 @@ func TestKafkaDegraded(t *testing.T) {
 		{"oldest 35s, failing for 3s", now.Add(-3 * time.Second), refused, 35 * time.Second, "kafka: oldest in-flight event waiting for 35s"},
 		{"both: the failure is named", now.Add(-40 * time.Second), refused, 40 * time.Second,
 			"kafka: produce requests failing for 40s: " + refused},
-		{"a password in the error is redacted", now.Add(-12 * time.Second), "sasl postgres://relay:secret@db/app", 0,
+		{"a password in the error is redacted", now.Add(-12 * time.Second), "sasl postgres://relay:secret@db/app", time.Second,
 			"kafka: produce requests failing for 12s: sasl postgres://relay:xxxxx@db/app"},
-		{"over a minute", now.Add(-75 * time.Second), "EOF", 0, "kafka: produce requests failing for 1m15s: EOF"},
+		{"over a minute", now.Add(-75 * time.Second), "EOF", 75 * time.Second, "kafka: produce requests failing for 1m15s: EOF"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
