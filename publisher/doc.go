@@ -8,5 +8,6 @@
 // written per partition, retried on retriable errors until it succeeds, and
 // only then is the next batch taken. It uses kafka-go's low-level Client
 // rather than its Writer, whose per-partition queue keeps writing later
-// batches after one has failed.
+// batches after one has failed. Publisher.Health tells since when requests
+// have failed, for the relay's readiness.
 package publisher

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -81,6 +82,54 @@ type Publisher struct {
 
 	mu         sync.RWMutex
 	partitions map[string]int
+
+	// born is the monotonic origin of failingSince: nanoseconds since born
+	// of the first failed request after the last successful produce
+	// request, 0 while none failed since. lastErr is the newest failure.
+	born         time.Time
+	failingSince atomic.Int64
+	lastErr      atomic.Pointer[string]
+}
+
+// Health is what the publisher knows of Kafka's state, for readiness.
+type Health struct {
+	// FailingSince is when the first produce or metadata request failed
+	// after the last successful produce request (a monotonic reading);
+	// zero while the newest produce request succeeded, or none failed.
+	// It spans sessions: a terminal error that restarts the session does
+	// not reset it, only a successful produce request does.
+	FailingSince time.Time
+	// LastError is the newest failure's message ("" when FailingSince is
+	// zero).
+	LastError string
+}
+
+// Health returns the publisher's view of Kafka. Safe for concurrent use.
+func (p *Publisher) Health() Health {
+	ns := p.failingSince.Load()
+	if ns == 0 {
+		return Health{}
+	}
+	h := Health{FailingSince: p.born.Add(time.Duration(ns))}
+	if e := p.lastErr.Load(); e != nil {
+		h.LastError = *e
+	}
+	return h
+}
+
+// noteFailure records a failed request for Health.
+func (p *Publisher) noteFailure(err error) {
+	msg := err.Error()
+	p.lastErr.Store(&msg)
+	p.failingSince.CompareAndSwap(0, max(int64(time.Since(p.born)), 1))
+}
+
+// noteSuccess records a successful produce request for Health: one atomic
+// load per request while Kafka is healthy.
+func (p *Publisher) noteSuccess() {
+	if p.failingSince.Load() != 0 {
+		p.failingSince.Store(0)
+	}
 }
 
 // New returns a publisher; it does not connect until used.
@@ -116,6 +165,7 @@ func New(cfg Config) (*Publisher, error) {
 		log:        cfg.Logger,
 		obs:        cfg.Observer,
 		partitions: make(map[string]int),
+		born:       time.Now(),
 	}, nil
 }
 

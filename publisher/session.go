@@ -371,6 +371,7 @@ func (s *Session) produce(ctx context.Context, topic string, partition int, chun
 		s.p.obs.ProduceError(errorKind(err))
 		return err
 	}
+	s.p.noteSuccess()
 	s.p.obs.Produced(topic, len(chunk), size, time.Since(start))
 	return nil
 }
@@ -391,6 +392,7 @@ func (s *Session) retry(ctx context.Context, f func() (int, error)) (int, error)
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
+		s.p.noteFailure(err)
 		if !isRetriable(err) {
 			return 0, err
 		}

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
 // fakeAcker checks that acknowledgements form a growing contiguous prefix.
@@ -298,5 +300,50 @@ func TestSessionLinger(t *testing.T) {
 				t.Fatalf("acknowledged after %s, before the %s linger", elapsed, tc.linger)
 			}
 		})
+	}
+}
+
+// TestHealthFailingSince: while produce requests fail, Health says since
+// when and with what; it stays at the first failure through the retries,
+// and one successful produce request clears it.
+func TestHealthFailingSince(t *testing.T) {
+	const topic = "orders"
+	c := newCluster(t, topic)
+	var failing atomic.Bool
+	var failures atomic.Int64
+	failing.Store(true)
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if failing.Load() {
+			failures.Add(1)
+			return nil, errors.New("injected failure"), true // kfake closes the connection
+		}
+		return nil, nil, false
+	})
+	p, s, acker := startSession(t, Config{Brokers: c.ListenAddrs(), RequestTimeout: 5 * time.Second})
+	if h := p.Health(); !h.FailingSince.IsZero() || h.LastError != "" {
+		t.Fatalf("before any request: Health = %+v, want zero", h)
+	}
+	before := time.Now()
+	if err := s.Enqueue(&Record{Topic: topic, Key: []byte("k"), Value: []byte("v"), Seq: 1, Reserved: 1}); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.WaitFor(t, 30*time.Second, "3 failed produce requests", func() bool { return failures.Load() >= 3 })
+	h := p.Health()
+	if h.FailingSince.Before(before) || h.FailingSince.After(time.Now()) {
+		t.Fatalf("FailingSince = %v, want between %v and now", h.FailingSince, before)
+	}
+	if h.LastError == "" {
+		t.Fatal("LastError is empty while produce requests fail")
+	}
+	first := h.FailingSince
+	relaytest.WaitFor(t, 30*time.Second, "a 4th failed produce request", func() bool { return failures.Load() >= 4 })
+	if got := p.Health().FailingSince; !got.Equal(first) {
+		t.Fatalf("FailingSince moved from %v to %v on a retry: it is the first failure's", first, got)
+	}
+	failing.Store(false)
+	drainAll(t, s, acker, 1, 30*time.Second)
+	if h := p.Health(); !h.FailingSince.IsZero() || h.LastError != "" {
+		t.Fatalf("after a successful produce: Health = %+v, want zero", h)
 	}
 }

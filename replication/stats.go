@@ -131,6 +131,17 @@ func (s *Stats) InFlight() (events int, bytes int64) {
 	return 0, 0
 }
 
+// OldestInFlight is how long ago the oldest event in flight in the current
+// session (read from the slot, not yet acknowledged by Kafka) was read; 0
+// when nothing is in flight. Like InFlight, it keeps the last session's
+// figure while the stream reconnects.
+func (s *Stats) OldestInFlight(now time.Time) time.Duration {
+	if t := s.tracker.Load(); t != nil {
+		return t.OldestInFlight(now)
+	}
+	return 0
+}
+
 // Reconnects returns reconnect counts by cause.
 func (s *Stats) Reconnects() map[string]uint64 {
 	s.mu.Lock()

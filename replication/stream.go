@@ -624,14 +624,14 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 	case decoder.KindRow:
 		r.s.stats.rowsRead.Add(1)
 		size := RowSize(&m.Row)
-		seq, ok := r.tr.Reserve(size)
+		seq, ok := r.tr.Reserve(size, r.lastRecv)
 		if !ok {
 			r.s.stats.backpressure.Store(true)
 			defer r.s.stats.backpressure.Store(false)
 		}
 		for !ok {
 			var err error
-			if seq, ok, err = r.tr.WaitRoom(ctx, size, r.statusTimer(), r.sess.Done()); err != nil {
+			if seq, ok, err = r.tr.WaitRoom(ctx, size, r.lastRecv, r.statusTimer(), r.sess.Done()); err != nil {
 				if errors.Is(err, ErrStopped) {
 					return fmt.Errorf("%w: %w", errSession, r.sess.Err())
 				}

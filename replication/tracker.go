@@ -16,6 +16,12 @@ import (
 //
 // Tracker also bounds what is in flight, in events and in bytes: Reserve
 // fails when either bound is reached, and Room signals when Ack frees space.
+// It keeps, per in-flight event, when the event was read, in a ring indexed
+// by sequence number: the oldest unacknowledged event is always the one after
+// the acknowledged prefix, so OldestInFlight is one lookup, and Reserve adds
+// one store to the per-event path (no allocation once the ring has grown to
+// the peak in-flight count, at most maxEvents rounded up to a power of two).
+//
 // All methods are safe for concurrent use; the stream calls Reserve, Commit
 // and AdvanceIdle, the publisher calls Ack.
 type Tracker struct {
@@ -35,7 +41,15 @@ type Tracker struct {
 	confCommit LSN
 	room       chan struct{}
 	progress   chan struct{}
+	// base is the monotonic origin of reads; reads[seq&(len(reads)-1)]
+	// holds when in-flight event seq was read, in nanoseconds since base.
+	base  time.Time
+	reads []int64
 }
+
+// initialReads is the ring's first size; it doubles as the in-flight
+// window grows past it.
+const initialReads = 256
 
 type commit struct {
 	lastSeq uint64
@@ -58,13 +72,17 @@ func NewTracker(confirmed LSN, maxEvents int, maxBytes int64) *Tracker {
 		confirmed: confirmed,
 		room:      make(chan struct{}, 1),
 		progress:  make(chan struct{}, 1),
+		base:      time.Now(),
+		reads:     make([]int64, initialReads),
 	}
 }
 
-// Reserve takes room for one event of size bytes and returns its sequence
-// number. It returns ok=false when the in-flight bound is reached; a single
-// event larger than the byte bound is admitted when nothing else is in flight.
-func (t *Tracker) Reserve(size int) (seq uint64, ok bool) {
+// Reserve takes room for one event of size bytes, read from the slot at
+// read (a time.Now() reading the caller already has: its monotonic part is
+// what counts), and returns its sequence number. It returns ok=false when
+// the in-flight bound is reached; a single event larger than the byte bound
+// is admitted when nothing else is in flight.
+func (t *Tracker) Reserve(size int, read time.Time) (seq uint64, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.events > 0 && (t.events >= t.maxEvents || t.bytes+int64(size) > t.maxBytes) {
@@ -73,20 +91,51 @@ func (t *Tracker) Reserve(size int) (seq uint64, ok bool) {
 	t.events++
 	t.bytes += int64(size)
 	t.last++
+	if t.last-t.acked > uint64(len(t.reads)) {
+		t.growReads()
+	}
+	t.reads[t.last&uint64(len(t.reads)-1)] = int64(read.Sub(t.base))
 	return t.last, true
+}
+
+// growReads doubles the ring of read times, keeping the in-flight events'
+// entries (t.mu held).
+func (t *Tracker) growReads() {
+	reads := make([]int64, 2*len(t.reads))
+	oldMask, newMask := uint64(len(t.reads)-1), uint64(len(reads)-1)
+	for seq := t.acked + 1; seq < t.last; seq++ {
+		reads[seq&newMask] = t.reads[seq&oldMask]
+	}
+	t.reads = reads
+}
+
+// OldestInFlight is how long ago the oldest event reserved and not yet
+// acknowledged was read; 0 when nothing is in flight.
+func (t *Tracker) OldestInFlight(now time.Time) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.acked >= t.last {
+		return 0
+	}
+	read := t.reads[(t.acked+1)&uint64(len(t.reads)-1)]
+	if age := now.Sub(t.base) - time.Duration(read); age > 0 {
+		return age
+	}
+	return 0
 }
 
 // Room is signalled after an Ack frees space.
 func (t *Tracker) Room() <-chan struct{} { return t.room }
 
-// WaitRoom reserves like Reserve, blocking until there is room, tick fires
+// WaitRoom reserves like Reserve (read is still when the event was read:
+// its wait for room counts towards its age), blocking until there is room, tick fires
 // (ok=false, nil error: the caller has periodic work to do) or ctx is done.
 //
 // stop ends the wait with ErrStopped: the consumer of the events is gone and
 // no room will come.
-func (t *Tracker) WaitRoom(ctx context.Context, size int, tick <-chan time.Time, stop <-chan struct{}) (seq uint64, ok bool, err error) {
+func (t *Tracker) WaitRoom(ctx context.Context, size int, read time.Time, tick <-chan time.Time, stop <-chan struct{}) (seq uint64, ok bool, err error) {
 	for {
-		if seq, ok := t.Reserve(size); ok {
+		if seq, ok := t.Reserve(size, read); ok {
 			return seq, true, nil
 		}
 		select {

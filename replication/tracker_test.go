@@ -9,10 +9,10 @@ func TestTrackerConfirmsOnlyAcknowledgedPrefix(t *testing.T) {
 	tr := NewTracker(100, 1000, 1<<20)
 	now := time.Now()
 	// tx A: 2 rows, ends at 200; tx B: 1 row, ends at 300; tx C: no rows, ends at 400.
-	a1, _ := tr.Reserve(10)
-	a2, _ := tr.Reserve(10)
+	a1, _ := tr.Reserve(10, time.Now())
+	a2, _ := tr.Reserve(10, time.Now())
 	tr.Commit(200, now)
-	b1, _ := tr.Reserve(10)
+	b1, _ := tr.Reserve(10, time.Now())
 	tr.Commit(300, now)
 	tr.Commit(400, now)
 	if got := tr.Confirmed(); got != 100 {
@@ -43,7 +43,7 @@ func TestTrackerConfirmsOnlyAcknowledgedPrefix(t *testing.T) {
 
 func TestTrackerRowsAckedBeforeCommitWaitForCommit(t *testing.T) {
 	tr := NewTracker(0, 10, 1000)
-	s, _ := tr.Reserve(1)
+	s, _ := tr.Reserve(1, time.Now())
 	tr.Ack(s, 1, 1)
 	if got := tr.Confirmed(); got != 0 {
 		t.Fatalf("open transaction confirmed: %v", got)
@@ -70,7 +70,7 @@ func TestTrackerBoundsInFlight(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := NewTracker(0, tc.maxEvents, tc.maxBytes)
 			for i, size := range tc.sizes {
-				_, got := tr.Reserve(size)
+				_, got := tr.Reserve(size, time.Now())
 				if got != tc.wantOK[i] {
 					t.Fatalf("Reserve #%d(%d) = %v, want %v", i, size, got, tc.wantOK[i])
 				}
@@ -81,8 +81,8 @@ func TestTrackerBoundsInFlight(t *testing.T) {
 
 func TestTrackerAckSignalsRoom(t *testing.T) {
 	tr := NewTracker(0, 1, 100)
-	s, _ := tr.Reserve(1)
-	if _, ok := tr.Reserve(1); ok {
+	s, _ := tr.Reserve(1, time.Now())
+	if _, ok := tr.Reserve(1, time.Now()); ok {
 		t.Fatal("second reserve should fail")
 	}
 	tr.Ack(s, 1, 1)
@@ -91,7 +91,7 @@ func TestTrackerAckSignalsRoom(t *testing.T) {
 	default:
 		t.Fatal("Ack did not signal Room")
 	}
-	if _, ok := tr.Reserve(1); !ok {
+	if _, ok := tr.Reserve(1, time.Now()); !ok {
 		t.Fatal("reserve after ack failed")
 	}
 }
@@ -101,10 +101,73 @@ func BenchmarkTracker(b *testing.B) {
 	tr := NewTracker(0, 1<<20, 1<<40)
 	now := time.Now()
 	for i := 0; i < b.N; i++ {
-		s, _ := tr.Reserve(300)
+		s, _ := tr.Reserve(300, now)
 		if i%10 == 9 {
 			tr.Commit(LSN(i), now)
 		}
 		tr.Ack(s, 1, 300)
+	}
+}
+
+// TestTrackerOldestInFlight: the age is that of the first unacknowledged
+// event, through acks and through the ring of read times growing past its
+// first size while events are in flight.
+func TestTrackerOldestInFlight(t *testing.T) {
+	tr := NewTracker(0, 10*initialReads, 1<<30)
+	t0 := time.Now()
+	if got := tr.OldestInFlight(t0); got != 0 {
+		t.Fatalf("nothing in flight: OldestInFlight = %v, want 0", got)
+	}
+	n := 3*initialReads + 7 // grows the ring twice
+	for i := 0; i < n; i++ {
+		if _, ok := tr.Reserve(1, t0.Add(time.Duration(i)*time.Millisecond)); !ok {
+			t.Fatalf("Reserve #%d refused", i)
+		}
+	}
+	now := t0.Add(time.Hour)
+	if got, want := tr.OldestInFlight(now), time.Hour; got != want {
+		t.Fatalf("OldestInFlight = %v, want %v", got, want)
+	}
+	for _, acked := range []int{1, initialReads - 1, initialReads, 2*initialReads + 5, n - 1} {
+		tr.Ack(uint64(acked), 0, 0)
+		want := time.Hour - time.Duration(acked)*time.Millisecond
+		if got := tr.OldestInFlight(now); got != want {
+			t.Fatalf("after acking %d: OldestInFlight = %v, want %v", acked, got, want)
+		}
+	}
+	tr.Ack(uint64(n), n, int64(n))
+	if got := tr.OldestInFlight(now); got != 0 {
+		t.Fatalf("all acknowledged: OldestInFlight = %v, want 0", got)
+	}
+	// The ring keeps working after the window wrapped around it.
+	s, _ := tr.Reserve(1, now)
+	if got, want := tr.OldestInFlight(now.Add(5*time.Second)), 5*time.Second; got != want {
+		t.Fatalf("after wrap-around: OldestInFlight = %v, want %v (seq %d)", got, want, s)
+	}
+	// A read time after now (a caller's clock reading taken later) is no age.
+	if got := tr.OldestInFlight(now.Add(-time.Second)); got != 0 {
+		t.Fatalf("read after now: OldestInFlight = %v, want 0", got)
+	}
+}
+
+// BenchmarkTrackerWindow reserves and acknowledges with thousands of events
+// in flight, as under load: the ring of read times is indexed, never grown.
+func BenchmarkTrackerWindow(b *testing.B) {
+	b.ReportAllocs()
+	const window = 4096
+	tr := NewTracker(0, 1<<20, 1<<40)
+	now := time.Now()
+	for i := 0; i < window; i++ {
+		tr.Reserve(300, now)
+	}
+	var acked uint64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tr.Reserve(300, now)
+		acked++
+		tr.Ack(acked, 1, 300)
+		if i%10 == 9 {
+			tr.Commit(LSN(i), now)
+		}
 	}
 }

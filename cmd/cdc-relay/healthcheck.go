@@ -10,7 +10,10 @@ import (
 )
 
 // healthcheck is `cdc-relay healthcheck`: it asks the running relay's
-// /healthz, for images without a shell or curl.
+// /healthz, for images without a shell or curl. It is liveness, so it
+// passes while /readyz answers 503 (standby, waiting, degraded): a relay
+// waiting for Kafka or a promotion recovers by itself, a restart would not
+// help.
 func healthcheck(args []string, getenv func(string) string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("cdc-relay healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -15,7 +15,9 @@ import (
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
-// httpServer serves /metrics, /healthz and /readyz.
+// httpServer serves /metrics, /healthz and /readyz. /healthz is liveness:
+// 200 while the process lives, whatever /readyz says, so that a probe never
+// restarts a relay that waits for Kafka (degraded) or for a promotion.
 type httpServer struct {
 	srv *http.Server
 	ln  net.Listener
@@ -34,6 +36,7 @@ func newHTTPServer(addr string, m *metrics, stats *replication.Stats, readTimeou
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		state := stats.State()
 		last := stats.LastMessage()
+		degraded := m.ready.degraded(time.Now())
 		switch {
 		case state == replication.StateHalted:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(), "reason": "halted: " + Redact(stats.HaltCause())})
@@ -45,6 +48,10 @@ func newHTTPServer(addr string, m *metrics, stats *replication.Stats, readTimeou
 					strings.Join(stats.Hosts(), ", ") + "; see the log and cdc_relay_reconnects_total)"})
 		case state != replication.StateStreaming:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(), "reason": notReadyReasons[state]})
+		case degraded != "":
+			// Kafka is the problem, whatever else follows from it (a reader
+			// blocked on in-flight room reads nothing from PostgreSQL).
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": "degraded", "reason": degraded})
 		case time.Since(last) > readTimeout:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(), "reason": "no message from PostgreSQL within the read timeout"})
 		default:

@@ -25,6 +25,9 @@ type metrics struct {
 	registryCache    *prometheus.CounterVec
 	cacheHit         prometheus.Counter
 	cacheMiss        prometheus.Counter
+	// ready decides the degraded state for /readyz and cdc_relay_degraded;
+	// runRelay sets ready.kafka once the publisher exists.
+	ready *readiness
 }
 
 // roles are the values of the role label of cdc_relay_role.
@@ -33,7 +36,8 @@ var roles = []string{"active", "standby"}
 func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
-		reg: reg,
+		reg:   reg,
+		ready: &readiness{stats: stats},
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cdc_relay_events_published_total", Help: "Records Kafka acknowledged, by topic (dead letters included under the DLQ topic).",
 		}, []string{"topic"}),
@@ -82,6 +86,12 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_slot_lag_growth_bytes_per_second", Help: "Growth of the slot lag over the last minute (negative while it shrinks)."}, lag.BytesPerSecond),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_replication_delay_seconds", Help: "Now minus the commit time of the newest acknowledged transaction; 0 when nothing is in flight."}, func() float64 {
 			return replicationDelay(stats, time.Now()).Seconds()
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_oldest_in_flight_seconds", Help: "How long the oldest event read from the slot and not yet acknowledged by Kafka has waited; 0 when nothing is in flight."}, func() float64 {
+			return stats.OldestInFlight(time.Now()).Seconds()
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_degraded", Help: "1 while /readyz answers 503 degraded: streaming, but produce requests have failed for over 10 s or the oldest in-flight event has waited over 30 s."}, func() float64 {
+			return boolFloat(m.ready.degraded(time.Now()) != "")
 		}),
 		&stateCollector{stats: stats},
 		&slotCollector{stats: stats},

@@ -107,6 +107,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		return exitConfig
 	}
 	defer pub.Close()
+	m.ready.kafka = pub.Health
 
 	srv, err := newHTTPServer(cfg.MetricsAddr, m, stats(), cfg.ReadTimeout, log)
 	if err != nil {
