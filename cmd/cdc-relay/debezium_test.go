@@ -32,6 +32,11 @@ const (
 	// dbzFlush is the workers' offset.flush.interval.ms: how often Debezium
 	// confirms to PostgreSQL (Connect's default is 60 s).
 	dbzFlush = time.Second
+	// dbzPass bounds the wait of docs/MIGRATING.md B step 2, for Debezium's
+	// slot to confirm past the relay's slot's start: one offset flush
+	// after Debezium published a row committed after it, minutes when
+	// other tests load the machine and Debezium lags.
+	dbzPass = 5 * time.Minute
 )
 
 // startConnect starts a Connect standalone worker on the harness's broker;
@@ -555,13 +560,16 @@ func (w *cutoverWriter) finish(t *testing.T) []string {
 // writer commits continuously: on Debezium's own slot and publication,
 // Debezium stopped gracefully (SIGTERM) in one subtest and with kill -9 in
 // another; and (own-slot) on the relay's own slot and publication created
-// before Debezium stops gracefully. Every outbox id must reach Kafka, no
-// aggregate may change partition or key bytes, and the only duplicates
-// allowed are rows Debezium wrote that were committed after the position
-// the relay starts from (the slot's confirmed_flush_lsn when Debezium
-// stopped, or the relay's slot's creation point).
+// before Debezium stops gracefully, as docs/MIGRATING.md B says: Debezium
+// stops only once its slot confirmed past the new slot's start. Every
+// outbox id must reach Kafka, no aggregate may change partition or key
+// bytes, and the only duplicates allowed are rows Debezium wrote that were
+// committed after the position the relay starts from (the slot's
+// confirmed_flush_lsn when Debezium stopped, or the relay's slot's
+// creation point). own-slot-early-stop skips B's step 2 and must show the
+// gap the document warns of (testEarlyStop).
 func TestDebeziumCutover(t *testing.T) {
-	for _, mode := range []string{"graceful", "kill9", "own-slot"} {
+	for _, mode := range []string{"graceful", "kill9", "own-slot", "own-slot-early-stop"} {
 		t.Run(mode, func(t *testing.T) { testDebeziumCutover(t, mode) })
 	}
 }
@@ -605,16 +613,27 @@ func testDebeziumCutover(t *testing.T, mode string) {
 	// Debezium has: then some of what it wrote is confirmed, some not.
 	initial := sf.confirmedFlush()
 	waitFor(t, dbzWait, "Debezium to confirm a position", func() bool { return sf.confirmedFlush() > initial })
+	if mode == "own-slot-early-stop" {
+		testEarlyStop(t, f, w, name, &sf, reader, writer, topicPrefix)
+		return
+	}
 	// own-slot: the relay's own publication and slot are created while
-	// Debezium still runs (the publication first: pgoutput reads it as of
-	// each change), then Debezium stops gracefully.
+	// Debezium still runs (MIGRATING.md B step 1), Debezium stops
+	// gracefully once its slot confirmed past the new slot's start (step
+	// 2: then it has published every row committed before it).
 	relaySlot, relayPublication := slot, publication
 	var relayStart uint64
 	if mode == "own-slot" {
 		relaySlot, relayPublication = f.slot, f.publication
-		f.exec(fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE public.%s WITH (publish = 'insert')", f.publication, f.table))
-		f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", f.slot)
-		relayStart = f.confirmedFlush()
+		relayStart = createOwnSlot(t, f)
+		created := time.Now()
+		waitFor(t, dbzPass, "Debezium's slot to confirm past the relay's slot's start "+lsnText(relayStart), func() bool {
+			if err := w.Check(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+			return sf.confirmedFlush() >= relayStart
+		})
+		t.Logf("own-slot: Debezium's slot confirmed past the relay's slot's start %s %s after its creation", lsnText(relayStart), time.Since(created).Round(time.Millisecond))
 	}
 	switch mode {
 	case "graceful", "own-slot":
@@ -694,4 +713,106 @@ func testDebeziumCutover(t *testing.T, mode string) {
 	if dups > unconfirmed {
 		t.Errorf("%d duplicates, more than the %d rows Debezium wrote past its confirmed position", dups, unconfirmed)
 	}
+}
+
+// createOwnSlot creates the relay's publication and then its slot, as the
+// relay does on first start (pgoutput reads the publication as of each
+// change), and returns the slot's start: its confirmed_flush_lsn at
+// creation, which the relay logs as "slot created ... confirmed_lsn". The
+// slot holds every transaction that commits after it.
+func createOwnSlot(t *testing.T, f *fixture) uint64 {
+	t.Helper()
+	f.exec(fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE public.%s WITH (publish = 'insert')", f.publication, f.table))
+	var lsn string
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := f.connect().QueryRow(ctx, "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')", f.slot).Scan(&lsn); err != nil {
+		t.Fatalf("create slot %s: %v", f.slot, err)
+	}
+	start := parseLSN(t, lsn)
+	if c := f.confirmedFlush(); c != start {
+		t.Fatalf("slot %s: confirmed_flush_lsn %s after creation, pg_create_logical_replication_slot returned %s", f.slot, lsnText(c), lsn)
+	}
+	return start
+}
+
+// lsnText formats a WAL position as PostgreSQL does.
+func lsnText(lsn uint64) string { return fmt.Sprintf("%X/%X", lsn>>32, uint32(lsn)) }
+
+// testEarlyStop is docs/MIGRATING.md B without step 2: Debezium stops
+// after the relay's slot exists but before its own slot confirmed past the
+// new slot's start. To make the lag certain, Debezium is paused (its task
+// then publishes nothing more), 16 rows (the window) are committed, the
+// relay's slot is created and Debezium is stopped while the writer still
+// commits. The window is before the relay's slot and after everything
+// Debezium published: once the relay has confirmed past a marker
+// transaction written after it, no window id may be in Kafka, while the
+// markers are. The window stays in Debezium's slot, unconfirmed.
+func testEarlyStop(t *testing.T, f *fixture, w *debeziumtest.Worker, name string, sf *fixture, reader *debeziumtest.Reader, writer *cutoverWriter, topicPrefix string) {
+	ctx := context.Background()
+	if err := w.PauseConnector(ctx, name, dbzWait); err != nil {
+		t.Fatal(err)
+	}
+	conn := f.connect()
+	// insert16 commits one row per aggregate of the writer (so in the
+	// partitions the relay writes to) in one transaction and returns the
+	// ids and the WAL position after the commit.
+	insert16 := func(what string, base int) ([]string, uint64) {
+		evs := make([]event, 16)
+		for i := range evs {
+			evs[i] = event{AggregateType: "Order", AggregateID: fmt.Sprintf("agg-%d", i), EventType: "OrderCreated",
+				Payload: orderCreated(uuidFor(base+i), base+i)}
+		}
+		ids, err := f.insertTx(ctx, conn, evs)
+		if err != nil {
+			t.Fatalf("insert the %s: %v", what, err)
+		}
+		out := make([]string, len(ids))
+		for i, id := range ids {
+			out[i] = strconv.FormatInt(id, 10)
+		}
+		return out, currentLSN(t, conn)
+	}
+	windowStart := currentLSN(t, conn)
+	window, windowEnd := insert16("window", 900000)
+	relayStart := createOwnSlot(t, f)
+	if relayStart < windowEnd {
+		t.Fatalf("the relay's slot starts at %s, before the window's end %s", lsnText(relayStart), lsnText(windowEnd))
+	}
+	if err := w.Stop(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "Debezium's walsender to release the slot", func() bool { return !sf.slotActive() })
+	dbzConfirmed := sf.confirmedFlush()
+	if dbzConfirmed > windowStart {
+		t.Fatalf("Debezium's slot confirmed %s, past the window's start %s though Debezium was paused before it", lsnText(dbzConfirmed), lsnText(windowStart))
+	}
+
+	r := startRelay(t, f.args("--slot", f.slot, "--publication", f.publication, "--topic-template", topicPrefix+".{aggregate_type}",
+		"--key-format", "string", "--value-format", "json", "--builtin-headers", "id"))
+	r.waitStreaming(60 * time.Second)
+	markers, markersEnd := insert16("markers", 910000)
+	// The relay confirms a position only once Kafka acked everything
+	// before it, and the reader has read a marker after each partition's
+	// earlier records: a window row the relay published would be read.
+	waitFor(t, dbzWait, "the relay to publish the markers and confirm past "+lsnText(markersEnd), func() bool {
+		failIfExited(t, r)
+		return f.confirmedFlush() >= markersEnd && hasAll(recordsByID(reader.Records(), topicPrefix), markers)
+	})
+	ids := writer.finish(t)
+
+	got := recordsByID(reader.Records(), topicPrefix)
+	for _, id := range window {
+		if n := len(got[id]); n != 0 {
+			t.Errorf("id %s, committed after Debezium's last publish and before the relay's slot, is in Kafka %d times: want the gap MIGRATING.md B step 2 warns of", id, n)
+		}
+	}
+	lost := 0
+	for _, id := range ids {
+		if len(got[id]) == 0 {
+			lost++
+		}
+	}
+	t.Logf("own-slot-early-stop: Debezium confirmed %s, paused before the window %s..%s; the relay's slot starts at %s; window ids %v missing from Kafka; %d of the writer's %d ids lost as well",
+		lsnText(dbzConfirmed), lsnText(windowStart), lsnText(windowEnd), lsnText(relayStart), window, lost, len(ids))
 }

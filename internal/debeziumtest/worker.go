@@ -271,6 +271,47 @@ func (w *Worker) DeleteConnector(ctx context.Context, name string) error {
 	return nil
 }
 
+// PauseConnector pauses connector name (PUT /connectors/<name>/pause) and
+// waits up to timeout until each of its tasks reports PAUSED. A task
+// reports PAUSED from its own loop, after the records of its last poll
+// went to the producer and before it polls again: from then on it
+// publishes nothing, and confirms no position past what it published.
+func (w *Worker) PauseConnector(ctx context.Context, name string, timeout time.Duration) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://"+w.REST+"/connectors/"+name+"/pause", nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return w.failure("pause connector %s: %v", name, err)
+	}
+	msg, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		return w.failure("pause connector %s: %s: %s", name, res.Status, msg)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return w.poll(ctx, "connector "+name+" PAUSED", func() (bool, error) {
+		st, err := w.Status(ctx, name)
+		if err != nil {
+			return false, nil
+		}
+		if f := st.Failure(); f != "" {
+			return false, fmt.Errorf("connector %s %s", name, f)
+		}
+		if len(st.Tasks) == 0 {
+			return false, nil
+		}
+		for _, t := range st.Tasks {
+			if t.State != "PAUSED" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
 // State is a connector's or task's state in Connect's status API.
 type State struct {
 	State string `json:"state"`
