@@ -408,14 +408,12 @@ func consumeFrom(t *testing.T, addr, topicRegex string) *consumer {
 	return consume(t, topicRegex, kgo.SeedBrokers(addr))
 }
 
-// TestFaultKafkaBlackholed: a broker of its own advertises a TCP proxy, so
-// every client connection to it passes through the proxy; the proxy then
-// drops everything for 20 s under load. Produce requests stall, fail at the
-// request timeout and are retried, in order, on new connections; nothing is
-// lost and the relay never reconnects to PostgreSQL.
-func TestFaultKafkaBlackholed(t *testing.T) {
+// proxiedBroker starts a broker of the test's own that advertises a TCP
+// proxy, so that every client connection to it passes through the proxy.
+func proxiedBroker(t *testing.T, extra map[string]string) (*tcpproxy.Proxy, *kafkatest.Broker) {
+	t.Helper()
 	px := newTCPProxy(t, "")
-	b, err := kafkatest.Start(kafkatest.Options{AdvertisedHost: px.Addr(), ExtraConfig: map[string]string{"num.partitions": "3"}})
+	b, err := kafkatest.Start(kafkatest.Options{AdvertisedHost: px.Addr(), ExtraConfig: extra})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,6 +424,16 @@ func TestFaultKafkaBlackholed(t *testing.T) {
 		b.Close()
 	})
 	px.SetTarget(b.Addr())
+	return px, b
+}
+
+// TestFaultKafkaBlackholed: a broker of its own advertises a TCP proxy, so
+// every client connection to it passes through the proxy; the proxy then
+// drops everything for 20 s under load. Produce requests stall, fail at the
+// request timeout and are retried, in order, on new connections; nothing is
+// lost and the relay never reconnects to PostgreSQL.
+func TestFaultKafkaBlackholed(t *testing.T) {
+	px, b := proxiedBroker(t, map[string]string{"num.partitions": "3"})
 
 	f := newFixture(t, "")
 	c := consumeFrom(t, b.Addr(), "^"+f.topicPrefix+`\..*`)

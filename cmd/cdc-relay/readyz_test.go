@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
@@ -151,18 +150,7 @@ func insertOrders(t *testing.T, f *fixture, conn *pgx.Conn, from, to int) []int6
 // the broker answers again, /readyz is 200 by itself and every row is in
 // Kafka.
 func TestReadyzDegradedByOldestInFlight(t *testing.T) {
-	px := newTCPProxy(t, "")
-	b, err := kafkatest.Start(kafkatest.Options{AdvertisedHost: px.Addr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("broker log: %s", b.LogPath())
-		}
-		b.Close()
-	})
-	px.SetTarget(b.Addr())
+	px, b := proxiedBroker(t, nil)
 
 	f := newFixture(t, "")
 	c := consumeFrom(t, b.Addr(), "^"+f.topicPrefix+`\..*`)
