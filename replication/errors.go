@@ -42,6 +42,23 @@ func (e *ServerTooOldError) Error() string {
 // this instance is a standby and keeps retrying.
 var ErrSlotActive = errors.New("replication slot is active in another process")
 
+// UnrecoverableError is an error no retry can fix: PostgreSQL refused the
+// credentials (SQLSTATE 28P01, 28000), the role lacks a privilege (42501),
+// the database or role does not exist (3D000, 28000), or wal_level is below
+// logical. Stream.Run returns it at once, having logged one ERROR line with
+// the cause and the fix; the relay exits 1 without --halt-linger, so that a
+// supervisor's restart policy shows the crash loop. It is reported only for
+// a server's own answer (never for a network failure, a timeout or a
+// standby), see Unrecoverable.
+type UnrecoverableError struct {
+	Cause string // what is wrong, e.g. the server's message and SQLSTATE
+	Fix   string // what the operator does about it
+	Err   error  // the error behind it; nil for the wal_level check
+}
+
+func (e *UnrecoverableError) Error() string { return e.Cause + ": " + e.Fix }
+func (e *UnrecoverableError) Unwrap() error { return e.Err }
+
 // SlotError describes a slot that exists but cannot be used.
 type SlotError struct {
 	Slot   string
