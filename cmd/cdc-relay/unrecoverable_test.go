@@ -278,3 +278,30 @@ func TestRetriedErrorLoggedOnceRootCauseFirst(t *testing.T) {
 		t.Fatalf("ERROR lines for a retried error:\n%s", strings.Join(errs, "\n"))
 	}
 }
+
+// TestOtherPluginSlotNamesSafeProcedure: a slot of another plugin (a
+// Debezium decoderbufs slot, here test_decoding) halts the relay with the
+// procedure of docs/MIGRATING.md section B, which keeps every event: a new
+// slot created before the old reader stops, never "drop it" first. check
+// gives the same fix.
+func TestOtherPluginSlotNamesSafeProcedure(t *testing.T) {
+	f := newFixture(t, "")
+	f.exec("SELECT pg_create_logical_replication_slot($1, 'test_decoding')", f.slot)
+	r := startRelay(t, f.args("--halt-linger", "0s"))
+	if code := r.wait(unrecoverableExit); code != exitFailed {
+		t.Fatalf("exit code %d, want %d:\n%s", code, exitFailed, tailString(r.Output(), 4000))
+	}
+	want := "set --slot to a new name so the relay creates its own pgoutput slot, and do it BEFORE the old reader stops; " +
+		"wait until the old slot's confirmed_flush_lsn has passed the new slot's start"
+	out := r.Output()
+	if !strings.Contains(out, `uses plugin \"test_decoding\"`) || !strings.Contains(out, want) || !strings.Contains(out, "docs/MIGRATING.md, section B") {
+		t.Fatalf("the halt does not give the safe procedure:\n%s", out)
+	}
+	if strings.Contains(out, "choose another --slot") || strings.Contains(out, "drop it (") {
+		t.Fatalf("the halt still suggests dropping the slot first:\n%s", out)
+	}
+	code, checkOut := runCommand(commandArgs("check", f.args()))
+	if code != exitFailed || !strings.Contains(checkOut, want) {
+		t.Fatalf("check = %d, its fix differs:\n%s", code, checkOut)
+	}
+}
