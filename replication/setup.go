@@ -200,19 +200,6 @@ func EnsureSlot(ctx context.Context, conn *pgx.Conn, slot string, create, failov
 	return info, created, nil
 }
 
-// OtherPluginFix is the fix for a slot of another output plugin (a
-// Debezium decoderbufs or a wal2json slot), the procedure of
-// docs/MIGRATING.md section B: the relay's own slot is created while the old
-// reader still runs, so every transaction is in one slot or the other. A
-// slot created after the old reader stopped would start after events it
-// never published.
-func OtherPluginFix(slot string) string {
-	return "set --slot to a new name so the relay creates its own pgoutput slot, and do it BEFORE the old reader stops; " +
-		"wait until the old slot's confirmed_flush_lsn has passed the new slot's start (the relay logs it: \"slot created ... confirmed_lsn\"), " +
-		"then stop the old reader and drop its slot (SELECT pg_drop_replication_slot('" + slot + "')); " +
-		"stopping it first leaves a gap (docs/MIGRATING.md, section B)"
-}
-
 // RecreateLostSlot drops the slot if its wal_status is still "lost" and
 // creates it again, returning the new slot's state. Checking and dropping in
 // one statement keeps it from dropping a slot that a peer has just recreated;
