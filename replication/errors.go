@@ -42,6 +42,23 @@ func (e *ServerTooOldError) Error() string {
 // this instance is a standby and keeps retrying.
 var ErrSlotActive = errors.New("replication slot is active in another process")
 
+// UnrecoverableError is an error no retry can fix: PostgreSQL refused the
+// credentials (SQLSTATE 28P01, 28000), the role lacks a privilege (42501),
+// the database or role does not exist (3D000, 28000), or wal_level is below
+// logical. Stream.Run returns it at once, having logged one ERROR line with
+// the cause and the fix; the relay exits 1 without --halt-linger, so that a
+// supervisor's restart policy shows the crash loop. It is reported only for
+// a server's own answer (never for a network failure, a timeout or a
+// standby), see Unrecoverable.
+type UnrecoverableError struct {
+	Cause string // what is wrong, e.g. the server's message and SQLSTATE
+	Fix   string // what the operator does about it
+	Err   error  // the error behind it; nil for the wal_level check
+}
+
+func (e *UnrecoverableError) Error() string { return e.Cause + ": " + e.Fix }
+func (e *UnrecoverableError) Unwrap() error { return e.Err }
+
 // SlotError describes a slot that exists but cannot be used.
 type SlotError struct {
 	Slot   string
@@ -51,6 +68,19 @@ type SlotError struct {
 
 func (e *SlotError) Error() string {
 	return fmt.Sprintf("replication slot %q: %s; fix: %s", e.Slot, e.Reason, e.Fix)
+}
+
+// OtherPluginFix is the fix for a slot of another output plugin (a
+// Debezium decoderbufs or a wal2json slot), the procedure of
+// docs/MIGRATING.md section B: the relay's own slot is created while the old
+// reader still runs, so every transaction is in one slot or the other. A
+// slot created after the old reader stopped would start after events it
+// never published.
+func OtherPluginFix(slot string) string {
+	return "set --slot to a new name so the relay creates its own pgoutput slot, and do it BEFORE the old reader stops; " +
+		"wait until the old slot's confirmed_flush_lsn has passed the new slot's start (the relay logs it: \"slot created ... confirmed_lsn\"), " +
+		"then stop the old reader and drop its slot (SELECT pg_drop_replication_slot('" + slot + "')); " +
+		"stopping it first leaves a gap (docs/MIGRATING.md, section B)"
 }
 
 // FatalError wraps an error after which retrying cannot help: the relay stops

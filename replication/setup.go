@@ -196,7 +196,7 @@ func EnsureSlot(ctx context.Context, conn *pgx.Conn, slot string, create, failov
 		return info, created, Fatal(&SlotError{Slot: slot, Reason: "it is a " + info.Type + " slot", Fix: "use another --slot name for the relay"})
 	case info.Plugin != "pgoutput":
 		return info, created, Fatal(&SlotError{Slot: slot, Reason: fmt.Sprintf("it uses plugin %q, the relay needs pgoutput", info.Plugin),
-			Fix: "drop it (SELECT pg_drop_replication_slot('" + slot + "')) if nothing else uses it, or choose another --slot"})
+			Fix: OtherPluginFix(slot)})
 	case info.Database != db:
 		return info, created, Fatal(&SlotError{Slot: slot, Reason: fmt.Sprintf("it belongs to database %q, not %q", info.Database, db),
 			Fix: "point --pg-url at database " + info.Database + " or choose another --slot"})

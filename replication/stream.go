@@ -46,6 +46,7 @@ func (s *Stream) Stats() *Stats { return &s.stats }
 func (s *Stream) Run(ctx context.Context) error {
 	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
 	createSlot := true
+	logged := map[string]bool{} // the distinct errors logged since the last progress
 	for {
 		progressed, err := s.connectAndStream(ctx, &createSlot)
 		if ctx.Err() != nil && !IsFatal(err) {
@@ -60,8 +61,12 @@ func (s *Stream) Run(ctx context.Context) error {
 			s.log.Error("halt", "cause", err.Error(), "confirmed_lsn", s.stats.Confirmed().String())
 			return err
 		}
+		if u := s.unrecoverable(err); u != nil {
+			return u
+		}
 		if progressed {
 			bo.Reset()
+			clear(logged)
 		}
 		if errors.Is(err, ErrWaitingPromotion) {
 			if s.stats.State() != StateWaiting {
@@ -84,8 +89,15 @@ func (s *Stream) Run(ctx context.Context) error {
 			s.stats.countReconnect(cause)
 			s.stats.state.Store(int32(StateReconnecting))
 			bo.Max = 5 * time.Second
-			if a := bo.Attempts(); a < 3 || a%10 == 0 {
-				s.log.Warn("reconnect", "cause", cause, "err", err.Error(), "consecutive_errors", a+1)
+			// Each distinct error once: a retry loop repeats the same one.
+			if key := errorKey(cause, err); !logged[key] {
+				if len(logged) >= maxLoggedErrors {
+					clear(logged)
+				}
+				logged[key] = true
+				s.log.Warn("reconnect", "cause", cause, "err", err.Error(), "consecutive_errors", bo.Attempts()+1)
+			} else {
+				s.log.Debug("reconnect: the same error again", "cause", cause, "err", err.Error(), "consecutive_errors", bo.Attempts()+1)
 			}
 		}
 		if bo.Wait(ctx) != nil {
@@ -308,6 +320,9 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 	} else if rec {
 		return fail(fmt.Errorf("%w: %s is in recovery", ErrWaitingPromotion, hostOf(conn)))
 	}
+	if err := CheckWALLevel(setupCtx, conn); err != nil { // before anything is created
+		return fail(err)
+	}
 	if s.cfg.Inspect != nil {
 		in, err := s.cfg.Inspect(setupCtx, conn)
 		if err != nil {
@@ -383,14 +398,16 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 	return conn, info, failover, nil
 }
 
-// connectError marks a failed connection to a standby (a multi-host URL
+// connectError reports a failed connection root cause first (see
+// ConnectCause), and marks a failed connection to a standby (a multi-host URL
 // with target_session_attrs=read-write or primary found no primary, only
 // standbys) as waiting for promotion.
 func connectError(what string, err error) error {
+	failure := &connectFailure{what: what, err: err}
 	if errors.Is(err, pgconn.ErrReadOnlyConnection) || errors.Is(err, pgconn.ErrStandbyConnection) {
-		return fmt.Errorf("%w: %s: %w", ErrWaitingPromotion, what, err)
+		return fmt.Errorf("%w: %w", ErrWaitingPromotion, failure)
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return failure
 }
 
 func hostOf(conn *pgx.Conn) string {

@@ -69,21 +69,21 @@ func check(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 func (c *checker) postgres(ctx context.Context, cfg *Config) {
 	conn, err := pgx.Connect(ctx, cfg.PGURL)
 	if err != nil {
-		c.fail("PostgreSQL: cannot connect (%s): check --pg-url, the network and pg_hba.conf", Redact(err.Error()))
+		// The same words as run's exit on an error no retry fixes.
+		if u := replication.Unrecoverable(err, "", ""); u != nil {
+			c.fail("PostgreSQL: %s", Redact(u.Error()))
+		} else {
+			c.fail("PostgreSQL: cannot connect (%s): check --pg-url, the network and pg_hba.conf", Redact(replication.ConnectCause(err)))
+		}
 		return
 	}
 	defer conn.Close(context.Background())
 	c.ok("PostgreSQL: connected to %s", Redact(cfg.PGURL))
 
-	setting := func(name string) string {
-		var v string
-		conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
-		return v
-	}
-	if lvl := setting("wal_level"); lvl == "logical" {
-		c.ok("wal_level = logical")
+	if err := replication.CheckWALLevel(ctx, conn); err != nil {
+		c.fail("PostgreSQL: %v", err)
 	} else {
-		c.fail("wal_level is %q: set wal_level = logical in postgresql.conf (or ALTER SYSTEM SET wal_level = logical) and restart PostgreSQL", lvl)
+		c.ok("wal_level = logical")
 	}
 	var maxSlots, usedSlots, maxSenders, usedSenders int
 	conn.QueryRow(ctx, `SELECT current_setting('max_replication_slots')::int, (SELECT count(*) FROM pg_catalog.pg_replication_slots),
@@ -127,9 +127,8 @@ func (c *checker) postgres(ctx context.Context, cfg *Config) {
 		case info.Type != "logical":
 			c.fail("slot %s is a %s slot: it can't be reused, the relay needs a logical pgoutput slot; set --slot to another name", cfg.Slot, info.Type)
 		case info.Plugin != "pgoutput":
-			c.fail("slot %s uses plugin %q: it can't be reused, the relay reads pgoutput only (a Debezium slot with plugin.name=decoderbufs, or a wal2json slot, keeps its own format); "+
-				"set --slot to a new name so the relay creates a pgoutput slot (docs/MIGRATING.md: create it before you stop the old reader), and drop %s (SELECT pg_drop_replication_slot('%s')) once nothing uses it",
-				cfg.Slot, info.Plugin, cfg.Slot, cfg.Slot)
+			c.fail("slot %s uses plugin %q: it can't be reused, the relay reads pgoutput only (a Debezium slot with plugin.name=decoderbufs, or a wal2json slot, keeps its own format); %s",
+				cfg.Slot, info.Plugin, replication.OtherPluginFix(cfg.Slot))
 		case info.Database != db:
 			c.fail("slot %s belongs to database %s, not %s: point --pg-url at %s or set --slot", cfg.Slot, info.Database, db, info.Database)
 		case info.Invalidated():

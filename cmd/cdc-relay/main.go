@@ -14,7 +14,7 @@ var version = "dev"
 // Exit codes.
 const (
 	exitOK     = 0
-	exitFailed = 1 // a runtime failure: a halt, a lost slot, an unusable slot
+	exitFailed = 1 // a runtime failure: a halt, a lost slot, an unusable slot; at once: an error no retry fixes (credentials, privileges, missing database, wal_level)
 	exitConfig = 2 // a bad or missing setting, schema or command line
 	exitGap    = 3 // events may be missing from Kafka: the slot is gone or invalidated (docs/OPERATIONS.md)
 )

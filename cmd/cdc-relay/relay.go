@@ -208,6 +208,12 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 			fmt.Fprintf(stderr, "cdc-relay: %s\n", tooOld.Error())
 			return exitConfig
 		}
+		var unrecoverable *replication.UnrecoverableError
+		if errors.As(err, &unrecoverable) {
+			// The stream logged the cause and the fix. Exit at once, no
+			// --halt-linger: a supervisor's restarts show the crash loop.
+			return exitFailed
+		}
 		fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error()))
 		lingerHalted(ctx, cfg.HaltLinger, log)
 		if isGap(err) {
