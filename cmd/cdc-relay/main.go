@@ -32,6 +32,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return runRelay(args[1:], getenv, stdout, stderr)
 	case "status":
 		return status(args[1:], getenv, stdout, stderr)
+	case "replay":
+		return replay(args[1:], getenv, stdout, stderr)
 	case "check":
 		return check(args[1:], getenv, stdout, stderr)
 	case "schemas":
@@ -56,6 +58,7 @@ Usage:
   cdc-relay run [flags]   stream until SIGTERM or SIGINT (cdc-relay run -h lists the flags)
   cdc-relay check [flags] preflight: check PostgreSQL, the slot, the table, Kafka, the registry and the schemas
   cdc-relay schemas check test local .avsc files against the registry's compatibility, registering nothing
+  cdc-relay replay        re-publish outbox rows chosen by --since or --from-id, to repair a gap (cdc-relay replay -h)
   cdc-relay status        print the slot's state and lag from pg_replication_slots (--json)
   cdc-relay version       print the version
   cdc-relay healthcheck   exit 0 when the relay on --metrics-addr answers /healthz (for Docker HEALTHCHECK)
