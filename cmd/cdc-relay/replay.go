@@ -197,14 +197,14 @@ const (
 // resolveWindow checks the action flags against the table's columns.
 func resolveWindow(rf replayFlags, cols decoder.Columns, info replication.TableInfo, now time.Time) (*replayWindow, error) {
 	w := &replayWindow{idColumn: cols.ID, createdColumn: cols.CreatedAt}
-	if rf.since == "" && rf.fromID == "" {
-		return nil, cfgErr("since", "replay needs --since TIME or --from-id ID to choose the rows (--until and --to-id only end a range)")
-	}
 	if rf.until != "" && rf.since == "" {
 		return nil, cfgErr("until", "needs --since: give where the time range starts")
 	}
 	if rf.toID != "" && rf.fromID == "" {
 		return nil, cfgErr("to-id", "needs --from-id: give where the id range starts")
+	}
+	if rf.since == "" && rf.fromID == "" {
+		return nil, cfgErr("since", "replay needs --since TIME or --from-id ID to choose the rows (--until and --to-id only end a range)")
 	}
 	if rf.since != "" {
 		var err error
