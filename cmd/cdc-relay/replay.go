@@ -746,7 +746,7 @@ func (r *replayer) run(ctx context.Context) int {
 	}
 	published, dead := acker.counts()
 	if err != nil {
-		fmt.Fprintf(r.stdout, "replay incomplete: %d of %d events read acknowledged (%d to the dead-letter topic) from %s, %s\n", published, read, dead, info.Name, w)
+		fmt.Fprintf(r.stdout, "replay incomplete: %d events acknowledged (%d to the dead-letter topic) of %d read from %s, %s\n", published, dead, read, info.Name, w)
 		return r.fail("", err)
 	}
 	fmt.Fprintf(r.stdout, "replayed %d events (%d to the dead-letter topic) from %s, %s\n", published, dead, info.Name, w)

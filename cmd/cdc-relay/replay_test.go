@@ -447,3 +447,61 @@ func TestReplayManyRows(t *testing.T) {
 		last[r.Key] = id
 	}
 }
+
+// TestReplayCreatedAtMapping: a table entry's own columns: names the
+// created_at column that --since compares with.
+func TestReplayCreatedAtMapping(t *testing.T) {
+	f := newFixture(t, strings.Replace(outboxDDL, "created_at timestamptz", "made_at timestamptz", 1))
+	if _, err := f.connect().Exec(context.Background(), fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload, made_at)
+		VALUES ('Order', $2, 'OrderCreated', $1::jsonb, now() - interval '2 hours'), ('Order', $2, 'OrderCreated', $1::jsonb, now())`, f.table), orderCreated(o1, 1), o1); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "relay.yaml")
+	yaml := fmt.Sprintf("table:\n  - name: public.%s\n    columns: {created_at: made_at}\n", f.table)
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for i, a := range f.replayArgs() {
+		if a == "--table" || (i > 0 && f.replayArgs()[i-1] == "--table") {
+			continue
+		}
+		args = append(args, a)
+	}
+	code, out, _ := runReplay(t, nil, append(args, "--config", config, "--since", "1h", "--dry-run"))
+	if code != 0 || len(lines(out, "would be published id=2 ")) != 1 || len(lines(out, "would be published ")) != 1 ||
+		!strings.Contains(out, "made_at >= ") {
+		t.Fatalf("exit %d, %q: want id 2 alone, chosen by made_at", code, out)
+	}
+	// Without the mapping the table has no created_at column.
+	code, _, stderr := runReplay(t, nil, f.replayArgs("--since", "1h"))
+	if code != exitConfig || !strings.Contains(stderr, "created_at") {
+		t.Fatalf("no mapping: exit %d, %q", code, stderr)
+	}
+}
+
+// TestReplayHalt: under --on-invalid halt an invalid row stops the replay
+// (exit 1, naming the event) after the rows before it were published.
+func TestReplayHalt(t *testing.T) {
+	f := newFixture(t, "")
+	ids, err := f.insertTx(context.Background(), f.connect(), []event{
+		{AggregateType: "Order", AggregateID: o1, EventType: "OrderCreated", Payload: orderCreated(o1, 1)},
+		{AggregateType: "Order", AggregateID: o1, EventType: "NoSuchEvent", Payload: `{}`},
+		{AggregateType: "Order", AggregateID: o1, EventType: "OrderCreated", Payload: orderCreated(o1, 3)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	code, out, stderr := runReplay(t, nil, f.replayArgs("--since", "1h", "--on-invalid", "halt"))
+	if code != exitFailed || !strings.Contains(stderr, fmt.Sprintf("id=%d", ids[1])) || !strings.Contains(stderr, "no schema") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if got := lines(out, "published "); len(got) != 1 || !strings.HasPrefix(got[0], fmt.Sprintf("published id=%d ", ids[0])) {
+		t.Fatalf("published %q, want id %d alone", got, ids[0])
+	}
+	if len(lines(out, "replay incomplete: 1 events acknowledged (0 to the dead-letter topic) of 1 read from public."+f.table)) != 1 {
+		t.Errorf("summary: %q", out)
+	}
+	c.waitIDs(90*time.Second, ids[:1])
+}
