@@ -448,33 +448,40 @@ func TestReplayManyRows(t *testing.T) {
 	}
 }
 
-// TestReplayCreatedAtMapping: a table entry's own columns: names the
-// created_at column that --since compares with.
+// TestReplayCreatedAtMapping: with several tables configured, --table
+// chooses one, and its YAML entry's own columns: names the created_at
+// column that --since compares with.
 func TestReplayCreatedAtMapping(t *testing.T) {
 	f := newFixture(t, strings.Replace(outboxDDL, "created_at timestamptz", "made_at timestamptz", 1))
 	if _, err := f.connect().Exec(context.Background(), fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload, made_at)
 		VALUES ('Order', $2, 'OrderCreated', $1::jsonb, now() - interval '2 hours'), ('Order', $2, 'OrderCreated', $1::jsonb, now())`, f.table), orderCreated(o1, 1), o1); err != nil {
 		t.Fatal(err)
 	}
+	other := newFixture(t, "")
 	config := filepath.Join(t.TempDir(), "relay.yaml")
-	yaml := fmt.Sprintf("table:\n  - name: public.%s\n    columns: {created_at: made_at}\n", f.table)
+	yaml := fmt.Sprintf("table:\n  - public.%s\n  - name: public.%s\n    columns: {created_at: made_at}\n", other.table, f.table)
 	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var args []string
+	var args []string // the fixture's, without --table
 	for i, a := range f.replayArgs() {
 		if a == "--table" || (i > 0 && f.replayArgs()[i-1] == "--table") {
 			continue
 		}
 		args = append(args, a)
 	}
-	code, out, _ := runReplay(t, nil, append(args, "--config", config, "--since", "1h", "--dry-run"))
+	args = append(args, "--config", config, "--since", "1h", "--dry-run")
+	code, _, stderr := runReplay(t, nil, args)
+	if code != exitConfig || !strings.Contains(stderr, "--table: 2 tables are configured (public."+other.table+", public."+f.table+")") {
+		t.Fatalf("two tables in YAML, no --table: exit %d, %q", code, stderr)
+	}
+	code, out, _ := runReplay(t, nil, append(args, "--table", "public."+f.table))
 	if code != 0 || len(lines(out, "would be published id=2 ")) != 1 || len(lines(out, "would be published ")) != 1 ||
 		!strings.Contains(out, "made_at >= ") {
 		t.Fatalf("exit %d, %q: want id 2 alone, chosen by made_at", code, out)
 	}
 	// Without the mapping the table has no created_at column.
-	code, _, stderr := runReplay(t, nil, f.replayArgs("--since", "1h"))
+	code, _, stderr = runReplay(t, nil, f.replayArgs("--since", "1h"))
 	if code != exitConfig || !strings.Contains(stderr, "created_at") {
 		t.Fatalf("no mapping: exit %d, %q", code, stderr)
 	}
