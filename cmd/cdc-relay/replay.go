@@ -733,6 +733,7 @@ func (r *replayer) run(ctx context.Context) int {
 		if derr := sess.Drain(dctx); derr != nil && err == nil {
 			err = fmt.Errorf("wait for Kafka: %w", derr)
 		}
+		sess.Close() // no Ack prints after this
 	}
 	if err == nil && ctx.Err() != nil {
 		err = errors.New("interrupted by a signal")
