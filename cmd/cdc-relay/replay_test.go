@@ -68,7 +68,64 @@ const replayDDL = `CREATE TABLE %s (
 // dead letters included.
 func TestReplaySameBytesAsRun(t *testing.T) {
 	f := newFixture(t, replayDDL)
-	flags := []string{"--header-columns", "urgent,due:due_at,created_at:created"}
+	ids, byID, out := replaySameBytes(t, f, "--header-columns", "urgent,due:due_at,created_at:created")
+	// The text forms are pgoutput's, read through the same builder.
+	rec0 := byID[strconv.FormatInt(ids[0], 10)][1]
+	if rec0.Headers["urgent"] != "true" || rec0.Headers["due_at"] != "2026-12-01T10:00:00.500Z" || rec0.Headers["traceparent"] == "" {
+		t.Errorf("replayed headers %v", rec0.Headers)
+	}
+	if dl := byID[strconv.FormatInt(ids[3], 10)][1]; dl.Topic != f.dlq || !strings.Contains(dl.Headers["error"], "no schema") {
+		t.Errorf("the invalid row went to %s with error %q, want %s", dl.Topic, dl.Headers["error"], f.dlq)
+	}
+
+	published := lines(out, "published ")
+	if len(published) != 3 || len(lines(out, "dead-lettered ")) != 1 {
+		t.Fatalf("stdout lines: %q", out)
+	}
+	for i, l := range published {
+		want := fmt.Sprintf("published id=%d topic=%s key=", ids[i], f.topic("Order"))
+		if !strings.HasPrefix(l, want) {
+			t.Errorf("line %d %q, want prefix %q", i, l, want)
+		}
+	}
+	if !strings.HasPrefix(lines(out, "dead-lettered ")[0], fmt.Sprintf("dead-lettered id=%d topic=%s key=i-1 reason=", ids[3], f.dlq)) {
+		t.Errorf("dead-letter line %q", lines(out, "dead-lettered ")[0])
+	}
+	if s := lines(out, "replayed "); len(s) != 1 || !strings.HasPrefix(s[0], "replayed 4 events (1 to the dead-letter topic) from public."+f.table+", created_at >= ") {
+		t.Errorf("summary %q", s)
+	}
+}
+
+// TestReplaySameBytesJSON: the same with Debezium's formats: JSON values,
+// JSON-with-schema keys, the id header alone and the timestamp from a
+// column (which is the same for run and replay).
+func TestReplaySameBytesJSON(t *testing.T) {
+	f := newFixture(t, replayDDL)
+	ids, byID, out := replaySameBytes(t, f, "--value-format", "json", "--key-format", "json-schema", "--builtin-headers", "id",
+		"--header-columns", "urgent", "--timestamp-column", "due")
+	for _, id := range ids {
+		pair := byID[strconv.FormatInt(id, 10)]
+		if pair[1].Topic == f.dlq || pair[1].Value[0] != '{' || !pair[1].Timestamp.Equal(pair[0].Timestamp) && id != ids[1] && id != ids[3] {
+			t.Errorf("id %d: %s value %q at %s, run's at %s", id, pair[1].Topic, pair[1].Value, pair[1].Timestamp, pair[0].Timestamp)
+		}
+	}
+	if got := byID[strconv.FormatInt(ids[0], 10)][1].Timestamp; !got.Equal(time.Date(2026, 12, 1, 10, 0, 0, 500e6, time.UTC)) {
+		t.Errorf("the timestamp column gave %s", got)
+	}
+	if n := len(lines(out, "published ")); n != len(ids) {
+		t.Errorf("%d published lines, want %d: %q", n, len(ids), out)
+	}
+	if want := fmt.Sprintf(`published id=%d topic=%s key="{\"schema\":`, ids[0], f.topic("Order")); !strings.HasPrefix(lines(out, "published ")[0], want) {
+		t.Errorf("a JSON key is quoted: %q, want prefix %q", lines(out, "published ")[0], want)
+	}
+}
+
+// replaySameBytes inserts rows while run streams them, then replays them
+// with the same flags, and checks that each replayed record has the
+// topic, partition, key, headers and value of run's. It returns the ids,
+// both records of each id (run's first), and replay's stdout.
+func replaySameBytes(t *testing.T, f *fixture, flags ...string) ([]int64, map[string][]record, string) {
+	t.Helper()
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args(flags...))
 	r.waitStreaming(60 * time.Second)
@@ -133,31 +190,7 @@ func TestReplaySameBytesAsRun(t *testing.T) {
 				id, got.Topic, got.Partition, got.Key, got.Headers, got.Value, want.Topic, want.Partition, want.Key, want.Headers, want.Value)
 		}
 	}
-	// The text forms are pgoutput's, read through the same builder.
-	rec0 := byID[strconv.FormatInt(ids[0], 10)][1]
-	if rec0.Headers["urgent"] != "true" || rec0.Headers["due_at"] != "2026-12-01T10:00:00.500Z" || rec0.Headers["traceparent"] == "" {
-		t.Errorf("replayed headers %v", rec0.Headers)
-	}
-	if dl := byID[strconv.FormatInt(ids[3], 10)][1]; dl.Topic != f.dlq || !strings.Contains(dl.Headers["error"], "no schema") {
-		t.Errorf("the invalid row went to %s with error %q, want %s", dl.Topic, dl.Headers["error"], f.dlq)
-	}
-
-	published := lines(out, "published ")
-	if len(published) != 3 || len(lines(out, "dead-lettered ")) != 1 {
-		t.Fatalf("stdout lines: %q", out)
-	}
-	for i, l := range published {
-		want := fmt.Sprintf("published id=%d topic=%s key=", ids[i], f.topic("Order"))
-		if !strings.HasPrefix(l, want) {
-			t.Errorf("line %d %q, want prefix %q", i, l, want)
-		}
-	}
-	if !strings.HasPrefix(lines(out, "dead-lettered ")[0], fmt.Sprintf("dead-lettered id=%d topic=%s key=i-1 reason=", ids[3], f.dlq)) {
-		t.Errorf("dead-letter line %q", lines(out, "dead-lettered ")[0])
-	}
-	if s := lines(out, "replayed "); len(s) != 1 || !strings.HasPrefix(s[0], "replayed 4 events (1 to the dead-letter topic) from public."+f.table+", created_at >= ") {
-		t.Errorf("summary %q", s)
-	}
+	return ids, byID, out
 }
 
 // TestReplayWindow: --since/--until choose rows by created_at; --dry-run
