@@ -51,7 +51,9 @@ CREATE TABLE IF NOT EXISTS public.outbox (
 -- outbox_partitions_maintain creates today's and tomorrow's partitions
 -- (<table>_YYYYMMDD, days in UTC) and detaches and drops the partitions of
 -- days more than keep_days ago. The relay never reads them: keep_days only
--- needs to cover how long you want to keep events in the database.
+-- needs to cover how long you want to keep events in the database, which is
+-- also how far back `cdc-relay replay` can re-publish them after a lost slot
+-- (docs/OPERATIONS.md): keep them longer than it takes to notice one.
 CREATE OR REPLACE FUNCTION public.outbox_partitions_maintain(parent regclass, keep_days int DEFAULT 7)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE

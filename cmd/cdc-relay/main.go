@@ -33,6 +33,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return runRelay(args[1:], getenv, stdout, stderr)
 	case "status":
 		return status(args[1:], getenv, stdout, stderr)
+	case "replay":
+		return replay(args[1:], getenv, stdout, stderr)
 	case "check":
 		return check(args[1:], getenv, stdout, stderr)
 	case "schemas":
@@ -61,6 +63,7 @@ Usage:
   cdc-relay schemas check test local .avsc files against the registry's compatibility, registering nothing
   cdc-relay slot recreate --accept-gap
                           after the slot was lost: create it again and record the accepted gap in the checkpoint topic
+  cdc-relay replay        re-publish outbox rows chosen by --since or --from-id, to repair a gap (cdc-relay replay -h)
   cdc-relay status        print the slot's state and lag from pg_replication_slots (--json)
   cdc-relay version       print the version
   cdc-relay healthcheck   exit 0 when the relay on --metrics-addr answers /healthz (for Docker HEALTHCHECK)

@@ -1,0 +1,905 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/publisher"
+	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/router"
+	"github.com/cdc-relay/cdc-relay/schemaregistry"
+)
+
+// replayUsage is `cdc-relay replay -h`.
+const replayUsage = `Usage: cdc-relay replay --since TIME [--until TIME] [flags]
+       cdc-relay replay --from-id ID [--to-id ID] [flags]
+
+Re-publishes rows of the outbox table to Kafka, to repair a gap (a lost or
+recreated slot). It reads the table with SELECT (the only command that does;
+run never reads it), never touches the slot, and turns each row into the
+record run would have published: the same topic, key, partition, headers,
+id and value bytes. Invalid rows go to the dead-letter topic as in run. It
+exits 0 once Kafka acknowledged every record.
+
+Choosing the rows (these are flags only: no environment variable or YAML key
+sets them):
+  --since TIME    rows whose created_at column (columns: created_at:) is at or
+                  after TIME
+  --until TIME    and before TIME (default: no end)
+  --from-id ID    rows whose id is at least ID (an integer, or a UUIDv7:
+                  random v4 uuids have no order and are refused)
+  --to-id ID      and at most ID (default: no end)
+  --dry-run       build every record, print what would be published, publish
+                  nothing
+TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m, 36h).
+--since or --from-id is required; given together, a row must match both.
+Rows are published in created_at then id order (id order without --since).
+created_at defaults to now(), the transaction's start: start --since a
+margin (e.g. 15m) before the last commit you trust.
+
+The record timestamp is the --timestamp-column, else created_at (run uses
+the commit time, which the table does not keep); so is ce_time.
+
+Every other flag is one of cdc-relay run (cdc-relay run -h) and resolves as
+there: flag > CDC_RELAY_<FLAG> (or _FILE) > --config YAML > default. With
+several tables configured, choose one with --table.
+
+Prints one line per acknowledged event ("published id=... topic=... key=..."
+or "dead-lettered id=... topic=... key=... reason=...") and a summary.
+Exit codes: 0 done, 1 a runtime failure, 2 bad settings.
+`
+
+// replayFlags are replay's action flags. They are read from the command
+// line only, and split off before LoadConfig, so that an environment
+// variable or a YAML key can never start a replay.
+type replayFlags struct {
+	since, until, fromID, toID string
+	dryRun                     bool
+}
+
+// splitReplayFlags takes the action flags out of args and returns the rest
+// for LoadConfig. help is true for -h or --help.
+func splitReplayFlags(args []string) (rf replayFlags, rest []string, help bool, err error) {
+	values := map[string]*string{"since": &rf.since, "until": &rf.until, "from-id": &rf.fromID, "to-id": &rf.toID}
+	takesValue := map[string]bool{}
+	for _, s := range settings {
+		takesValue[s.name] = !isBoolSetting(s)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return rf, append(rest, args[i:]...), false, nil
+		}
+		name := strings.TrimLeft(a, "-")
+		if name == a || len(a)-len(name) > 2 {
+			rest = append(rest, a)
+			continue
+		}
+		name, value, hasValue := strings.Cut(name, "=")
+		switch {
+		case name == "h" || name == "help":
+			return rf, nil, true, nil
+		case values[name] != nil || name == "dry-run":
+			if seen[name] {
+				return rf, nil, false, cfgErr(name, "is given twice")
+			}
+			seen[name] = true
+			if name == "dry-run" {
+				if !hasValue && i+1 < len(args) && (args[i+1] == "true" || args[i+1] == "false") {
+					value, hasValue = args[i+1], true
+					i++
+				}
+				switch {
+				case !hasValue || value == "true":
+					rf.dryRun = true
+				case value == "false":
+				default:
+					return rf, nil, false, cfgErr(name, "%q is not true or false", value)
+				}
+				continue
+			}
+			if !hasValue {
+				if i+1 >= len(args) {
+					return rf, nil, false, cfgErr(name, "needs a value")
+				}
+				value = args[i+1]
+				i++
+			}
+			if strings.TrimSpace(value) == "" {
+				return rf, nil, false, cfgErr(name, "is empty")
+			}
+			*values[name] = strings.TrimSpace(value)
+		default:
+			// A setting of run: keep it, with its value, for LoadConfig.
+			rest = append(rest, a)
+			if takesValue[name] && !hasValue && i+1 < len(args) {
+				rest = append(rest, args[i+1])
+				i++
+			}
+		}
+	}
+	return rf, rest, false, nil
+}
+
+// replayWindow is the resolved selection of rows.
+type replayWindow struct {
+	since, until   time.Time // zero: unbounded
+	fromID, toID   string    // "": unbounded; canonical text
+	idCast         string    // "int8" or "uuid"
+	idColumn       string
+	createdColumn  string
+	hasTime, hasID bool
+}
+
+// parseReplayTime reads TIME: RFC 3339, or a duration back from now.
+func parseReplayTime(flagName, s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC(), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return time.Time{}, cfgErr(flagName, "%q is neither an RFC 3339 time (2026-12-01T10:00:00Z) nor a duration back from now (90m, 36h)", s)
+	}
+	if d < 0 {
+		return time.Time{}, cfgErr(flagName, "%q is a negative duration: give how long ago, e.g. 90m", s)
+	}
+	return now.Add(-d).UTC(), nil
+}
+
+// uuidVersion checks that s is a uuid and returns it in lowercase with its
+// version (0 when the variant is not RFC 9562's).
+func uuidVersion(s string) (string, int, bool) {
+	s = strings.ToLower(s)
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return "", 0, false
+	}
+	for i, c := range s {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			continue
+		}
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", 0, false
+		}
+	}
+	v, _ := strconv.ParseUint(s[14:15], 16, 8)
+	if !strings.ContainsRune("89ab", rune(s[19])) {
+		v = 0
+	}
+	return s, int(v), true
+}
+
+// Type oids of the id and created_at columns replay can order by.
+const (
+	oidInt8        = 20
+	oidInt2        = 21
+	oidInt4        = 23
+	oidUUID        = 2950
+	oidTimestamp   = 1114
+	oidTimestamptz = 1184
+)
+
+// resolveWindow checks the action flags against the table's columns.
+func resolveWindow(rf replayFlags, cols decoder.Columns, info replication.TableInfo, now time.Time) (*replayWindow, error) {
+	w := &replayWindow{idColumn: cols.ID, createdColumn: cols.CreatedAt}
+	if rf.until != "" && rf.since == "" {
+		return nil, cfgErr("until", "needs --since: give where the time range starts")
+	}
+	if rf.toID != "" && rf.fromID == "" {
+		return nil, cfgErr("to-id", "needs --from-id: give where the id range starts")
+	}
+	if rf.since == "" && rf.fromID == "" {
+		return nil, cfgErr("since", "replay needs --since TIME or --from-id ID to choose the rows (--until and --to-id only end a range)")
+	}
+	if rf.since != "" {
+		var err error
+		if w.since, err = parseReplayTime("since", rf.since, now); err != nil {
+			return nil, err
+		}
+		if rf.until != "" {
+			if w.until, err = parseReplayTime("until", rf.until, now); err != nil {
+				return nil, err
+			}
+			if !w.until.After(w.since) {
+				return nil, cfgErr("until", "%s is not after --since %s", w.until.Format(time.RFC3339Nano), w.since.Format(time.RFC3339Nano))
+			}
+		}
+		col, ok := info.Columns[cols.CreatedAt]
+		if cols.CreatedAt == "" || !ok {
+			return nil, cfgErr("since", "%s has no created_at column (%q; YAML columns: created_at: names it), so its rows can be chosen only by id: use --from-id and --to-id (Debezium's outbox DDL has no such column)", info.Name, cols.CreatedAt)
+		}
+		if col.BaseOID != oidTimestamptz && col.BaseOID != oidTimestamp {
+			return nil, cfgErr("since", "column %q of %s is of type %s: --since needs a timestamptz or timestamp column (YAML columns: created_at:), or choose the rows by id with --from-id", cols.CreatedAt, info.Name, col.Type)
+		}
+		w.hasTime = true
+	}
+	if rf.fromID != "" {
+		col, ok := info.Columns[cols.ID]
+		if !ok {
+			return nil, cfgErr("from-id", "%s has no id column %q: name it in YAML columns: id:", info.Name, cols.ID)
+		}
+		switch col.BaseOID {
+		case oidInt2, oidInt4, oidInt8:
+			w.idCast = "int8"
+		case oidUUID:
+			w.idCast = "uuid"
+		default:
+			return nil, cfgErr("from-id", "the id column %q of %s is of type %s, whose order is not the order of events: choose the rows by time with --since", cols.ID, info.Name, col.Type)
+		}
+		bounds := []struct {
+			name string
+			in   string
+			out  *string
+		}{{"from-id", rf.fromID, &w.fromID}, {"to-id", rf.toID, &w.toID}}
+		for _, b := range bounds {
+			if b.in == "" {
+				continue
+			}
+			if w.idCast == "int8" {
+				n, err := strconv.ParseInt(b.in, 10, 64)
+				if err != nil {
+					return nil, cfgErr(b.name, "%q is not an integer, and the id column %q of %s is of type %s", b.in, cols.ID, info.Name, col.Type)
+				}
+				*b.out = strconv.FormatInt(n, 10)
+				continue
+			}
+			u, version, ok := uuidVersion(b.in)
+			switch {
+			case !ok:
+				return nil, cfgErr(b.name, "%q is not a uuid, and the id column %q of %s is of type uuid", b.in, cols.ID, info.Name)
+			case version != 7:
+				return nil, cfgErr(b.name, "%s is a version %d uuid, not a UUIDv7: only v7 uuids are ordered by time; random uuids (v4) are not, so a range between two of them is not a range of events. Choose the rows by time with --since and --until instead", u, version)
+			}
+			*b.out = u
+		}
+		if w.toID != "" && idLess(w.idCast, w.toID, w.fromID) {
+			return nil, cfgErr("to-id", "%s is before --from-id %s", w.toID, w.fromID)
+		}
+		w.hasID = true
+	}
+	return w, nil
+}
+
+// idLess compares two canonical id bounds.
+func idLess(cast, a, b string) bool {
+	if cast == "int8" {
+		x, _ := strconv.ParseInt(a, 10, 64)
+		y, _ := strconv.ParseInt(b, 10, 64)
+		return x < y
+	}
+	return a < b // lowercase canonical uuids sort as their bytes
+}
+
+// String describes the selection, for the summary line.
+func (w *replayWindow) String() string {
+	var parts []string
+	if w.hasTime {
+		s := w.createdColumn + " >= " + w.since.Format(time.RFC3339Nano)
+		if !w.until.IsZero() {
+			s += " < " + w.until.Format(time.RFC3339Nano)
+		}
+		parts = append(parts, s)
+	}
+	if w.hasID {
+		s := w.idColumn + " >= " + w.fromID
+		if w.toID != "" {
+			s += " <= " + w.toID
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// replayQuery is the SELECT of the rows and where each Row field is in its
+// result.
+type replayQuery struct {
+	sql  string
+	args []any
+	// Indexes into the result's columns; -1 when the table has none.
+	id, aggType, aggID, eventType, payload, headers, createdAt int
+	extra                                                      []int
+}
+
+// newReplayQuery builds the SELECT for table info with the builder's extra
+// columns, in the window's order.
+func newReplayQuery(info replication.TableInfo, cols decoder.Columns, extra []string, w *replayWindow) (*replayQuery, error) {
+	q := &replayQuery{}
+	var names []string
+	index := func(name string) int {
+		for i, n := range names {
+			if n == name {
+				return i
+			}
+		}
+		names = append(names, name)
+		return len(names) - 1
+	}
+	required := []struct {
+		field, name string
+		dst         *int
+	}{
+		{"id", cols.ID, &q.id}, {"aggregate_type", cols.AggregateType, &q.aggType}, {"aggregate_id", cols.AggregateID, &q.aggID},
+		{"event_type", cols.EventType, &q.eventType}, {"payload", cols.Payload, &q.payload},
+	}
+	for _, r := range required {
+		if _, ok := info.Columns[r.name]; !ok {
+			return nil, cfgErr("table", "%s has no %s column %q: name it in the YAML columns: mapping (columns: {%s: ...})", info.Name, r.field, r.name, r.field)
+		}
+		*r.dst = index(r.name)
+	}
+	q.headers, q.createdAt = -1, -1
+	if _, ok := info.Columns[cols.Headers]; ok && cols.Headers != "" {
+		q.headers = index(cols.Headers)
+	}
+	if _, ok := info.Columns[cols.CreatedAt]; ok && cols.CreatedAt != "" {
+		q.createdAt = index(cols.CreatedAt)
+	}
+	for _, name := range extra {
+		q.extra = append(q.extra, index(name))
+	}
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = pgx.Identifier{n}.Sanitize()
+	}
+	schema, name := replication.SplitTable(info.Name)
+	var where []string
+	arg := func(cond, v string) {
+		q.args = append(q.args, v)
+		where = append(where, fmt.Sprintf(cond, len(q.args)))
+	}
+	created, id := pgx.Identifier{cols.CreatedAt}.Sanitize(), pgx.Identifier{cols.ID}.Sanitize()
+	if w.hasTime {
+		arg(created+" >= $%d::timestamptz", w.since.Format(time.RFC3339Nano))
+		if !w.until.IsZero() {
+			arg(created+" < $%d::timestamptz", w.until.Format(time.RFC3339Nano))
+		}
+	}
+	if w.hasID {
+		arg(id+" >= $%d::"+w.idCast, w.fromID)
+		if w.toID != "" {
+			arg(id+" <= $%d::"+w.idCast, w.toID)
+		}
+	}
+	order := id
+	if w.hasTime {
+		order = created + ", " + id
+	}
+	q.sql = fmt.Sprintf("SELECT %s FROM %s WHERE %s ORDER BY %s", strings.Join(quoted, ", "),
+		pgx.Identifier{schema, name}.Sanitize(), strings.Join(where, " AND "), order)
+	return q, nil
+}
+
+// replayFetch is how many rows one FETCH reads: memory stays bounded by it
+// and by the in-flight bounds, whatever the window holds.
+const replayFetch = 1000
+
+// replayCursor is the cursor's name in the replay's transaction.
+const replayCursor = "cdc_relay_replay"
+
+// connectReplay opens the connection replay reads with. Its results are
+// text (the simple protocol), under DateStyle ISO and TimeZone UTC, as the
+// replication connection sets them: the values are the bytes pgoutput
+// sends for the same row.
+func connectReplay(ctx context.Context, url string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, cfgErr("pg-url", "%s", redactErr(err))
+	}
+	cfg.RuntimeParams["DateStyle"] = "ISO"
+	cfg.RuntimeParams["TimeZone"] = "UTC"
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = replication.AppName + " replay"
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return conn, nil
+}
+
+// typmods reads the type modifiers of the table's columns from the catalog:
+// the ones pgoutput's Relation message carries (a timestamp's precision).
+func typmods(ctx context.Context, conn *pgx.Conn, oid uint32) (map[string]int32, error) {
+	rows, err := conn.Query(ctx, `SELECT attname, atttypmod FROM pg_catalog.pg_attribute
+		WHERE attrelid = $1::int8::oid AND attnum > 0 AND NOT attisdropped`, int64(oid))
+	if err != nil {
+		return nil, fmt.Errorf("read column type modifiers: %w", err)
+	}
+	m := map[string]int32{}
+	var name string
+	var mod int32
+	_, err = pgx.ForEachRow(rows, []any{&name, &mod}, func() error { m[name] = mod; return nil })
+	if err != nil {
+		return nil, fmt.Errorf("read column type modifiers: %w", err)
+	}
+	return m, nil
+}
+
+// replayLine is what replay prints of one event once Kafka acknowledged it.
+type replayLine struct {
+	seq            uint64
+	id, topic, key string
+	reason         string // a dead letter's reason; "" for an event
+}
+
+func (l *replayLine) String() string {
+	if l.reason != "" {
+		return fmt.Sprintf("dead-lettered id=%s topic=%s key=%s reason=%s", l.id, l.topic, l.key, strconv.Quote(l.reason))
+	}
+	return fmt.Sprintf("published id=%s topic=%s key=%s", l.id, l.topic, l.key)
+}
+
+// token prints bytes greppably: as they are when they are printable text
+// without spaces or quotes, else Go-quoted.
+func token(b []byte) string {
+	if len(b) > 0 && utf8.Valid(b) && !strings.ContainsFunc(string(b), func(r rune) bool {
+		return r <= ' ' || r == '"' || r == 0x7f || r == utf8.RuneError
+	}) {
+		return string(b)
+	}
+	return strconv.Quote(string(b))
+}
+
+// replayAcker is the publisher session's Acker: it prints the lines of the
+// acknowledged events, in order, and bounds what is in flight.
+type replayAcker struct {
+	out       io.Writer
+	maxEvents int
+	maxBytes  int64
+
+	mu        sync.Mutex
+	pending   []replayLine
+	events    int
+	bytes     int64
+	published int // acknowledged events
+	dead      int // of them, dead letters
+	room      chan struct{}
+}
+
+var _ publisher.Acker = (*replayAcker)(nil)
+
+func newReplayAcker(out io.Writer, maxEvents int, maxBytes int64) *replayAcker {
+	return &replayAcker{out: out, maxEvents: maxEvents, maxBytes: maxBytes, room: make(chan struct{}, 1)}
+}
+
+// Ack prints the events up to upTo and frees their room.
+func (a *replayAcker) Ack(upTo uint64, events int, bytes int64) {
+	a.mu.Lock()
+	n := 0
+	for n < len(a.pending) && a.pending[n].seq <= upTo {
+		l := &a.pending[n]
+		fmt.Fprintln(a.out, l.String())
+		a.published++
+		if l.reason != "" {
+			a.dead++
+		}
+		n++
+	}
+	a.pending = append(a.pending[:0], a.pending[n:]...)
+	a.events -= events
+	a.bytes -= bytes
+	a.mu.Unlock()
+	select {
+	case a.room <- struct{}{}:
+	default:
+	}
+}
+
+// add records an event about to be enqueued.
+func (a *replayAcker) add(l replayLine, size int) {
+	a.mu.Lock()
+	a.pending = append(a.pending, l)
+	a.events++
+	a.bytes += int64(size)
+	a.mu.Unlock()
+}
+
+// rejected marks an event the broker refused, which goes to the
+// dead-letter topic instead (publisher.Config.Reject).
+func (a *replayAcker) rejected(seq uint64, dlq, reason string) {
+	a.mu.Lock()
+	for i := range a.pending {
+		if a.pending[i].seq == seq {
+			a.pending[i].topic, a.pending[i].reason = dlq, reason
+		}
+	}
+	a.mu.Unlock()
+}
+
+// waitRoom waits until another event fits in the in-flight bounds.
+func (a *replayAcker) waitRoom(ctx context.Context, done <-chan struct{}) error {
+	for {
+		a.mu.Lock()
+		full := a.events >= a.maxEvents || a.bytes >= a.maxBytes
+		a.mu.Unlock()
+		if !full {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-done:
+			return errors.New("kafka session stopped")
+		case <-a.room:
+		}
+	}
+}
+
+// counts returns the acknowledged events and dead letters.
+func (a *replayAcker) counts() (int, int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.published, a.dead
+}
+
+// replay is `cdc-relay replay`: re-publish outbox rows chosen by time or id.
+func replay(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	rf, rest, help, err := splitReplayFlags(args)
+	if help {
+		fmt.Fprint(stdout, replayUsage)
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		return exitConfig
+	}
+	cfg, err := LoadConfig(rest, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
+		return exitConfig
+	}
+	switch {
+	case len(cfg.Tables) == 0:
+		fmt.Fprintln(stderr, "cdc-relay: --table: is empty (a table-less outbox of logical messages): such events are kept in no table, so there is nothing to read back; replay needs an outbox table (--table schema.table)")
+		return exitConfig
+	case len(cfg.Tables) > 1:
+		fmt.Fprintf(stderr, "cdc-relay: --table: %d tables are configured (%s): replay reads one; choose it with --table, e.g. --table %s\n",
+			len(cfg.Tables), strings.Join(tableNames(cfg.Tables), ", "), cfg.Tables[0].Name)
+		return exitConfig
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	r := &replayer{cfg: cfg, rf: rf, log: log, stdout: stdout, stderr: stderr}
+	return r.run(ctx)
+}
+
+// replayer holds one replay's state.
+type replayer struct {
+	cfg            *Config
+	rf             replayFlags
+	log            *slog.Logger
+	stdout, stderr io.Writer
+}
+
+// fail reports err in one line and returns its exit code: 2 for a setting,
+// an incompatible schema or a flag that does not fit the table, else 1.
+func (r *replayer) fail(what string, err error) int {
+	var cerr *ConfigError
+	var ferr *recordpkg.FlagError
+	var incompatible *schemaregistry.IncompatibleError
+	if errors.As(err, &cerr) || errors.As(err, &ferr) || errors.As(err, &incompatible) {
+		fmt.Fprintf(r.stderr, "cdc-relay: %s\n", Redact(err.Error()))
+		return exitConfig
+	}
+	if what != "" {
+		what += ": "
+	}
+	fmt.Fprintf(r.stderr, "cdc-relay: replay failed: %s%s\n", what, Redact(err.Error()))
+	return exitFailed
+}
+
+func (r *replayer) run(ctx context.Context) int {
+	cfg := r.cfg
+	var schemas map[string]*schemaregistry.Schema
+	var err error
+	if cfg.SchemasDir != "" {
+		if schemas, err = schemaregistry.LoadDir(cfg.SchemasDir); err != nil {
+			fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
+			return exitConfig
+		}
+	}
+	rt, err := router.New(cfg.TopicTemplate)
+	if err != nil {
+		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
+		return exitConfig
+	}
+	httpClient, err := registryHTTPClient(cfg)
+	if err != nil {
+		fmt.Fprintf(r.stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
+		return exitConfig
+	}
+	transport, err := kafkaTransport(cfg)
+	if err != nil {
+		fmt.Fprintf(r.stderr, "cdc-relay: --kafka-tls: %v\n", err)
+		return exitConfig
+	}
+
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := connectReplay(setupCtx, cfg.PGURL)
+	if err != nil {
+		return r.fail("PostgreSQL", err)
+	}
+	defer conn.Close(context.Background())
+	in, err := inspect(setupCtx, conn, cfg)
+	if err != nil {
+		return r.fail("read the catalog", err)
+	}
+	info, cols := in.Tables[0], cfg.Tables[0].Columns
+	w, err := resolveWindow(r.rf, cols, info, time.Now())
+	if err != nil {
+		return r.fail("", err)
+	}
+
+	stats := new(replication.Stats)
+	m := newMetrics(stats, newLagRate(stats.LagBytes))
+	var reg *schemaregistry.Registry
+	if cfg.SchemaRegistryURL != "" {
+		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: r.log,
+			HTTPClient: m.countRegistryRequests(httpClient)})
+		if err != nil {
+			fmt.Fprintf(r.stderr, "cdc-relay: --schema-registry-url: %v\n", err)
+			return exitConfig
+		}
+	}
+	builder, err := newBuilder(cfg, rt, reg, m, in)
+	if err != nil {
+		return r.fail("", err)
+	}
+	q, err := newReplayQuery(info, cols, builder.ExtraColumns(), w)
+	if err != nil {
+		return r.fail("", err)
+	}
+	mods, err := typmods(setupCtx, conn, info.OID)
+	if err != nil {
+		return r.fail("read the catalog", err)
+	}
+	extra := builder.ExtraColumns()
+	extraTypes, extraMods := make([]uint32, len(extra)), make([]int32, len(extra))
+	for i, name := range extra {
+		extraTypes[i], extraMods[i] = info.Columns[name].TypeOID, mods[name]
+	}
+	if err := preflight(setupCtx, reg, rt); err != nil {
+		return r.fail("schema registry", err)
+	}
+
+	h := &handler{builder: builder, halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: r.log}
+	acker := newReplayAcker(r.stdout, cfg.MaxInFlightEvents, cfg.MaxInFlightBytes)
+	pub, err := publisher.New(publisher.Config{
+		Brokers:        cfg.KafkaBrokers,
+		Compression:    compression(cfg.KafkaCompression),
+		BatchBytes:     cfg.KafkaBatchBytes,
+		Linger:         cfg.KafkaLinger,
+		MaxRecordBytes: cfg.MaxRecordBytes,
+		Transport:      transport,
+		Reject: func(rec *publisher.Record, err error) (*publisher.Record, error) {
+			dl, rerr := h.rejected(rec, err)
+			if rerr == nil {
+				acker.rejected(rec.Seq, cfg.DLQTopic, headerText(dl, recordpkg.HeaderError))
+			}
+			return dl, rerr
+		},
+		Observer: m,
+		Logger:   r.log,
+	})
+	if err != nil {
+		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
+		return exitConfig
+	}
+	defer pub.Close()
+
+	r.log.Info("replay", "version", version, "pg_url", Redact(cfg.PGURL), "table", info.Name, "rows", w.String(),
+		"kafka_brokers", cfg.KafkaBrokers, "dry_run", r.rf.dryRun)
+	var sess *publisher.Session
+	if !r.rf.dryRun {
+		sess = pub.NewSession(context.WithoutCancel(ctx), acker)
+		defer sess.Close()
+	}
+	rs := &replayRows{r: r, q: q, builder: builder, h: h, acker: acker, sess: sess,
+		extraTypes: extraTypes, extraMods: extraMods, relationID: info.OID}
+	read, dryDead, err := rs.readAll(ctx, conn)
+	if sess != nil {
+		// Whatever was read is published before the exit, even after a
+		// failure or a signal (bounded by --shutdown-timeout then).
+		dctx := context.WithoutCancel(ctx)
+		if err != nil || ctx.Err() != nil {
+			var c context.CancelFunc
+			dctx, c = context.WithTimeout(dctx, cfg.ShutdownTimeout)
+			defer c()
+		}
+		if derr := sess.Drain(dctx); derr != nil && err == nil {
+			err = fmt.Errorf("wait for Kafka: %w", derr)
+		}
+		sess.Close() // no Ack prints after this
+	}
+	if err == nil && ctx.Err() != nil {
+		err = errors.New("interrupted by a signal")
+	}
+	if r.rf.dryRun {
+		if err != nil {
+			return r.fail("read the outbox", err)
+		}
+		fmt.Fprintf(r.stdout, "dry run: would replay %d events (%d to the dead-letter topic) from %s, %s; published nothing\n", read, dryDead, info.Name, w)
+		return exitOK
+	}
+	published, dead := acker.counts()
+	if err != nil {
+		fmt.Fprintf(r.stdout, "replay incomplete: %d events acknowledged (%d to the dead-letter topic) of %d read from %s, %s\n", published, dead, read, info.Name, w)
+		return r.fail("", err)
+	}
+	fmt.Fprintf(r.stdout, "replayed %d events (%d to the dead-letter topic) from %s, %s\n", published, dead, info.Name, w)
+	return exitOK
+}
+
+// headerText is a header's value as text, or "".
+func headerText(rec *publisher.Record, key string) string {
+	if rec == nil {
+		return ""
+	}
+	for _, hd := range rec.Headers {
+		if hd.Key == key {
+			return string(hd.Value)
+		}
+	}
+	return ""
+}
+
+// replayRows reads the rows through a cursor and hands each record to the
+// publisher session (or prints it, in a dry run).
+type replayRows struct {
+	r          *replayer
+	q          *replayQuery
+	builder    *recordpkg.Builder
+	h          *handler
+	acker      *replayAcker
+	sess       *publisher.Session
+	extraTypes []uint32
+	extraMods  []int32
+	relationID uint32
+}
+
+// readAll reads every row of the window in one read-only snapshot and
+// returns how many it read, and of them, in a dry run, how many are
+// invalid.
+func (rs *replayRows) readAll(ctx context.Context, conn *pgx.Conn) (read, dryDead int, err error) {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return 0, 0, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "DECLARE "+replayCursor+" NO SCROLL CURSOR FOR "+rs.q.sql, rs.q.args...); err != nil {
+		return 0, 0, fmt.Errorf("declare cursor: %w", err)
+	}
+	extra := make([][]byte, len(rs.q.extra))
+	var seq uint64
+	for {
+		rows, err := tx.Query(ctx, fmt.Sprintf("FETCH FORWARD %d FROM %s", replayFetch, replayCursor))
+		if err != nil {
+			return read, dryDead, fmt.Errorf("fetch: %w", err)
+		}
+		n := 0
+		for rows.Next() {
+			n++
+			seq++
+			invalid, err := rs.row(ctx, seq, rows.RawValues(), extra)
+			if err != nil {
+				rows.Close()
+				return read, dryDead, err
+			}
+			read++
+			if invalid {
+				dryDead++
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return read, dryDead, fmt.Errorf("fetch: %w", err)
+		}
+		if n < replayFetch {
+			return read, dryDead, nil
+		}
+	}
+}
+
+// row turns one result row into its record and hands it over.
+func (rs *replayRows) row(ctx context.Context, seq uint64, vals [][]byte, extra [][]byte) (invalid bool, err error) {
+	q := rs.q
+	row := decoder.Row{
+		ID: vals[q.id], IDNull: vals[q.id] == nil,
+		AggregateType: vals[q.aggType], AggregateTypeNull: vals[q.aggType] == nil,
+		AggregateID: vals[q.aggID], AggregateIDNull: vals[q.aggID] == nil,
+		EventType: vals[q.eventType], EventTypeNull: vals[q.eventType] == nil,
+		Payload: vals[q.payload], PayloadNull: vals[q.payload] == nil,
+		RelationID: rs.relationID, ExtraTypes: rs.extraTypes, ExtraTypmods: rs.extraMods,
+	}
+	if q.headers >= 0 {
+		row.Headers = vals[q.headers]
+	}
+	if q.createdAt >= 0 {
+		row.CreatedAt = vals[q.createdAt]
+	}
+	for i, x := range q.extra {
+		extra[i] = vals[x]
+	}
+	row.Extra = extra
+	size := 0
+	for _, v := range vals {
+		size += len(v)
+	}
+	if rs.sess != nil {
+		if err := rs.acker.waitRoom(ctx, rs.sess.Done()); err != nil {
+			if serr := rs.sess.Err(); serr != nil {
+				return false, serr
+			}
+			return false, err
+		}
+	}
+	rec := publisher.NewRecord()
+	rec.Seq, rec.Reserved = seq, size
+	// The table keeps no commit time: the record's timestamp (and ce_time)
+	// is created_at, unless --timestamp-column gives one.
+	inv, err := rs.builder.Build(ctx, rec, createdTime(row.CreatedAt), &row)
+	if err != nil {
+		publisher.Release(rec)
+		return false, err
+	}
+	line := replayLine{seq: seq, id: token(row.ID), topic: rec.Topic, key: token(rec.Key)}
+	if inv != nil {
+		line.reason = inv.Reason
+		if rs.h.halt && rs.sess != nil {
+			publisher.Release(rec)
+			return true, replication.Fatal(inv)
+		}
+		if rs.sess != nil {
+			rs.h.invalid(inv)
+		}
+	}
+	if rs.sess == nil {
+		publisher.Release(rec)
+		fmt.Fprintln(rs.r.stdout, "would be "+line.String())
+		return inv != nil, nil
+	}
+	rs.acker.add(line, size)
+	if err := rs.sess.Enqueue(rec); err != nil {
+		return inv != nil, err
+	}
+	return inv != nil, nil
+}
+
+// createdTime parses created_at's text (timestamptz under TimeZone UTC, or
+// timestamp, read as UTC); the zero time when it is NULL or not a
+// timestamp (the builder then uses the time of publishing).
+func createdTime(b []byte) time.Time {
+	if b == nil {
+		return time.Time{}
+	}
+	for _, layout := range []string{"2006-01-02 15:04:05.999999-07", "2006-01-02 15:04:05.999999-07:00", "2006-01-02 15:04:05.999999"} {
+		if t, err := time.Parse(layout, string(b)); err == nil {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
+}
