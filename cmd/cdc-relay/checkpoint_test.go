@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -96,7 +97,8 @@ func wantGapExit(t *testing.T, r *relay, slot string) string {
 // TestSlotDroppedWhileStopped: a slot dropped while the relay is stopped,
 // then two rows: the relay used to create a fresh slot and lose both. Now it
 // exits 3 naming the checkpoint, check FAILs the same way, nothing is
-// created; slot recreate --accept-gap creates the slot and records the gap.
+// created; slot recreate --accept-gap creates the slot and records the gap,
+// and the replay it suggests brings every row of the gap to Kafka.
 func TestSlotDroppedWhileStopped(t *testing.T) {
 	f := newFixture(t, "")
 	ckpt := "t" + f.name + ".checkpoints"
@@ -208,6 +210,17 @@ func TestSlotDroppedWhileStopped(t *testing.T) {
 			t.Fatalf("row %d of the gap reached Kafka without a replay: the test does not reproduce the gap", id)
 		}
 	}
+
+	// The repair: replay with the --since that slot recreate gives.
+	m := regexp.MustCompile(`cdc-relay replay --since (\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("slot recreate does not say which replay to run:\n%s", out)
+	}
+	code, out = runCommand(append([]string{"replay", "--since", m[1]}, args[1:]...))
+	if code != 0 || !strings.Contains(out, "replayed ") {
+		t.Fatalf("replay --since %s = %d:\n%s", m[1], code, out)
+	}
+	c.waitIDs(60*time.Second, missed)
 }
 
 // TestCheckpointTopicNotCompacted: a checkpoint topic whose records expire
