@@ -44,5 +44,8 @@ func RowSize(r *decoder.Row) int {
 	for _, v := range r.Extra {
 		n += len(v)
 	}
+	for _, v := range r.Values { // a row of another table
+		n += len(v)
+	}
 	return n
 }
