@@ -152,7 +152,9 @@ func DescribeDrift(ctx context.Context, conn *pgx.Conn, publication string, tabl
 			coalesce((SELECT s.n_tup_ins FROM pg_catalog.pg_stat_user_tables s WHERE s.relid = c.oid), 0)
 			FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = $2 AND c.relname = $3`, publication, schema, name).
-			Scan(&published, &partitioned, &m.Owner, &ownsPub, &ownsTable, &m.Inserts); err != nil {
+			Scan(&published, &partitioned, &m.Owner, &ownsPub, &ownsTable, &m.Inserts); errors.Is(err, pgx.ErrNoRows) {
+			continue // no such table: EnsurePublication and check say so
+		} else if err != nil {
 			return d, fmt.Errorf("look up table %s in publication %s: %w", m.Name, publication, err)
 		}
 		if published {
@@ -339,3 +341,6 @@ func (s *Stream) skipRow(table string) {
 		s.cfg.OnSkippedRow(table)
 	}
 }
+
+// SetOnSkippedRow sets Config.OnSkippedRow; call it before Run.
+func (s *Stream) SetOnSkippedRow(f func(table string)) { s.cfg.OnSkippedRow = f }

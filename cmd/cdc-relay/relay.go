@@ -73,10 +73,12 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		MaxInFlightBytes:  cfg.MaxInFlightBytes,
 		RecreateLostSlot:  cfg.RecreateLostSlot,
 		SlotFailover:      cfg.SlotFailover,
+		AllowExtraTables:  cfg.AllowExtraTables,
 		Logger:            log,
 	}, nil)
 	lag := newLagRate(stats().LagBytes)
 	m := newMetrics(stats(), lag)
+	stream.SetOnSkippedRow(skippedRows(m, log, cfg.Publication))
 	var reg *schemaregistry.Registry
 	if cfg.SchemaRegistryURL != "" {
 		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log,
@@ -185,6 +187,11 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		var tooOld *replication.ServerTooOldError
 		if errors.As(err, &tooOld) {
 			fmt.Fprintf(stderr, "cdc-relay: %s\n", tooOld.Error())
+			return exitConfig
+		}
+		var pubErr *replication.PublicationError
+		if errors.As(err, &pubErr) {
+			fmt.Fprintf(stderr, "cdc-relay: %s\n", pubErr.Error())
 			return exitConfig
 		}
 		fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error()))
