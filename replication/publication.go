@@ -194,10 +194,10 @@ func (d *PublicationDrift) ExtrasError(publication string, tables []string) erro
 		}
 		return &PublicationError{Publication: publication, Reason: fmt.Sprintf(
 			"publication %s publishes %s %s, which %s not configured (the relay is configured for %s): the relay would not publish %s rows as events; "+
-				"run ALTER PUBLICATION %s DROP TABLE %s, or configure %s as outbox %s (%s), or set --allow-extra-tables to skip and count %s rows",
+				"run ALTER PUBLICATION %s DROP TABLE %s, or configure %s as %s (%s), or set --allow-extra-tables to skip and count %s rows",
 			publication, plural(len(d.Extra), "table", "tables"), strings.Join(d.Extra, ", "), plural(len(d.Extra), "is", "are"), configured,
 			plural(len(d.Extra), "its", "their"), pub, strings.Join(quoteTables(d.Extra), ", "), plural(len(d.Extra), "it", "them"),
-			plural(len(d.Extra), "table", "tables"), strings.Join(flags, " "), plural(len(d.Extra), "its", "their"))}
+			plural(len(d.Extra), "an outbox table", "outbox tables"), strings.Join(flags, " "), plural(len(d.Extra), "its", "their"))}
 	default:
 		return nil
 	}
@@ -303,7 +303,7 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication string, 
 				publication, m.Name, err, stmt, NeverDecoded(m.Name))})
 		}
 		log.Warn("the publication did not publish a configured outbox table: the relay added it; "+NeverDecoded(m.Name),
-			"publication", publication, "table", m.Name, "statement", stmt, "inserts_so_far", m.Inserts)
+			"publication", publication, "table", m.Name, "statement", stmt)
 	}
 	for _, table := range tables {
 		if err := CheckPublication(ctx, conn, publication, table); err != nil {
