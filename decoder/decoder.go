@@ -25,8 +25,7 @@ const (
 	// message with the configured prefix: Row is set.
 	KindRow
 	// KindOtherRow is an INSERT into a table that is not an outbox table,
-	// with Config.OtherTables set: Row.Other, Row.Table, Row.Columns,
-	// Row.Values and Row.RelationID are set.
+	// with Config.OtherTables set: Row.Other and Row.RelationID are set.
 	KindOtherRow
 )
 
@@ -119,17 +118,23 @@ type Row struct {
 	// when it is.
 	Malformed string
 
-	// Other is true for a KindOtherRow: an insert into a table that is not
-	// an outbox table. Only RelationID, Table, Columns and Values are set.
-	Other bool
-	// Table (Other) is the table's "schema.table", as its Relation message
-	// names it (unquoted).
+	// Other (KindOtherRow) is the insert into a table that is not an outbox
+	// table; nil otherwise. Only RelationID is set besides. It points into
+	// the decoder and is overwritten by the next Decode.
+	Other *OtherRow
+}
+
+// OtherRow is an insert into a table that is not an outbox table
+// (Config.OtherTables).
+type OtherRow struct {
+	// Table is the table's "schema.table", as its Relation message names it
+	// (unquoted).
 	Table string
-	// Columns (Other) are the table's column names, in order. The slice
-	// belongs to the decoder: do not modify.
+	// Columns are the table's column names, in order. The slice belongs to
+	// the decoder: do not modify.
 	Columns []string
-	// Values (Other) holds each column's value in the order of Columns: its
-	// text form, nil for NULL. (A binary value, which proto 1 never sends
+	// Values holds each column's value in the order of Columns: its text
+	// form, nil for NULL. (A binary value, which proto 1 never sends
 	// without the binary option, is kept as sent; an unchanged TOAST value,
 	// which an INSERT never has, is nil.) The values alias the buffer given
 	// to Decode; the slice is the decoder's and is overwritten by the next
@@ -165,7 +170,8 @@ type Decoder struct {
 	noMods    []int32  // Row.ExtraTypmods of a message
 	prefix    string   // Config.MessagePrefix
 	other     bool     // Config.OtherTables
-	otherVals [][]byte // Row.Values's backing array
+	otherVals [][]byte // OtherRow.Values's backing array
+	otherRow  OtherRow // what Row.Other points to
 
 	rels map[uint32]*relation
 	// last is the relation of the previous Insert: outbox inserts come in

@@ -28,20 +28,21 @@ func newReporting(t testing.TB) *Decoder {
 func TestOtherTableRow(t *testing.T) {
 	d := newReporting(t)
 	var m Message
-	if err := d.Decode(outboxInsert("1", "Order", "o-1", "OrderCreated", "{}"), &m); err != nil || m.Kind != KindRow || m.Row.Other {
+	if err := d.Decode(outboxInsert("1", "Order", "o-1", "OrderCreated", "{}"), &m); err != nil || m.Kind != KindRow || m.Row.Other != nil {
 		t.Fatalf("outbox insert: kind %v other %v err %v, want a row", m.Kind, m.Row.Other, err)
 	}
 	if err := d.Decode(insertMsg(7, text("42"), text(`{"a": 1}`), null()), &m); err != nil {
 		t.Fatal(err)
 	}
-	if m.Kind != KindOtherRow || !m.Row.Other || m.Row.Table != "public.orders" || m.Row.RelationID != 7 {
+	o := m.Row.Other
+	if m.Kind != KindOtherRow || o == nil || o.Table != "public.orders" || m.Row.RelationID != 7 {
 		t.Fatalf("got kind %v %+v, want other_row of public.orders", m.Kind, m.Row)
 	}
-	if want := []string{"id", "body", "note"}; !slices.Equal(m.Row.Columns, want) {
-		t.Errorf("columns = %q, want %q", m.Row.Columns, want)
+	if want := []string{"id", "body", "note"}; !slices.Equal(o.Columns, want) {
+		t.Errorf("columns = %q, want %q", o.Columns, want)
 	}
-	if len(m.Row.Values) != 3 || string(m.Row.Values[0]) != "42" || string(m.Row.Values[1]) != `{"a": 1}` || m.Row.Values[2] != nil {
-		t.Errorf("values = %q, want 42, {\"a\": 1}, nil", m.Row.Values)
+	if len(o.Values) != 3 || string(o.Values[0]) != "42" || string(o.Values[1]) != `{"a": 1}` || o.Values[2] != nil {
+		t.Errorf("values = %q, want 42, {\"a\": 1}, nil", o.Values)
 	}
 	if m.Row.ID != nil || m.Row.Payload != nil {
 		t.Errorf("outbox fields set on an other row: %+v", m.Row)
@@ -50,7 +51,7 @@ func TestOtherTableRow(t *testing.T) {
 	if err := d.Decode(outboxInsert("2", "Order", "o-1", "OrderCreated", "{}"), &m); err != nil || m.Kind != KindRow {
 		t.Fatalf("outbox insert: kind %v err %v", m.Kind, err)
 	}
-	if m.Row.Other || m.Row.Table != "" || m.Row.Values != nil || string(m.Row.ID) != "2" {
+	if m.Row.Other != nil || string(m.Row.ID) != "2" {
 		t.Errorf("outbox row after an other row: %+v", m.Row)
 	}
 	if got := KindOtherRow.String(); got != "other_row" {
@@ -65,7 +66,7 @@ func TestOtherTableRowWithoutOption(t *testing.T) {
 	if err := d.Decode(relationMsg(7, "public", "orders", "id"), &m); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Decode(insertMsg(7, text("1")), &m); err != nil || m.Kind != KindSkip || m.Row.Other {
+	if err := d.Decode(insertMsg(7, text("1")), &m); err != nil || m.Kind != KindSkip || m.Row.Other != nil {
 		t.Fatalf("kind %v err %v, want skip", m.Kind, err)
 	}
 }

@@ -164,7 +164,8 @@ func (d *Decoder) decodeOther(rel *relation, data []byte, m *Message) error {
 	if off != len(data) {
 		return trailing("insert", len(data)-off)
 	}
-	*m = Message{Kind: KindOtherRow, Row: Row{Other: true, RelationID: rel.id, Table: rel.qualified, Columns: rel.names, Values: vals}}
+	d.otherRow = OtherRow{Table: rel.qualified, Columns: rel.names, Values: vals}
+	*m = Message{Kind: KindOtherRow, Row: Row{Other: &d.otherRow, RelationID: rel.id}}
 	return nil
 }
 

@@ -259,8 +259,8 @@ type row struct {
 // fault (the registry unreachable, a shutdown, an incompatible schema); rec
 // is then unusable.
 func (b *Builder) Build(ctx context.Context, rec *publisher.Record, commitTime time.Time, src *decoder.Row) (*Invalid, error) {
-	if src.Other {
-		return b.unconfigured(rec, commitTime, src), nil
+	if src.Other != nil {
+		return b.unconfigured(rec, commitTime, src.Other), nil
 	}
 	// One buffer holds every byte the record keeps from the row, then the
 	// header columns, the key and the value: a steady stream allocates

@@ -21,7 +21,7 @@ import (
 // The key is empty. Such a row always goes to the dead-letter topic, even
 // under --on-invalid halt: rows already in the WAL keep coming after the
 // publication is fixed, so a halt would halt again at every restart.
-func (b *Builder) unconfigured(rec *publisher.Record, commitTime time.Time, src *decoder.Row) *Invalid {
+func (b *Builder) unconfigured(rec *publisher.Record, commitTime time.Time, src *decoder.OtherRow) *Invalid {
 	reason := fmt.Sprintf("table %s is not a configured outbox table, but the publication publishes it (it was added while the relay ran, or before the relay's start check): "+
 		"the value holds the row's columns as text; drop the table from the publication (ALTER PUBLICATION … DROP TABLE %s) or configure it as an outbox table (--table)",
 		src.Table, src.Table)

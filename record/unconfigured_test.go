@@ -28,11 +28,11 @@ func TestUnconfiguredDeadLetter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			src := &decoder.Row{Other: true, Table: "public.orders", Columns: []string{"id", "note", "body", "gone"},
+			src := &decoder.OtherRow{Table: "public.orders", Columns: []string{"id", "note", "body", "gone"},
 				Values: [][]byte{[]byte("7"), []byte(`say "hi" <é>` + strings.Repeat("x", 100)), []byte(`{"a": 1}`), nil}}
 			rec := publisher.NewRecord()
 			commit := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-			inv, err := b.Build(context.Background(), rec, commit, src)
+			inv, err := b.Build(context.Background(), rec, commit, &decoder.Row{Other: src, RelationID: 16500})
 			if err != nil {
 				t.Fatal(err)
 			}

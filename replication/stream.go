@@ -582,7 +582,7 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 		r.tr.Commit(LSN(m.EndLSN), m.CommitTime)
 	case decoder.KindOtherRow:
 		if r.s.cfg.AllowExtraTables {
-			r.s.skipRow(m.Row.Table)
+			r.s.skipRow(m.Row.Other.Table)
 			return nil
 		}
 		fallthrough // a dead letter: see skipRow

@@ -45,7 +45,7 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 			Name: "cdc_relay_dlq_events_total", Help: "Invalid events sent to the dead-letter topic, by reason.",
 		}, []string{"reason"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cdc_relay_skipped_rows_total", Help: "Rows of tables other than the outbox tables that the publication published and the relay skipped (--allow-extra-tables), by table.",
+			Name: "cdc_relay_skipped_rows_total", Help: "Inserted rows of tables other than the outbox tables that the publication published and the relay skipped (--allow-extra-tables), by table.",
 		}, []string{"table"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "cdc_relay_produce_latency_seconds", Help: "Latency of one partition produce request.",
