@@ -297,7 +297,12 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication string, 
 			return created, Fatal(drift.MissingError(publication, m))
 		}
 		stmt := AddTableStatement(publication, m.Name)
-		if _, err := conn.Exec(ctx, stmt); err != nil {
+		_, err := conn.Exec(ctx, stmt)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42710" { // a peer added it first
+			continue
+		}
+		if err != nil {
 			return created, Fatal(&PublicationError{Publication: publication, Reason: fmt.Sprintf(
 				"publication %s does not publish %s and adding it failed (%v): run %s as the owner of both, or set --publication; %s",
 				publication, m.Name, err, stmt, NeverDecoded(m.Name))})
