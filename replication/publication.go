@@ -47,6 +47,10 @@ type PublicationDrift struct {
 	Extra []string
 	// Missing are configured tables the publication does not publish.
 	Missing []MissingTable
+	// Filtered are configured tables the publication lists with a row
+	// filter (FOR TABLE t WHERE (...), PostgreSQL 15+): "schema.table" and
+	// the filter. Rows that do not match are never decoded.
+	Filtered [][2]string
 	// Owner is the publication's owner.
 	Owner string
 	// Role is the relay's role (current_user).
@@ -117,6 +121,34 @@ func DescribeDrift(ctx context.Context, conn *pgx.Conn, publication string, tabl
 	}
 	if err := rows.Err(); err != nil {
 		return d, fmt.Errorf("list publication %s tables: %w", publication, err)
+	}
+	// Row filters exist from PostgreSQL 15 on.
+	var hasFilters bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute
+		WHERE attrelid = 'pg_catalog.pg_publication_rel'::regclass AND attname = 'prqual')`).Scan(&hasFilters); err != nil {
+		return d, fmt.Errorf("look up publication %s row filters: %w", publication, err)
+	}
+	if hasFilters {
+		rows, err := conn.Query(ctx, `SELECT n.nspname, c.relname, pg_catalog.pg_get_expr(pr.prqual, pr.prrelid)
+			FROM pg_catalog.pg_publication_rel pr
+			JOIN pg_catalog.pg_class c ON c.oid = pr.prrelid
+			JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			WHERE pr.prpubid = $1 AND pr.prqual IS NOT NULL ORDER BY 1, 2`, oid)
+		if err != nil {
+			return d, fmt.Errorf("look up publication %s row filters: %w", publication, err)
+		}
+		for rows.Next() {
+			var schema, name, where string
+			if err := rows.Scan(&schema, &name, &where); err != nil {
+				return d, fmt.Errorf("look up publication %s row filters: %w", publication, err)
+			}
+			if configured[schema+"."+name] {
+				d.Filtered = append(d.Filtered, [2]string{schema + "." + name, where})
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return d, fmt.Errorf("look up publication %s row filters: %w", publication, err)
+		}
 	}
 	// FOR TABLES IN SCHEMA exists from PostgreSQL 15 on.
 	var hasSchemas bool
@@ -206,6 +238,21 @@ func (d *PublicationDrift) ExtrasError(publication string, tables []string) erro
 			"or use a publication of the outbox tables alone: %s", publication, what, outbox)}
 }
 
+// FilterError says that the publication filters the rows of an outbox
+// table, and how to publish all of them; nil when it filters none.
+func (d *PublicationDrift) FilterError(publication string) error {
+	if len(d.Filtered) == 0 {
+		return nil
+	}
+	table, where := d.Filtered[0][0], d.Filtered[0][1]
+	q := quoteTables([]string{table})[0]
+	pub := pgx.Identifier{publication}.Sanitize()
+	return &PublicationError{Publication: publication, Reason: fmt.Sprintf(
+		"publication %s publishes only the rows of outbox table %s that match WHERE %s: the others are never decoded; publish all of them, in one transaction so that no row falls between: "+
+			"BEGIN; ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s; COMMIT;",
+		publication, table, where, pub, q, pub, q)}
+}
+
 // MissingError says that table is not published and gives the exact
 // statement that adds it.
 func (d *PublicationDrift) MissingError(publication string, m MissingTable) error {
@@ -283,6 +330,9 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication string, 
 	drift, err := DescribeDrift(ctx, conn, publication, tables)
 	if err != nil {
 		return created, err
+	}
+	if err := drift.FilterError(publication); err != nil {
+		return created, Fatal(err)
 	}
 	if !opts.AllowExtraTables {
 		if err := drift.ExtrasError(publication, tables); err != nil {

@@ -262,6 +262,9 @@ func (c *checker) publication(ctx context.Context, conn *pgx.Conn, cfg *Config) 
 		c.fail("%v", err)
 		return
 	}
+	if err := drift.FilterError(cfg.Publication); err != nil {
+		c.fail("%v", err)
+	}
 	if err := drift.ExtrasError(cfg.Publication, names); err != nil {
 		if cfg.AllowExtraTables {
 			c.ok("publication %s publishes other tables besides the outbox tables: their rows are skipped and counted in cdc_relay_skipped_rows_total (--allow-extra-tables)", cfg.Publication)

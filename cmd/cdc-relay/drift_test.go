@@ -357,3 +357,18 @@ func TestCheckUnpublishedInserts(t *testing.T) {
 		t.Errorf("check scanned %s: seq_scan + idx_scan %d → %d", second, before, after)
 	}
 }
+
+// TestDriftRowFilter: a row filter on the outbox table (PostgreSQL 15+)
+// keeps the rows that do not match out of the stream for good. The relay
+// refuses it (exit 2) with the statements that publish every row, and so
+// does check.
+func TestDriftRowFilter(t *testing.T) {
+	f := newFixture(t, "")
+	f.exec(fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE public.%s WHERE (aggregate_type <> 'Audit') WITH (publish = 'insert')", f.publication, f.table))
+	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
+	fix := fmt.Sprintf(`BEGIN; ALTER PUBLICATION "%s" DROP TABLE "public"."%s"; ALTER PUBLICATION "%s" ADD TABLE "public"."%s"; COMMIT;`, f.publication, f.table, f.publication, f.table)
+	exitsConfig(t, f.args(), "WHERE (aggregate_type <> 'Audit'::text)", fix)
+	if code, out := runCommand(commandArgs("check", f.args("--allow-extra-tables"))); code == 0 || !strings.Contains(out, fix) {
+		t.Fatalf("check = %d, want a failure giving %q:\n%s", code, fix, out)
+	}
+}
