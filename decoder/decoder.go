@@ -13,7 +13,7 @@ const (
 	// KindSkip is anything the relay ignores: Update, Delete, Truncate, Type,
 	// Origin, logical decoding messages without the configured prefix, stream
 	// and two-phase messages, and inserts into tables other than the outbox
-	// tables.
+	// tables (unless Config.OtherTables is set).
 	KindSkip Kind = iota
 	// KindRelation means a Relation message was applied to the cache.
 	KindRelation
@@ -24,11 +24,14 @@ const (
 	// KindRow is an INSERT into an outbox table, or a logical decoding
 	// message with the configured prefix: Row is set.
 	KindRow
+	// KindOtherRow is an INSERT into a table that is not an outbox table,
+	// with Config.OtherTables set: Row.Other and Row.RelationID are set.
+	KindOtherRow
 )
 
-var kindNames = [...]string{"skip", "relation", "begin", "commit", "row"}
+var kindNames = [...]string{"skip", "relation", "begin", "commit", "row", "other_row"}
 
-// String returns "skip", "relation", "begin", "commit" or "row".
+// String returns "skip", "relation", "begin", "commit", "row" or "other_row".
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
@@ -114,6 +117,29 @@ type Row struct {
 	// Malformed (Message) says why the content is not an outbox event; ""
 	// when it is.
 	Malformed string
+
+	// Other (KindOtherRow) is the insert into a table that is not an outbox
+	// table; nil otherwise. Only RelationID is set besides. It points into
+	// the decoder and is overwritten by the next Decode.
+	Other *OtherRow
+}
+
+// OtherRow is an insert into a table that is not an outbox table
+// (Config.OtherTables).
+type OtherRow struct {
+	// Table is the table's "schema.table", as its Relation message names it
+	// (unquoted).
+	Table string
+	// Columns are the table's column names, in order. The slice belongs to
+	// the decoder: do not modify.
+	Columns []string
+	// Values holds each column's value in the order of Columns: its text
+	// form, nil for NULL. (A binary value, which proto 1 never sends
+	// without the binary option, is kept as sent; an unchanged TOAST value,
+	// which an INSERT never has, is nil.) The values alias the buffer given
+	// to Decode; the slice is the decoder's and is overwritten by the next
+	// Decode.
+	Values [][]byte
 }
 
 // NullField returns the logical name ("id", "aggregate_type", "event_type" or
@@ -143,6 +169,9 @@ type Decoder struct {
 	noTypes   []uint32 // Row.ExtraTypes of a message: no column types
 	noMods    []int32  // Row.ExtraTypmods of a message
 	prefix    string   // Config.MessagePrefix
+	other     bool     // Config.OtherTables
+	otherVals [][]byte // OtherRow.Values's backing array
+	otherRow  OtherRow // what Row.Other points to
 
 	rels map[uint32]*relation
 	// last is the relation of the previous Insert: outbox inserts come in
@@ -184,6 +213,11 @@ type Config struct {
 	// events (pg_logical_emit_message with this prefix); other messages are
 	// skipped. "" skips every message.
 	MessagePrefix string
+	// OtherTables makes an insert into a table that is not an outbox table
+	// a KindOtherRow carrying the table's name and the row's column values,
+	// so that the caller sees every row the publication sends. Default
+	// false: such inserts are checked and return KindSkip.
+	OtherTables bool
 }
 
 // New returns a decoder for one outbox table, "schema.table" (see
@@ -200,6 +234,7 @@ func NewDecoder(cfg Config) *Decoder {
 		noTypes:   make([]uint32, len(cfg.Extra)),
 		noMods:    make([]int32, len(cfg.Extra)),
 		prefix:    cfg.MessagePrefix,
+		other:     cfg.OtherTables,
 		rels:      make(map[uint32]*relation),
 	}
 	for _, t := range cfg.Tables {

@@ -62,8 +62,9 @@ func FuzzDecode(f *testing.F) {
 			checkError(t, err)
 		}
 
-		// The same bytes as a length-prefixed stream.
-		d = New("public.outbox", DefaultColumns())
+		// The same bytes as a length-prefixed stream, to a decoder that
+		// reports other tables' rows, as the relay's does.
+		d = NewDecoder(Config{Tables: []Table{{Name: "public.outbox", Columns: DefaultColumns()}}, OtherTables: true})
 		for b := data; len(b) >= 4; {
 			n := binary.BigEndian.Uint32(b)
 			if uint64(n) > uint64(len(b)-4) {
@@ -99,8 +100,23 @@ func checkError(t *testing.T, err error) {
 // checkMessage checks a successfully decoded message.
 func checkMessage(t *testing.T, data []byte, m *Message) {
 	t.Helper()
-	if m.Kind > KindRow {
+	if m.Kind > KindOtherRow {
 		t.Fatalf("invalid kind %d", m.Kind)
+	}
+	if m.Kind == KindOtherRow {
+		o := m.Row.Other
+		if o == nil || o.Table == "" || len(o.Values) != len(o.Columns) || m.Row.ID != nil || m.Row.Payload != nil {
+			t.Fatalf("other row %+v, other %+v", m.Row, o)
+		}
+		for _, v := range o.Values {
+			if cap(v) != len(v) || !bytes.Contains(data, v) {
+				t.Fatalf("value %q (cap %d) is not a clipped part of the input", v, cap(v))
+			}
+		}
+		return
+	}
+	if m.Row.Other != nil {
+		t.Fatalf("%v message with Row.Other set", m.Kind)
 	}
 	if m.Kind != KindRow {
 		if m.Row.ID != nil || m.Row.Payload != nil || m.Row.RelationID != 0 {

@@ -17,6 +17,10 @@ type relation struct {
 	types   []uint32            // per extra column: type oid
 	typmods []int32             // per extra column: type modifier
 	missing *MissingColumnError // first required column absent, or nil
+	// For another table, with Config.OtherTables: its "schema.table" and
+	// column names.
+	qualified string
+	names     []string
 }
 
 // minColumnLen is the smallest encoding of a Relation column: flags, an
@@ -69,6 +73,9 @@ func (d *Decoder) decodeRelation(data []byte) error {
 		rel.extra = make([]int16, ncols)
 		rel.types = make([]uint32, len(d.extra))
 		rel.typmods = make([]int32, len(d.extra))
+	} else if d.other {
+		rel.qualified = string(ns) + "." + string(name)
+		rel.names = make([]string, 0, ncols)
 	}
 	var found uint8
 	var foundExtra uint64
@@ -86,6 +93,9 @@ func (d *Decoder) decodeRelation(data []byte) error {
 		mod := int32(binary.BigEndian.Uint32(data[off+4:]))
 		off += 4 + 4 // type oid, type modifier
 		if !rel.outbox {
+			if d.other {
+				rel.names = append(rel.names, string(col))
+			}
 			continue
 		}
 		rel.columns[i] = string(col)

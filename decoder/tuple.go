@@ -28,6 +28,9 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 	if data[5] != 'N' {
 		return fmt.Errorf("decode insert: tuple marker 0x%02x, want 'N': %w", data[5], ErrTupleFormat)
 	}
+	if !rel.outbox && d.other {
+		return d.decodeOther(rel, data, m)
+	}
 	if !rel.outbox {
 		off, err := skipTuple(data, insertHeaderLen-2, "insert")
 		if err != nil {
@@ -118,6 +121,51 @@ func (d *Decoder) decodeInsert(data []byte, m *Message) error {
 		ExtraTypes:        rel.types,
 		ExtraTypmods:      rel.typmods,
 	}
+	return nil
+}
+
+// decodeOther decodes the TupleData of an insert into another table into
+// Row.Values, as KindOtherRow.
+func (d *Decoder) decodeOther(rel *relation, data []byte, m *Message) error {
+	n := int(binary.BigEndian.Uint16(data[6:]))
+	if n != len(rel.names) {
+		return fmt.Errorf("decode insert: %d columns, relation %d has %d: %w", n, rel.id, len(rel.names), ErrColumnCount)
+	}
+	if cap(d.otherVals) < n {
+		d.otherVals = make([][]byte, n)
+	}
+	vals := d.otherVals[:n]
+	off := insertHeaderLen
+	for i := range vals {
+		if off >= len(data) {
+			return short("insert tuple")
+		}
+		kind := data[off]
+		off++
+		switch kind {
+		case 't', 'b':
+			if len(data)-off < 4 {
+				return short("insert tuple")
+			}
+			l := binary.BigEndian.Uint32(data[off:])
+			off += 4
+			if uint64(l) > uint64(len(data)-off) {
+				return short("insert tuple value")
+			}
+			end := off + int(l)
+			vals[i] = data[off:end:end]
+			off = end
+		case 'n', 'u':
+			vals[i] = nil
+		default:
+			return fmt.Errorf("decode insert: column %q kind 0x%02x: %w", rel.names[i], kind, ErrTupleFormat)
+		}
+	}
+	if off != len(data) {
+		return trailing("insert", len(data)-off)
+	}
+	d.otherRow = OtherRow{Table: rel.qualified, Columns: rel.names, Values: vals}
+	*m = Message{Kind: KindOtherRow, Row: Row{Other: &d.otherRow, RelationID: rel.id}}
 	return nil
 }
 

@@ -198,6 +198,9 @@ func (b *Builder) ExtraColumns() []string { return b.extra }
 // topic, or halts the relay. It is an error naming the event.
 type Invalid struct {
 	ID, EventType, AggregateType string
+	// Table is the "schema.table" of a row of a table that is not an outbox
+	// table (ReasonUnconfigured); "" otherwise.
+	Table string
 	// Reason says what is wrong; it becomes the dead letter's error header.
 	Reason string
 	// Kind labels cdc_relay_dlq_events_total: ReasonSchema, ...
@@ -226,7 +229,15 @@ const (
 	// ReasonNonTransactional is a logical message emitted outside a
 	// transaction's atomicity (transactional = false).
 	ReasonNonTransactional = "non_transactional"
+	// ReasonUnconfigured is a row of a table the publication publishes but
+	// that is not a configured outbox table. It always goes to the
+	// dead-letter topic, even under --on-invalid halt (see Unconfigured).
+	ReasonUnconfigured = "unconfigured_table"
 )
+
+// HeaderTable is the dead-letter header that names the table of an
+// unconfigured_table row.
+const HeaderTable = "table"
 
 // HeaderError is the dead-letter header that carries the reason.
 const HeaderError = "error"
@@ -248,6 +259,9 @@ type row struct {
 // fault (the registry unreachable, a shutdown, an incompatible schema); rec
 // is then unusable.
 func (b *Builder) Build(ctx context.Context, rec *publisher.Record, commitTime time.Time, src *decoder.Row) (*Invalid, error) {
+	if src.Other != nil {
+		return b.unconfigured(rec, commitTime, src.Other), nil
+	}
 	// One buffer holds every byte the record keeps from the row, then the
 	// header columns, the key and the value: a steady stream allocates
 	// nothing per event here.

@@ -68,6 +68,19 @@ type Config struct {
 	// FAILOVER, or turned into one with ALTER_REPLICATION_SLOT. Default
 	// FailoverAuto (on for PostgreSQL 17+).
 	SlotFailover FailoverMode
+	// AllowExtraTables accepts a publication that publishes other tables
+	// than Tables (FOR ALL TABLES, TABLES IN SCHEMA, or more tables listed):
+	// their rows are skipped and reported to OnSkippedRow. Default false:
+	// such a publication halts the stream at start with a
+	// *PublicationError, and a row of another table that arrives anyway
+	// (the publication was altered while the relay ran) is handed to the
+	// session like an outbox row, with decoder.Row.Other set, for its dead
+	// letter.
+	AllowExtraTables bool
+	// OnSkippedRow, when set, is called on the reader goroutine for each
+	// row skipped under AllowExtraTables, with its "schema.table". Default
+	// nil.
+	OnSkippedRow func(table string)
 	// Logger receives lifecycle lines. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -44,5 +44,10 @@ func RowSize(r *decoder.Row) int {
 	for _, v := range r.Extra {
 		n += len(v)
 	}
+	if r.Other != nil { // a row of another table
+		for _, v := range r.Other.Values {
+			n += len(v)
+		}
+	}
 	return n
 }

@@ -38,57 +38,6 @@ func SplitTable(table string) (schema, name string) {
 	return "public", table
 }
 
-// EnsurePublication creates the publication FOR TABLE <tables> WITH (publish
-// = 'insert', publish_via_partition_root = true) when it does not exist (an
-// empty publication for no tables), and checks that an existing one
-// publishes every table and its inserts. It reports whether it created the
-// publication.
-func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication string, tables []string) (created bool, err error) {
-	idents := make([]string, len(tables))
-	for i, table := range tables {
-		schema, name := SplitTable(table)
-		var exists bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p'))`, schema, name).Scan(&exists); err != nil {
-			return false, fmt.Errorf("look up table %s: %w", table, err)
-		}
-		if !exists {
-			return false, fmt.Errorf("outbox table %s.%s does not exist: create it (see docs/outbox.sql) or set --table", schema, name)
-		}
-		idents[i] = pgx.Identifier{schema, name}.Sanitize()
-	}
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = $1)`, publication).Scan(&exists); err != nil {
-		return false, fmt.Errorf("look up publication %s: %w", publication, err)
-	}
-	if !exists {
-		// publish_via_partition_root makes a partitioned outbox's rows arrive
-		// under the root table; it changes nothing for a plain table.
-		sql := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert', publish_via_partition_root = true)",
-			pgx.Identifier{publication}.Sanitize(), strings.Join(idents, ", "))
-		if len(tables) == 0 {
-			// A table-less outbox: pgoutput needs a publication, and
-			// logical messages are not filtered by one.
-			sql = "CREATE PUBLICATION " + pgx.Identifier{publication}.Sanitize()
-		}
-		_, err := conn.Exec(ctx, sql)
-		var pgErr *pgconn.PgError
-		switch {
-		case err == nil:
-			created = true
-		case errors.As(err, &pgErr) && (pgErr.Code == "42710" || pgErr.Code == "23505"): // created concurrently by a peer
-		default:
-			return false, fmt.Errorf("create publication %s: %w", publication, err)
-		}
-	}
-	for _, table := range tables {
-		if err := CheckPublication(ctx, conn, publication, table); err != nil {
-			return created, Fatal(err)
-		}
-	}
-	return created, nil
-}
-
 // CheckPublication reads from the catalog whether the existing publication
 // publishes the inserts of table under the table's own name, and returns
 // an error saying what is wrong and the statement that fixes it.

@@ -227,7 +227,7 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	}
 	defer sess.Close()
 
-	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.NewDecoder(decoder.Config{Tables: s.cfg.Tables, Extra: s.cfg.ExtraColumns, MessagePrefix: s.cfg.MessagePrefix}), readTimeout: readTimeout}
+	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.NewDecoder(decoder.Config{Tables: s.cfg.Tables, Extra: s.cfg.ExtraColumns, MessagePrefix: s.cfg.MessagePrefix, OtherTables: true}), readTimeout: readTimeout}
 	// Wake a blocked read when shutdown starts, and when Kafka's
 	// acknowledgements moved the confirmed LSN, so that it is reported
 	// within minStatusGap instead of at the next status tick.
@@ -353,7 +353,7 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 			return fail(Fatal(fmt.Errorf("slot %q: %w", s.cfg.Slot, ErrSlotDropped)))
 		}
 	}
-	created, err := EnsurePublication(setupCtx, conn, s.cfg.Publication, s.tableNames())
+	created, err := EnsurePublication(setupCtx, conn, s.cfg.Publication, s.tableNames(), PublicationOptions{AllowExtraTables: s.cfg.AllowExtraTables, Logger: s.log})
 	if err != nil {
 		return fail(err)
 	}
@@ -638,6 +638,12 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 	case decoder.KindCommit:
 		r.inTx = false
 		r.tr.Commit(LSN(m.EndLSN), m.CommitTime)
+	case decoder.KindOtherRow:
+		if r.s.cfg.AllowExtraTables {
+			r.s.skipRow(m.Row.Other.Table)
+			return nil
+		}
+		fallthrough // a dead letter: see skipRow
 	case decoder.KindRow:
 		r.s.stats.rowsRead.Add(1)
 		size := RowSize(&m.Row)

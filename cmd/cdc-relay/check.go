@@ -309,7 +309,45 @@ func (c *checker) publication(ctx context.Context, conn *pgx.Conn, cfg *Config) 
 		c.ok("publication %s does not exist yet: the relay creates it on start (needs ownership of %s)", cfg.Publication, strings.Join(tableNames(cfg.Tables), ", "))
 		return
 	}
+	names := tableNames(cfg.Tables)
+	drift, err := replication.DescribeDrift(ctx, conn, cfg.Publication, names)
+	if err != nil {
+		c.fail("%v", err)
+		return
+	}
+	if err := drift.FilterError(cfg.Publication); err != nil {
+		c.fail("%v", err)
+	}
+	if err := drift.ExtrasError(cfg.Publication, names); err != nil {
+		if cfg.AllowExtraTables {
+			c.ok("publication %s publishes other tables besides the outbox tables: their rows are skipped and counted in cdc_relay_skipped_rows_total (--allow-extra-tables)", cfg.Publication)
+		} else {
+			c.fail("%v", err)
+		}
+	}
+	missing := map[string]bool{}
+	for _, m := range drift.Missing {
+		if m.Partitioned {
+			continue // CheckPublication says why
+		}
+		missing[m.Name] = true
+		if m.CanAdd {
+			c.warn("publication %s does not publish %s: the relay adds it at start (%s), as its role %s owns both; %s",
+				cfg.Publication, m.Name, replication.AddTableStatement(cfg.Publication, m.Name), drift.Role, replication.NeverDecoded(m.Name))
+		} else {
+			c.fail("%v", drift.MissingError(cfg.Publication, m))
+		}
+		// Statistics, not the table: the relay never reads the outbox.
+		if m.Inserts > 0 {
+			c.warn("table %s has received %d inserts (pg_stat_user_tables.n_tup_ins) but publication %s does not publish it: those rows were never decoded and never will be; "+
+				"once the table is published, publish them with cdc-relay replay --table %s --since TIME", m.Name, m.Inserts, cfg.Publication, m.Name)
+		}
+	}
 	for _, t := range cfg.Tables {
+		schema, name := replication.SplitTable(t.Name)
+		if missing[schema+"."+name] {
+			continue
+		}
 		if err := replication.CheckPublication(ctx, conn, cfg.Publication, t.Name); err != nil {
 			c.fail("%v", err)
 		} else {

@@ -52,6 +52,10 @@ type Config struct {
 	HaltLinger        time.Duration
 	KafkaLinger       time.Duration
 	RecreateLostSlot  bool
+	// AllowExtraTables accepts a publication that publishes tables besides
+	// the outbox tables (FOR ALL TABLES, TABLES IN SCHEMA, or more listed);
+	// their rows are skipped and counted. Default false: exit 2.
+	AllowExtraTables  bool
 	SlotFailover      replication.FailoverMode
 	SlotPollInterval  time.Duration
 	KafkaTLS          bool
@@ -100,6 +104,7 @@ var settings = []setting{
 	{"slot-failover", "auto", "make the slot a failover slot, which a standby with sync_replication_slots = on keeps, so that it survives a promotion: auto (on for PostgreSQL 17+), true (needs 17+) or false", false},
 	{"slot-poll-interval", "15s", "how often pg_replication_slots is read for the cdc_relay_slot_* metrics (safe WAL size, wal_status, time to exhaustion, spill statistics)", false},
 	{"publication", "cdc_relay", "publication, created if missing", false},
+	{"allow-extra-tables", "false", "true: accept a publication that publishes other tables besides the outbox tables (FOR ALL TABLES, TABLES IN SCHEMA, or more tables listed, as Debezium's); their rows are skipped and counted in cdc_relay_skipped_rows_total. false: such a publication is exit 2", false},
 	{"table", "public.outbox", "the outbox table; repeat the flag for several (env and YAML: a list), all in one publication; --table '' for a table-less outbox (logical messages only)", false},
 	{"message-prefix", "outbox", "logical decoding messages (pg_logical_emit_message, PostgreSQL 14+) with this prefix are outbox events too; empty: none", false},
 	{"kafka-brokers", "", "comma-separated Kafka bootstrap list", true},
@@ -590,6 +595,13 @@ func buildConfig(v map[string]string, y *yamlFile) (*Config, error) {
 	case "false":
 	default:
 		return nil, cfgErr("recreate-lost-slot", "%q is not true or false", v["recreate-lost-slot"])
+	}
+	switch v["allow-extra-tables"] {
+	case "true":
+		c.AllowExtraTables = true
+	case "false":
+	default:
+		return nil, cfgErr("allow-extra-tables", "%q is not true or false", v["allow-extra-tables"])
 	}
 	switch m := replication.FailoverMode(v["slot-failover"]); m {
 	case replication.FailoverAuto, replication.FailoverOn, replication.FailoverOff:

@@ -305,3 +305,36 @@ func TestSlotFailoverSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowExtraTablesSetting: --allow-extra-tables defaults to false and
+// is read from the flag (bare or with a value), the env and YAML.
+func TestAllowExtraTablesSetting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.yaml")
+	if err := os.WriteFile(path, []byte("allow-extra-tables: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{"default", nil, nil, false},
+		{"bare flag", []string{"--allow-extra-tables"}, nil, true},
+		{"flag false", []string{"--allow-extra-tables=false"}, map[string]string{"CDC_RELAY_ALLOW_EXTRA_TABLES": "true"}, false},
+		{"env", nil, map[string]string{"CDC_RELAY_ALLOW_EXTRA_TABLES": "true"}, true},
+		{"yaml", []string{"--config", path}, nil, true},
+	} {
+		c, err := LoadConfig(append(append([]string{}, required...), tc.args...), env(tc.env), &bytes.Buffer{})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if c.AllowExtraTables != tc.want {
+			t.Errorf("%s: AllowExtraTables = %v, want %v", tc.name, c.AllowExtraTables, tc.want)
+		}
+	}
+	var out bytes.Buffer
+	if code := run(append(append([]string{"run"}, required...), "--allow-extra-tables", "yes"), env(nil), &out, &out); code != exitConfig || !strings.Contains(out.String(), "--allow-extra-tables") {
+		t.Errorf("--allow-extra-tables yes: exit %d, want %d naming the flag:\n%s", code, exitConfig, out.String())
+	}
+}

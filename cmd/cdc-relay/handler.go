@@ -44,7 +44,10 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 		return err
 	}
 	if inv != nil {
-		if h.halt {
+		// A row of a table that is not configured never halts: rows
+		// already in the WAL keep coming after the publication is fixed,
+		// so a halt would halt again on the same row at every restart.
+		if h.halt && inv.Kind != recordpkg.ReasonUnconfigured {
 			publisher.Release(rec)
 			return replication.Fatal(inv)
 		}
@@ -56,6 +59,11 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 // invalid counts and logs an event sent to the dead-letter topic.
 func (h *handler) invalid(inv *recordpkg.Invalid) {
 	h.metrics.dlq.WithLabelValues(inv.Kind).Inc()
+	if inv.Kind == recordpkg.ReasonUnconfigured {
+		h.log.Warn("a row of a table that is not a configured outbox table arrived (the publication publishes it): sent to the dead-letter topic with its columns as text; "+
+			"drop the table from the publication or add it to --table", "table", inv.Table, "reason", inv.Kind, "dlq_topic", h.dlq)
+		return
+	}
 	h.log.Warn("invalid event sent to the dead-letter topic", "id", inv.ID, "event_type", inv.EventType, "reason", inv.Reason, "dlq_topic", h.dlq)
 }
 
@@ -82,3 +90,18 @@ func (h *handler) Done() <-chan struct{} { return h.pub.Done() }
 
 // Err is the publisher session's terminal error.
 func (h *handler) Err() error { return h.pub.Err() }
+
+// skippedRows counts the rows of other tables skipped under
+// --allow-extra-tables (replication.Config.OnSkippedRow) and logs the first
+// of each table at INFO. It runs on the reader goroutine only.
+func skippedRows(m *metrics, log *slog.Logger, publication string) func(table string) {
+	seen := map[string]bool{}
+	return func(table string) {
+		m.skipped.WithLabelValues(table).Inc()
+		if !seen[table] {
+			seen[table] = true
+			log.Info("skipping the rows of a table that is not an outbox table (--allow-extra-tables); counted in cdc_relay_skipped_rows_total",
+				"table", table, "publication", publication)
+		}
+	}
+}

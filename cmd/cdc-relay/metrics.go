@@ -17,6 +17,7 @@ type metrics struct {
 	published *prometheus.CounterVec
 	bytes     prometheus.Counter
 	dlq       *prometheus.CounterVec
+	skipped   *prometheus.CounterVec
 	latency   prometheus.Histogram
 	errors    *prometheus.CounterVec
 	// registryRequests counts HTTP requests to the schema registry by status
@@ -47,6 +48,9 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cdc_relay_dlq_events_total", Help: "Invalid events sent to the dead-letter topic, by reason.",
 		}, []string{"reason"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdc_relay_skipped_rows_total", Help: "Inserted rows of tables other than the outbox tables that the publication published and the relay skipped (--allow-extra-tables), by table.",
+		}, []string{"table"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "cdc_relay_produce_latency_seconds", Help: "Latency of one partition produce request.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
@@ -62,7 +66,7 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 		Name: "cdc_relay_schema_cache_lookups_total", Help: "Schema id lookups per event, by result: hit (cached, no registry request) or miss.",
 	}, []string{"result"})
 	m.cacheHit, m.cacheMiss = m.registryCache.WithLabelValues("hit"), m.registryCache.WithLabelValues("miss")
-	reg.MustRegister(m.published, m.bytes, m.dlq, m.latency, m.errors, m.registryRequests, m.registryCache,
+	reg.MustRegister(m.published, m.bytes, m.dlq, m.skipped, m.latency, m.errors, m.registryRequests, m.registryCache,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_backpressure", Help: "1 while the reader waits for in-flight room: Kafka is slower than the WAL and PostgreSQL holds the WAL."}, func() float64 {
 			return boolFloat(stats.Backpressure())
 		}),

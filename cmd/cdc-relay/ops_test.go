@@ -42,17 +42,22 @@ func TestCheckPasses(t *testing.T) {
 }
 
 // TestCheckWarnsAllTables: Debezium's default publication is FOR ALL TABLES;
-// check passes with it but warns, and the relay streams through it.
+// check fails with it unless --allow-extra-tables is set, then passes but
+// warns, and the relay streams through it.
 func TestCheckWarnsAllTables(t *testing.T) {
 	f := newFixture(t, "")
 	f.exec("CREATE PUBLICATION " + f.publication + " FOR ALL TABLES")
 	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
 	code, out := runCommand(commandArgs("check", f.args()))
+	if code == 0 || !strings.Contains(out, "FOR ALL TABLES") || !strings.Contains(out, "--allow-extra-tables") {
+		t.Fatalf("check = %d, want a failure naming --allow-extra-tables:\n%s", code, out)
+	}
+	code, out = runCommand(commandArgs("check", f.args("--allow-extra-tables")))
 	if code != 0 || !strings.Contains(out, "WARN  publication "+f.publication+" is FOR ALL TABLES") {
 		t.Fatalf("check = %d, want 0 and a FOR ALL TABLES warning:\n%s", code, out)
 	}
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args())
+	r := startRelay(t, f.args("--allow-extra-tables"))
 	r.waitStreaming(60 * time.Second)
 	conn := connect(t)
 	f.exec("CREATE TABLE IF NOT EXISTS other_" + f.name + " (x int)")

@@ -77,10 +77,12 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		RecreateLostSlot:  cfg.RecreateLostSlot,
 		SlotFailover:      cfg.SlotFailover,
 		Guard:             guard,
+		AllowExtraTables:  cfg.AllowExtraTables,
 		Logger:            log,
 	}, nil)
 	lag := newLagRate(stats().LagBytes)
 	m := newMetrics(stats(), lag)
+	stream.SetOnSkippedRow(skippedRows(m, log, cfg.Publication))
 	var reg *schemaregistry.Registry
 	if cfg.SchemaRegistryURL != "" {
 		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log,
@@ -213,6 +215,11 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 			// The stream logged the cause and the fix. Exit at once, no
 			// --halt-linger: a supervisor's restarts show the crash loop.
 			return exitFailed
+		}
+		var pubErr *replication.PublicationError
+		if errors.As(err, &pubErr) {
+			fmt.Fprintf(stderr, "cdc-relay: %s\n", pubErr.Error())
+			return exitConfig
 		}
 		fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error()))
 		lingerHalted(ctx, cfg.HaltLinger, log)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -73,7 +74,7 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	defer cancel()
 	guard := checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, cfg.CheckpointTopic), RelayID: cfg.RelayID,
 		Slot: cfg.Slot, Publication: cfg.Publication, Tables: tableNames(cfg.Tables), Version: version, Logger: log})
-	if err := recreateSlot(ctx, cfg, guard, act.strings["reason"], stdout); err != nil {
+	if err := recreateSlot(ctx, cfg, guard, act.strings["reason"], stdout, log); err != nil {
 		var pe *checkpoint.PolicyError
 		var ce *ConfigError
 		fmt.Fprintf(stderr, "cdc-relay slot recreate: %s\n", Redact(err.Error()))
@@ -87,7 +88,7 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 
 // recreateSlot creates the slot (dropping an invalidated one), or keeps a
 // usable one after a timeline fork, and records the gap.
-func recreateSlot(ctx context.Context, cfg *Config, guard *checkpoint.Guard, reason string, stdout io.Writer) error {
+func recreateSlot(ctx context.Context, cfg *Config, guard *checkpoint.Guard, reason string, stdout io.Writer, log *slog.Logger) error {
 	rconn, err := replication.ConnectReplication(ctx, cfg.PGURL)
 	if err != nil {
 		return err
@@ -156,7 +157,7 @@ func recreateSlot(ctx context.Context, cfg *Config, guard *checkpoint.Guard, rea
 		}
 		fmt.Fprintf(stdout, "dropped invalidated slot %s (confirmed %s)\n", cfg.Slot, info.Confirmed)
 	}
-	if _, err := replication.EnsurePublication(ctx, conn, cfg.Publication, tableNames(cfg.Tables)); err != nil {
+	if _, err := replication.EnsurePublication(ctx, conn, cfg.Publication, tableNames(cfg.Tables), replication.PublicationOptions{AllowExtraTables: cfg.AllowExtraTables, Logger: log}); err != nil {
 		return err
 	}
 	created, _, err := replication.EnsureSlot(ctx, conn, cfg.Slot, true, failover)
