@@ -353,7 +353,10 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 			return fail(Fatal(fmt.Errorf("slot %q: %w", s.cfg.Slot, ErrSlotDropped)))
 		}
 	}
-	created, err := EnsurePublication(setupCtx, conn, s.cfg.Publication, s.tableNames(), PublicationOptions{AllowExtraTables: s.cfg.AllowExtraTables, Logger: s.log})
+	// Extra tables are refused at start only: one ALTERed in while the
+	// relay runs is dead-lettered row by row (handleWAL), and a reconnect
+	// must not turn that into an exit.
+	created, err := EnsurePublication(setupCtx, conn, s.cfg.Publication, s.tableNames(), PublicationOptions{AllowExtraTables: s.cfg.AllowExtraTables || !*createSlot, Logger: s.log})
 	if err != nil {
 		return fail(err)
 	}
