@@ -41,6 +41,9 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 	inv, err := h.builder.Build(ctx, rec, tx.CommitTime, row)
 	if err != nil {
 		publisher.Release(rec)
+		if recordpkg.IsHalt(err) {
+			return replication.Fatal(err)
+		}
 		return err
 	}
 	if inv != nil {
