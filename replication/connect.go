@@ -50,13 +50,15 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 	if err := CheckWALLevel(setupCtx, conn); err != nil { // before anything is created
 		return fail(err)
 	}
-	if s.cfg.Inspect != nil {
-		in, err := s.cfg.Inspect(setupCtx, conn)
+	if s.found == nil { // once, on the first connection that gets this far
+		in, err := s.deps.Inspect(setupCtx, conn)
 		if err != nil {
 			return fail(err)
 		}
-		s.cfg.Inspect = nil // once
-		s.cfg.ExtraColumns, s.cfg.MessagePrefix = in.ExtraColumns, in.MessagePrefix
+		if in.NewSession == nil {
+			return fail(Fatal(errors.New("replication: Deps.Inspect returned no NewSession")))
+		}
+		s.found = &in
 	}
 	// The guard decides from the slot as found, before anything is created.
 	verdict := VerdictStream
@@ -64,7 +66,7 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 		verdict = VerdictCreate
 	}
 	var gin GuardInput
-	if s.cfg.Guard != nil {
+	if s.deps.Guard != nil {
 		found, exists, err := LookupSlot(setupCtx, conn, s.cfg.Slot)
 		if err != nil {
 			return fail(err)
@@ -73,7 +75,7 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 			History: func(ctx context.Context) ([]TimelineSwitch, error) {
 				return TimelineHistory(ctx, rconn, server.Timeline)
 			}}
-		if verdict, err = s.cfg.Guard.Check(setupCtx, gin); err != nil {
+		if verdict, err = s.deps.Guard.Check(setupCtx, gin); err != nil {
 			return fail(err)
 		}
 		if verdict == VerdictCreate && !*createSlot {
@@ -96,7 +98,7 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 	}
 	info, created, err := EnsureSlot(slotCtx, conn, s.cfg.Slot, verdict == VerdictCreate, failover)
 	var lost *SlotInfo
-	if errors.Is(err, ErrSlotLost) && (verdict == VerdictRecreate || s.cfg.Guard == nil && s.cfg.RecreateLostSlot) {
+	if errors.Is(err, ErrSlotLost) && (verdict == VerdictRecreate || s.deps.Guard == nil && s.cfg.RecreateLostSlot) {
 		old := info
 		lost = &old
 		if info, err = RecreateLostSlot(slotCtx, conn, s.cfg.Slot, failover); err != nil {
@@ -111,8 +113,8 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 	if err != nil {
 		return fail(err)
 	}
-	if s.cfg.Guard != nil && (created || lost != nil) {
-		if err := s.cfg.Guard.SlotCreated(setupCtx, gin, info, lost); err != nil {
+	if s.deps.Guard != nil && (created || lost != nil) {
+		if err := s.deps.Guard.SlotCreated(setupCtx, gin, info, lost); err != nil {
 			return fail(err)
 		}
 	}

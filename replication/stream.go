@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
@@ -19,28 +18,42 @@ import (
 // Stream reads the slot and hands outbox rows to sessions, reconnecting with
 // backoff until its context ends or a fatal error halts it.
 type Stream struct {
-	cfg        Config
-	newSession NewSessionFunc
-	log        *slog.Logger
-	stats      Stats
+	cfg   Config
+	deps  Deps
+	log   *slog.Logger
+	stats *Stats
+
+	// found is what Deps.Inspect returned, on the first connection that
+	// got as far; nil before. Only the goroutine of Run uses it.
+	found *Inspected
 
 	raisedTimeout bool
 }
 
-// NewStream returns a stream; Run starts it.
-func NewStream(cfg Config, newSession NewSessionFunc) *Stream {
+// NewStream returns a stream with its configuration and collaborators; Run
+// starts it.
+func NewStream(cfg Config, deps Deps) *Stream {
 	cfg.setDefaults()
-	s := &Stream{cfg: cfg, newSession: newSession, log: cfg.Logger}
+	if deps.Stats == nil {
+		deps.Stats = &Stats{}
+	}
+	s := &Stream{cfg: cfg, deps: deps, log: cfg.Logger, stats: deps.Stats}
 	s.stats.hosts = Hosts(cfg.URL)
 	return s
 }
 
-// Stats returns the stream's live figures.
-func (s *Stream) Stats() *Stats { return &s.stats }
+// Stats returns the stream's live figures (Deps.Stats).
+func (s *Stream) Stats() *Stats { return s.stats }
+
+// errNoInspect is Run's answer to a stream made without Deps.Inspect.
+var errNoInspect = errors.New("replication: NewStream needs Deps.Inspect")
 
 // Run streams until ctx ends (returning nil after a clean drain and a final
 // status update) or a fatal error (returned).
 func (s *Stream) Run(ctx context.Context) error {
+	if s.deps.Inspect == nil {
+		return Fatal(errNoInspect)
+	}
 	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
 	createSlot := true
 	logged := map[string]bool{} // the distinct errors logged since the last progress
@@ -172,7 +185,7 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 
 	// The publication name is quoted so that its case survives.
 	pluginArgs := []string{"proto_version '1'", fmt.Sprintf(`publication_names '"%s"'`, s.cfg.Publication)}
-	if s.cfg.MessagePrefix != "" {
+	if s.found.MessagePrefix != "" {
 		pluginArgs = append(pluginArgs, "messages 'true'")
 	}
 	if err := pglogrepl.StartReplication(setupCtx, rconn, s.cfg.Slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: pluginArgs}); err != nil {
@@ -218,13 +231,13 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	defer func() { progressed = tr.Confirmed() > info.Confirmed || time.Since(started) >= progressAfter }()
 	sessCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sess, err := s.newSession(sessCtx, tr)
+	sess, err := s.found.NewSession(sessCtx, tr)
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", errSession, err)
 	}
 	defer sess.Close()
 
-	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.NewDecoder(decoder.Config{Tables: s.cfg.Tables, Extra: s.cfg.ExtraColumns, MessagePrefix: s.cfg.MessagePrefix, OtherTables: true}), readTimeout: readTimeout}
+	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.NewDecoder(decoder.Config{Tables: s.cfg.Tables, Extra: s.found.ExtraColumns, MessagePrefix: s.found.MessagePrefix, OtherTables: true}), readTimeout: readTimeout}
 	// Wake a blocked read when shutdown starts, and when Kafka's
 	// acknowledgements moved the confirmed LSN, so that it is reported
 	// within minStatusGap instead of at the next status tick.
@@ -257,11 +270,3 @@ func (s *Stream) tableNames() []string {
 // MessagesMinMajor is the first PostgreSQL major whose pgoutput sends
 // logical decoding messages.
 const MessagesMinMajor = 14
-
-// SetInspect sets Config.Inspect; call it before Run.
-func (s *Stream) SetInspect(f func(ctx context.Context, conn *pgx.Conn) (Inspected, error)) {
-	s.cfg.Inspect = f
-}
-
-// SetSessionFunc sets how sessions are made; call it before Run.
-func (s *Stream) SetSessionFunc(f NewSessionFunc) { s.newSession = f }
