@@ -13,9 +13,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/cdc-relay/cdc-relay/catalog"
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
-	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
@@ -49,7 +49,7 @@ func testRouter(t testing.TB) *router.Router {
 	return rt
 }
 
-var outboxTable = map[string]replication.Column{
+var outboxTable = map[string]catalog.Column{
 	"id":             {TypeOID: oidInt8, BaseOID: oidInt8, Type: "bigint", NotNull: true},
 	"aggregate_type": {TypeOID: oidText, BaseOID: oidText, Type: "text", NotNull: true},
 	"aggregate_id":   {TypeOID: oidText, BaseOID: oidText, Type: "text", NotNull: true},

@@ -11,9 +11,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/cdc-relay/cdc-relay/catalog"
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
-	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
@@ -67,7 +67,7 @@ type Table struct {
 	// JSON form of the key (an integer column gives a number).
 	AggregateID string
 	// Columns are its columns by name.
-	Columns map[string]replication.Column
+	Columns map[string]catalog.Column
 }
 
 // Observer receives the builder's per-event figures.
@@ -143,7 +143,7 @@ func New(cfg Config) (*Builder, error) {
 	if cfg.TimestampColumn != "" {
 		b.ts = index(cfg.TimestampColumn)
 	}
-	var key *replication.Column
+	var key *catalog.Column
 	for i, t := range cfg.Tables {
 		for _, hc := range cfg.HeaderColumns {
 			col, err := t.column("header-columns", hc.Column)
@@ -182,7 +182,7 @@ func New(cfg Config) (*Builder, error) {
 }
 
 // column returns the table's column for a flag's setting, or a FlagError.
-func (t *Table) column(flag, name string) (replication.Column, error) {
+func (t *Table) column(flag, name string) (catalog.Column, error) {
 	col, ok := t.Columns[name]
 	if !ok {
 		return col, &FlagError{flag, fmt.Sprintf("column %q does not exist in the outbox table %s: use one of its columns (%s)", name, t.Name, columnList(t.Columns))}
@@ -257,7 +257,8 @@ type row struct {
 // commitTime. When the row is invalid it returns the *Invalid and makes rec
 // its dead letter instead. An error is a failure that is not the event's
 // fault (the registry unreachable, a shutdown, an incompatible schema); rec
-// is then unusable.
+// is then unusable. A *HaltError (IsHalt) halts the relay; any other error is
+// worth a reconnect.
 func (b *Builder) Build(ctx context.Context, rec *publisher.Record, commitTime time.Time, src *decoder.Row) (*Invalid, error) {
 	if src.Other != nil {
 		return b.unconfigured(rec, commitTime, src.Other), nil
@@ -433,13 +434,13 @@ func (b *Builder) avro(ctx context.Context, topic string, eventType, arena, payl
 		case errors.Is(eerr, schemaregistry.ErrNoSchema):
 			return nil, fmt.Sprintf("no schema for event_type %q: add %s.avsc to --schemas-dir", eventType, eventType), ReasonNoSchema, nil
 		case errors.As(eerr, &incompatible):
-			return nil, "", "", replication.Fatal(eerr)
+			return nil, "", "", halt(eerr)
 		case schemaregistry.Permanent(eerr):
 			// The registry refuses the request (bad credentials, a schema or
 			// subject it considers invalid): every event of this type would
 			// hit it, and reconnecting would retry it forever without a
 			// word beyond "reconnect". Halt and say why.
-			return nil, "", "", replication.Fatal(fmt.Errorf("schema registry refused to register event_type %q for topic %q: %w", eventType, topic, eerr))
+			return nil, "", "", halt(fmt.Errorf("schema registry refused to register event_type %q for topic %q: %w", eventType, topic, eerr))
 		}
 		return nil, "", "", fmt.Errorf("schema registry: %w", eerr)
 	}
@@ -465,7 +466,7 @@ func (b *Builder) keyHeader(ctx context.Context, topic string) (*[5]byte, error)
 	if err != nil {
 		var incompatible *schemaregistry.IncompatibleError
 		if errors.As(err, &incompatible) || schemaregistry.Permanent(err) {
-			return nil, replication.Fatal(err)
+			return nil, halt(err)
 		}
 		return nil, fmt.Errorf("schema registry: %w", err)
 	}
@@ -513,7 +514,7 @@ func (b *Builder) timestamp(src *decoder.Row, v []byte) (int64, string) {
 }
 
 // columnList names the table's columns for messages.
-func columnList(table map[string]replication.Column) string {
+func columnList(table map[string]catalog.Column) string {
 	names := make([]string, 0, len(table))
 	for name := range table {
 		names = append(names, name)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
-	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
@@ -132,7 +131,7 @@ func TestRegistryRefusalHalts(t *testing.T) {
 			if inv != nil || err == nil {
 				t.Fatalf("invalid %v, err %v; want an error", inv, err)
 			}
-			if got := replication.IsFatal(err); got != tc.wantFatal {
+			if got := IsHalt(err); got != tc.wantFatal {
 				t.Fatalf("fatal = %v, want %v: %v", got, tc.wantFatal, err)
 			}
 			if tc.wantFatal && (!strings.Contains(err.Error(), "refused by the test") || !strings.Contains(err.Error(), `event_type "OrderCreated"`)) {

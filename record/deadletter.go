@@ -85,8 +85,9 @@ func (b *Builder) deadLetter(rec *publisher.Record, r row, reason string) {
 // or for its timestamp. It returns the event as Invalid and its dead
 // letter, which carries no value: the value cannot fit, or is not what is
 // wrong. The dead letter keeps the record's timestamp unless that was what
-// the broker refused.
-func (b *Builder) Rejected(r *publisher.Record, err error) (*publisher.Record, *Invalid) {
+// the broker refused. The dead letter goes to dlqTopic (--dlq-topic). It
+// needs no Builder: the publisher, which calls it, exists before one.
+func Rejected(dlqTopic string, r *publisher.Record, err error) (*publisher.Record, *Invalid) {
 	inv := &Invalid{ID: headerOf(r, router.HeaderID), EventType: headerOf(r, router.HeaderEventType),
 		AggregateType: headerOf(r, router.HeaderAggregateType), Kind: ReasonTooLarge}
 	when := r.Time
@@ -104,7 +105,7 @@ func (b *Builder) Rejected(r *publisher.Record, err error) (*publisher.Record, *
 		}
 	}
 	headers = append(headers, kafka.Header{Key: HeaderError, Value: []byte(inv.Reason)})
-	return &publisher.Record{Topic: b.cfg.DLQTopic, Key: r.Key, Headers: headers, Time: when, Seq: r.Seq, Reserved: r.Reserved}, inv
+	return &publisher.Record{Topic: dlqTopic, Key: r.Key, Headers: headers, Time: when, Seq: r.Seq, Reserved: r.Reserved}, inv
 }
 
 func headerOf(r *publisher.Record, key string) string {

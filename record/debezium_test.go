@@ -11,9 +11,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/cdc-relay/cdc-relay/catalog"
 	"github.com/cdc-relay/cdc-relay/internal/debeziumjson"
 	"github.com/cdc-relay/cdc-relay/internal/debeziumtest"
-	"github.com/cdc-relay/cdc-relay/replication"
 )
 
 func fixtures(t *testing.T) *debeziumtest.Fixtures {
@@ -42,7 +42,7 @@ func fixtureBytes(t *testing.T, field string) []byte {
 // and for a uuid and a nullable aggregate_id column.
 func TestKeysMatchDebezium(t *testing.T) {
 	f := fixtures(t)
-	text := &replication.Column{TypeOID: oidText, BaseOID: oidText, Type: "text", NotNull: true}
+	text := &catalog.Column{TypeOID: oidText, BaseOID: oidText, Type: "text", NotNull: true}
 	for _, k := range f.Keys {
 		for _, c := range []struct {
 			format KeyFormat
@@ -54,7 +54,7 @@ func TestKeysMatchDebezium(t *testing.T) {
 			}
 		}
 	}
-	cols := map[string]*replication.Column{
+	cols := map[string]*catalog.Column{
 		"cap-uuidkey-string":       {TypeOID: oidUUID, BaseOID: oidUUID, Type: "uuid", NotNull: true},
 		"cap-uuidkey-json":         {TypeOID: oidUUID, BaseOID: oidUUID, Type: "uuid", NotNull: true},
 		"cap-uuidkey-json-schema":  {TypeOID: oidUUID, BaseOID: oidUUID, Type: "uuid", NotNull: true},

@@ -5,20 +5,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/catalog"
 	"github.com/cdc-relay/cdc-relay/router"
 )
 
 func TestKeyFormats(t *testing.T) {
-	text := &replication.Column{TypeOID: oidText, BaseOID: oidText, Type: "text", NotNull: true}
-	nullable := &replication.Column{TypeOID: oidText, BaseOID: oidText, Type: "text"}
-	uuid := &replication.Column{TypeOID: oidUUID, BaseOID: oidUUID, Type: "uuid", NotNull: true}
-	bigint := &replication.Column{TypeOID: oidInt8, BaseOID: oidInt8, Type: "bigint", NotNull: true}
+	text := &catalog.Column{TypeOID: oidText, BaseOID: oidText, Type: "text", NotNull: true}
+	nullable := &catalog.Column{TypeOID: oidText, BaseOID: oidText, Type: "text"}
+	uuid := &catalog.Column{TypeOID: oidUUID, BaseOID: oidUUID, Type: "uuid", NotNull: true}
+	bigint := &catalog.Column{TypeOID: oidInt8, BaseOID: oidInt8, Type: "bigint", NotNull: true}
 	avroHeader := &[5]byte{0, 0, 0, 1, 2}
 	tests := []struct {
 		name   string
 		format KeyFormat
-		col    *replication.Column
+		col    *catalog.Column
 		id     string
 		want   string
 	}{

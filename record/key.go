@@ -3,8 +3,8 @@ package record
 import (
 	"encoding/binary"
 
+	"github.com/cdc-relay/cdc-relay/catalog"
 	"github.com/cdc-relay/cdc-relay/internal/debeziumjson"
-	"github.com/cdc-relay/cdc-relay/replication"
 )
 
 // keyEncoder writes the Kafka key for an aggregate id in one KeyFormat.
@@ -16,7 +16,7 @@ type keyEncoder struct {
 
 // newKeyEncoder returns the encoder for format, given what the catalog says
 // of the aggregate_id column (nil when unknown: a non-null text column).
-func newKeyEncoder(format KeyFormat, col *replication.Column) *keyEncoder {
+func newKeyEncoder(format KeyFormat, col *catalog.Column) *keyEncoder {
 	k := &keyEncoder{format: format}
 	typ, optional := uint32(oidText), false
 	if col != nil {

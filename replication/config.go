@@ -24,22 +24,8 @@ type Config struct {
 	// Tables are the outbox tables ("schema.table") and their column names.
 	// nil means public.outbox with decoder.DefaultColumns(); an empty,
 	// non-nil slice means none: a table-less outbox of logical messages
-	// (MessagePrefix).
+	// (Inspected.MessagePrefix).
 	Tables []decoder.Table
-	// MessagePrefix, when set, makes logical decoding messages with this
-	// prefix outbox events; the server must be PostgreSQL 14+
-	// (MessagesMinMajor). Default "": no messages.
-	MessagePrefix string
-	// Inspect, when set, is called once, on the first connection that gets
-	// as far (a normal connection, before the publication and slot are
-	// looked at): it reads what it needs from the catalog and says which
-	// extra columns and message prefix to stream with, replacing
-	// ExtraColumns and MessagePrefix. An error marked Fatal halts the
-	// stream; any other retries with the connection.
-	Inspect func(ctx context.Context, conn *pgx.Conn) (Inspected, error)
-	// ExtraColumns are further columns whose text each row carries in
-	// decoder.Row.Extra (header columns, a timestamp column). Default none.
-	ExtraColumns []string
 	// StatusInterval is how often a standby status update (with a reply
 	// request) is sent. Default 1 s; PostgreSQL needs one within wal_sender_timeout.
 	StatusInterval time.Duration
@@ -57,38 +43,65 @@ type Config struct {
 	MaxInFlightBytes int64
 	// RecreateLostSlot drops and recreates a slot whose wal_status is "lost"
 	// instead of halting, logging at ERROR level that events may have been
-	// lost. Default false: a lost slot halts the relay.
+	// lost. Default false: a lost slot halts the relay. Deps.Guard, when
+	// set, decides instead.
 	RecreateLostSlot bool
-	// Guard, when set, decides on every connection whether the slot found
-	// may be streamed, created or recreated (see Guard); it replaces
-	// RecreateLostSlot's own decision. Default none: the slot is created
-	// on the first connection when missing.
-	Guard Guard
 	// SlotFailover says whether the slot is a failover slot: created with
 	// FAILOVER, or turned into one with ALTER_REPLICATION_SLOT. Default
 	// FailoverAuto (on for PostgreSQL 17+).
 	SlotFailover FailoverMode
 	// AllowExtraTables accepts a publication that publishes other tables
 	// than Tables (FOR ALL TABLES, TABLES IN SCHEMA, or more tables listed):
-	// their rows are skipped and reported to OnSkippedRow. Default false:
+	// their rows are skipped and reported to Deps.OnSkippedRow. Default false:
 	// such a publication halts the stream at start with a
 	// *PublicationError, and a row of another table that arrives anyway
 	// (the publication was altered while the relay ran) is handed to the
 	// session like an outbox row, with decoder.Row.Other set, for its dead
 	// letter.
 	AllowExtraTables bool
-	// OnSkippedRow, when set, is called on the reader goroutine for each
-	// row skipped under AllowExtraTables, with its "schema.table". Default
-	// nil.
-	OnSkippedRow func(table string)
 	// Logger receives lifecycle lines. Default slog.Default().
 	Logger *slog.Logger
 }
 
-// Inspected is what Config.Inspect found.
+// Deps are a Stream's collaborators, handed to NewStream; none is set
+// later.
+type Deps struct {
+	// Inspect is called once, on the first connection that gets as far (a
+	// normal connection, before the publication and slot are looked at): it
+	// reads what it needs from the catalog and returns how to stream, the
+	// sessions' factory included, which the stream keeps for its life. An
+	// error marked Fatal halts the stream; any other retries with the next
+	// connection. Required.
+	Inspect func(ctx context.Context, conn *pgx.Conn) (Inspected, error)
+	// Guard, when set, decides on every connection whether the slot found
+	// may be streamed, created or recreated (see Guard); it replaces
+	// Config.RecreateLostSlot's own decision. Default none: the slot is
+	// created on the first connection when missing.
+	Guard Guard
+	// OnSkippedRow, when set, is called on the reader goroutine for each
+	// row skipped under Config.AllowExtraTables, with its "schema.table".
+	// Default none.
+	OnSkippedRow func(table string)
+	// Stats receives the stream's live figures, so that what reads them
+	// (metrics, health) can be made before the stream. Default a new Stats;
+	// Stream.Stats returns it either way.
+	Stats *Stats
+}
+
+// Inspected is what Deps.Inspect found: how the stream decodes, and how it
+// makes the session of each connection.
 type Inspected struct {
-	ExtraColumns  []string
+	// ExtraColumns are further columns whose text each row carries in
+	// decoder.Row.Extra (header columns, a timestamp column). Default none.
+	ExtraColumns []string
+	// MessagePrefix, when set, makes logical decoding messages with this
+	// prefix outbox events; the server must be PostgreSQL 14+
+	// (MessagesMinMajor). Default "": no messages.
 	MessagePrefix string
+	// NewSession makes the session of each connection, from what Inspect
+	// found (the relay builds its row → record step from the catalog).
+	// Required.
+	NewSession NewSessionFunc
 }
 
 func (c *Config) setDefaults() {

@@ -392,10 +392,7 @@ func plural(n int, one, many string) string {
 // WAL keep coming after the publication is fixed, and a halt would halt
 // again on the same row at every restart.
 func (s *Stream) skipRow(table string) {
-	if s.cfg.OnSkippedRow != nil {
-		s.cfg.OnSkippedRow(table)
+	if s.deps.OnSkippedRow != nil {
+		s.deps.OnSkippedRow(table)
 	}
 }
-
-// SetOnSkippedRow sets Config.OnSkippedRow; call it before Run.
-func (s *Stream) SetOnSkippedRow(f func(table string)) { s.cfg.OnSkippedRow = f }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cdc-relay/cdc-relay/catalog"
 )
 
 // SlotInfo is the slot's row in pg_replication_slots.
@@ -170,30 +172,19 @@ func RecreateLostSlot(ctx context.Context, conn *pgx.Conn, slot string, failover
 	return info, err
 }
 
-// Column is what the catalog says of a table column: its type oid as
-// pgoutput sends it (atttypid; a domain's own oid), the oid of the base
-// type it is stored as (the same unless a domain), the type's name for
-// messages, and whether it is NOT NULL.
-type Column struct {
-	TypeOID uint32
-	BaseOID uint32
-	Type    string
-	NotNull bool
-}
-
 // TableInfo is what the catalog says of a table: its oid (the relation id
 // pgoutput sends; 0 when the table does not exist) and its columns by name.
 type TableInfo struct {
 	Name    string
 	OID     uint32
-	Columns map[string]Column
+	Columns map[string]catalog.Column
 }
 
 // DescribeTable reads the table's oid and columns from pg_class and
 // pg_attribute (the catalog; never the table itself).
 func DescribeTable(ctx context.Context, conn *pgx.Conn, table string) (TableInfo, error) {
 	schema, name := SplitTable(table)
-	info := TableInfo{Name: table, Columns: map[string]Column{}}
+	info := TableInfo{Name: table, Columns: map[string]catalog.Column{}}
 	rows, err := conn.Query(ctx, `SELECT c.oid::int8, a.attname, a.atttypid::int8,
 		CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END::int8,
 		pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull
@@ -208,7 +199,7 @@ func DescribeTable(ctx context.Context, conn *pgx.Conn, table string) (TableInfo
 	for rows.Next() {
 		var oid, typ, base int64
 		var col string
-		var c Column
+		var c catalog.Column
 		if err := rows.Scan(&oid, &col, &typ, &base, &c.Type, &c.NotNull); err != nil {
 			return info, fmt.Errorf("describe table %s: %w", table, err)
 		}

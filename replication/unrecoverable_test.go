@@ -160,7 +160,7 @@ func TestUnrecoverableQueryErrors(t *testing.T) {
 		}
 	}
 	// The stream never calls a standby's answer unrecoverable.
-	s := NewStream(Config{URL: "postgres://relay@127.0.0.1/app"}, nil)
+	s := NewStream(Config{URL: "postgres://relay@127.0.0.1/app"}, Deps{})
 	if u := s.unrecoverable(tests[len(tests)-1].err); u != nil {
 		t.Errorf("waiting for promotion: unrecoverable = %q, want nil", u)
 	}

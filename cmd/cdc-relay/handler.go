@@ -17,12 +17,19 @@ type handler struct {
 	builder *recordpkg.Builder
 	pub     recordSink
 	halt    bool   // --on-invalid halt
-	dlq     string // --dlq-topic, for logs
+	dlq     string // --dlq-topic: for logs, and the dead letter of a refused record
 	metrics *metrics
 	log     *slog.Logger
 }
 
 var _ replication.Session = (*handler)(nil)
+
+// session returns the handler of one connection: h's settings with the
+// row → record step and the connection's publisher session.
+func (h handler) session(builder *recordpkg.Builder, pub recordSink) *handler {
+	h.builder, h.pub = builder, pub
+	return &h
+}
 
 // recordSink is what the handler needs of a *publisher.Session.
 type recordSink interface {
@@ -41,6 +48,9 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 	inv, err := h.builder.Build(ctx, rec, tx.CommitTime, row)
 	if err != nil {
 		publisher.Release(rec)
+		if recordpkg.IsHalt(err) {
+			return replication.Fatal(err)
+		}
 		return err
 	}
 	if inv != nil {
@@ -67,11 +77,12 @@ func (h *handler) invalid(inv *recordpkg.Invalid) {
 	h.log.Warn("invalid event sent to the dead-letter topic", "id", inv.ID, "event_type", inv.EventType, "reason", inv.Reason, "dlq_topic", h.dlq)
 }
 
-// rejected handles a record the broker refused (publisher.Config.Reject):
+// rejected handles a record the broker refused (publisher.Config.Reject),
+// for every session alike (it needs no builder):
 // under --on-invalid dlq it becomes a dead letter without its value; under
 // halt the relay stops naming the event.
 func (h *handler) rejected(r *publisher.Record, err error) (*publisher.Record, error) {
-	dl, inv := h.builder.Rejected(r, err)
+	dl, inv := recordpkg.Rejected(h.dlq, r, err)
 	if h.halt {
 		return nil, replication.Fatal(inv)
 	}
@@ -92,7 +103,7 @@ func (h *handler) Done() <-chan struct{} { return h.pub.Done() }
 func (h *handler) Err() error { return h.pub.Err() }
 
 // skippedRows counts the rows of other tables skipped under
-// --allow-extra-tables (replication.Config.OnSkippedRow) and logs the first
+// --allow-extra-tables (replication.Deps.OnSkippedRow) and logs the first
 // of each table at INFO. It runs on the reader goroutine only.
 func skippedRows(m *metrics, log *slog.Logger, publication string) func(table string) {
 	seen := map[string]bool{}

@@ -62,9 +62,38 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 
 	guard := checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, cfg.CheckpointTopic), RelayID: cfg.RelayID,
 		Slot: cfg.Slot, Publication: cfg.Publication, Tables: tableNames(cfg.Tables), Version: version, RecreateInvalidated: cfg.RecreateLostSlot, Logger: log})
-	var stream *replication.Stream
-	stats := func() *replication.Stats { return stream.Stats() }
-	stream = replication.NewStream(replication.Config{
+	stats := new(replication.Stats)
+	lag := newLagRate(stats.LagBytes)
+	m := newMetrics(stats, lag)
+	var reg *schemaregistry.Registry
+	if cfg.SchemaRegistryURL != "" {
+		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log,
+			HTTPClient: m.countRegistryRequests(httpClient)})
+		if err != nil {
+			fmt.Fprintf(stderr, "cdc-relay: --schema-registry-url: %v\n", err)
+			return exitConfig
+		}
+	}
+	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log}
+	pub, err := publisher.New(publisher.Config{
+		Brokers:        cfg.KafkaBrokers,
+		Compression:    compression(cfg.KafkaCompression),
+		BatchBytes:     cfg.KafkaBatchBytes,
+		Linger:         cfg.KafkaLinger,
+		MaxRecordBytes: cfg.MaxRecordBytes,
+		Transport:      transport,
+		Reject:         base.rejected,
+		Observer:       m,
+		Logger:         log,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		return exitConfig
+	}
+	defer pub.Close()
+	m.ready.kafka = pub.Health
+
+	stream := replication.NewStream(replication.Config{
 		URL:               cfg.PGURL,
 		Slot:              cfg.Slot,
 		Publication:       cfg.Publication,
@@ -76,42 +105,36 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		MaxInFlightBytes:  cfg.MaxInFlightBytes,
 		RecreateLostSlot:  cfg.RecreateLostSlot,
 		SlotFailover:      cfg.SlotFailover,
-		Guard:             guard,
 		AllowExtraTables:  cfg.AllowExtraTables,
 		Logger:            log,
-	}, nil)
-	lag := newLagRate(stats().LagBytes)
-	m := newMetrics(stats(), lag)
-	stream.SetOnSkippedRow(skippedRows(m, log, cfg.Publication))
-	var reg *schemaregistry.Registry
-	if cfg.SchemaRegistryURL != "" {
-		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log,
-			HTTPClient: m.countRegistryRequests(httpClient)})
-		if err != nil {
-			fmt.Fprintf(stderr, "cdc-relay: --schema-registry-url: %v\n", err)
-			return exitConfig
-		}
-	}
-	base := &handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log}
-	pub, err := publisher.New(publisher.Config{
-		Brokers:        cfg.KafkaBrokers,
-		Compression:    compression(cfg.KafkaCompression),
-		BatchBytes:     cfg.KafkaBatchBytes,
-		Linger:         cfg.KafkaLinger,
-		MaxRecordBytes: cfg.MaxRecordBytes,
-		Transport:      transport,
-		Reject:         func(r *publisher.Record, err error) (*publisher.Record, error) { return base.rejected(r, err) },
-		Observer:       m,
-		Logger:         log,
+	}, replication.Deps{
+		// On its first connection the stream reads the server version and
+		// the tables from the catalog; the row → record step is built from
+		// them and handed to every session.
+		Inspect: func(ctx context.Context, conn *pgx.Conn) (replication.Inspected, error) {
+			in, err := inspect(ctx, conn, cfg)
+			if err != nil {
+				return replication.Inspected{}, err
+			}
+			builder, err := newBuilder(cfg, rt, reg, m, in)
+			if err != nil {
+				return replication.Inspected{}, replication.Fatal(err) // a *FlagError
+			}
+			prefix := ""
+			if in.Major >= replication.MessagesMinMajor {
+				prefix = cfg.MessagePrefix
+			}
+			return replication.Inspected{ExtraColumns: builder.ExtraColumns(), MessagePrefix: prefix,
+				NewSession: func(sctx context.Context, tr *replication.Tracker) (replication.Session, error) {
+					return base.session(builder, pub.NewSession(sctx, tr)), nil
+				}}, nil
+		},
+		Guard:        guard,
+		OnSkippedRow: skippedRows(m, log, cfg.Publication),
+		Stats:        stats,
 	})
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
-		return exitConfig
-	}
-	defer pub.Close()
-	m.ready.kafka = pub.Health
 
-	srv, err := newHTTPServer(cfg.MetricsAddr, m, stats(), cfg.ReadTimeout, log)
+	srv, err := newHTTPServer(cfg.MetricsAddr, m, stats, cfg.ReadTimeout, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --metrics-addr: cannot listen on %s: %v\n", cfg.MetricsAddr, err)
 		return exitConfig
@@ -120,28 +143,6 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 
 	log.Info("start", "version", version, "pg_url", Redact(cfg.PGURL), "slot", cfg.Slot, "publication", cfg.Publication,
 		"tables", tableNames(cfg.Tables), "kafka_brokers", cfg.KafkaBrokers, "schemas", len(schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
-
-	// On its first connection the stream reads the server version and the
-	// tables from the catalog; the row → record step is built from them.
-	stream.SetInspect(func(ctx context.Context, conn *pgx.Conn) (replication.Inspected, error) {
-		in, err := inspect(ctx, conn, cfg)
-		if err != nil {
-			return replication.Inspected{}, err
-		}
-		if base.builder, err = newBuilder(cfg, rt, reg, m, in); err != nil {
-			return replication.Inspected{}, replication.Fatal(err) // a *FlagError
-		}
-		prefix := ""
-		if in.Major >= replication.MessagesMinMajor {
-			prefix = cfg.MessagePrefix
-		}
-		return replication.Inspected{ExtraColumns: base.builder.ExtraColumns(), MessagePrefix: prefix}, nil
-	})
-	stream.SetSessionFunc(func(sctx context.Context, tr *replication.Tracker) (replication.Session, error) {
-		h := *base
-		h.pub = pub.NewSession(sctx, tr)
-		return &h, nil
-	})
 
 	if err := preflight(ctx, reg, rt); err != nil {
 		if ctx.Err() != nil {
@@ -177,7 +178,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	pollDone := make(chan struct{})
 	go func() {
 		defer close(pollDone)
-		poller := &replication.SlotPoller{URL: cfg.PGURL, Slot: cfg.Slot, Interval: cfg.SlotPollInterval, Stats: stats(), Logger: log}
+		poller := &replication.SlotPoller{URL: cfg.PGURL, Slot: cfg.Slot, Interval: cfg.SlotPollInterval, Stats: stats, Logger: log}
 		poller.Run(lagCtx)
 	}()
 	defer func() { stopLag(); <-pollDone }()
@@ -186,14 +187,14 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	ckptDone := make(chan struct{})
 	go func() {
 		defer close(ckptDone)
-		guard.Run(ckptCtx, stats())
+		guard.Run(ckptCtx, stats)
 	}()
 	err = stream.Run(ctx)
 	stopCkpt()
 	<-ckptDone
 	// The last confirmed LSN, at a clean stop and after a halt alike.
 	fctx, cancelFlush := context.WithTimeout(context.Background(), 10*time.Second)
-	if ferr := guard.Flush(fctx, stats()); ferr != nil {
+	if ferr := guard.Flush(fctx, stats); ferr != nil {
 		log.Warn("final checkpoint not written", "checkpoint_topic", cfg.CheckpointTopic, "err", ferr.Error())
 	}
 	cancelFlush()

@@ -1,0 +1,296 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/cdc-relay/cdc-relay/decoder"
+)
+
+// reader owns the replication connection for one session.
+type reader struct {
+	s    *Stream
+	conn *pgconn.PgConn
+	tr   *Tracker
+	sess Session
+	dec  *decoder.Decoder
+
+	readTimeout time.Duration
+
+	msg        decoder.Message
+	tx         Tx
+	inTx       bool
+	nextStatus time.Time
+	lastSent   time.Time
+	sentLSN    LSN
+	lastRecv   time.Time
+	deadline   time.Time
+}
+
+func (r *reader) loop(ctx context.Context) error {
+	now := time.Now()
+	r.lastRecv = now
+	r.nextStatus = now
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		select {
+		case <-r.sess.Done():
+			return fmt.Errorf("%w: %w", errSession, r.sess.Err())
+		default:
+		}
+		now = time.Now()
+		if !now.Before(r.nextStatus) {
+			if err := r.sendStatus(true); err != nil {
+				return err
+			}
+		} else if now.Sub(r.lastSent) >= minStatusGap && r.tr.Confirmed() > r.sentLSN {
+			// Confirm progress promptly: less to replay after a crash.
+			if err := r.sendStatus(false); err != nil {
+				return err
+			}
+		}
+		deadline := r.lastRecv.Add(r.readTimeout)
+		if r.nextStatus.Before(deadline) {
+			deadline = r.nextStatus
+		}
+		if r.tr.Confirmed() > r.sentLSN {
+			if due := r.lastSent.Add(minStatusGap); due.Before(deadline) {
+				deadline = due
+			}
+		}
+		if !deadline.Equal(r.deadline) {
+			if err := r.conn.Conn().SetReadDeadline(deadline); err != nil {
+				return fmt.Errorf("set read deadline: %w", err)
+			}
+			r.deadline = deadline
+		}
+		msg, err := r.conn.ReceiveMessage(context.Background())
+		if err != nil {
+			if pgconn.Timeout(err) {
+				if time.Since(r.lastRecv) >= r.readTimeout {
+					return errStreamSilent
+				}
+				r.deadline = time.Time{} // a waker may have moved it
+				continue
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		r.lastRecv = time.Now()
+		r.s.stats.lastMessage.Store(r.lastRecv.UnixNano())
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			if err := r.handleCopyData(ctx, m.Data); err != nil {
+				return err
+			}
+		case *pgproto3.ErrorResponse:
+			pgErr := pgconn.ErrorResponseToPgError(m)
+			if pgErr.Code == "42704" {
+				// Something the stream needs does not exist (e.g. the
+				// publication, as of the WAL being decoded: it was created
+				// after the slot, or dropped). Retrying cannot help.
+				return Fatal(fmt.Errorf("stream: %w", pgErr))
+			}
+			// 55000 (e.g. the slot was invalidated) is not fatal here: the
+			// reconnect looks the slot up and halts on a lost slot, or
+			// recreates it under --recreate-lost-slot.
+			return fmt.Errorf("stream: %w", pgErr)
+		case *pgproto3.CopyDone:
+			return errors.New("stream: server ended the copy")
+		}
+	}
+}
+
+func (r *reader) handleCopyData(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("parse keepalive: %w", err)
+		}
+		r.s.stats.lastKeepalive.Store(r.lastRecv.UnixNano())
+		r.noteWALEnd(LSN(ka.ServerWALEnd))
+		if !r.inTx {
+			r.tr.AdvanceIdle(LSN(ka.ServerWALEnd))
+		}
+		if ka.ReplyRequested {
+			return r.sendStatus(false)
+		}
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("parse XLogData: %w", err)
+		}
+		r.noteWALEnd(LSN(xld.ServerWALEnd))
+		return r.handleWAL(ctx, xld.WALData)
+	}
+	return nil
+}
+
+func (r *reader) noteWALEnd(end LSN) {
+	if uint64(end) > r.s.stats.serverWALEnd.Load() {
+		r.s.stats.serverWALEnd.Store(uint64(end))
+	}
+}
+
+func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
+	m := &r.msg
+	if err := r.dec.Decode(wal, m); err != nil {
+		return Fatal(fmt.Errorf("decode pgoutput: %w", err))
+	}
+	switch m.Kind {
+	case decoder.KindBegin:
+		r.inTx = true
+		r.tx = Tx{Xid: m.Xid, FinalLSN: LSN(m.FinalLSN), CommitTime: m.CommitTime}
+	case decoder.KindCommit:
+		r.inTx = false
+		r.tr.Commit(LSN(m.EndLSN), m.CommitTime)
+	case decoder.KindOtherRow:
+		if r.s.cfg.AllowExtraTables {
+			r.s.skipRow(m.Row.Other.Table)
+			return nil
+		}
+		fallthrough // a dead letter: see skipRow
+	case decoder.KindRow:
+		r.s.stats.rowsRead.Add(1)
+		size := RowSize(&m.Row)
+		seq, ok := r.tr.Reserve(size, r.lastRecv)
+		if !ok {
+			r.s.stats.backpressure.Store(true)
+			defer r.s.stats.backpressure.Store(false)
+		}
+		for !ok {
+			var err error
+			if seq, ok, err = r.tr.WaitRoom(ctx, size, r.lastRecv, r.statusTimer(), r.sess.Done()); err != nil {
+				if errors.Is(err, ErrStopped) {
+					return fmt.Errorf("%w: %w", errSession, r.sess.Err())
+				}
+				return err
+			}
+			if !ok {
+				// Backpressure: keep PostgreSQL informed while Kafka catches up.
+				if err := r.sendStatus(true); err != nil {
+					return err
+				}
+			}
+		}
+		if err := r.sess.Row(ctx, seq, size, &r.tx, &m.Row); err != nil {
+			if IsFatal(err) {
+				return err
+			}
+			return fmt.Errorf("%w: %w", errSession, err)
+		}
+		// Time spent waiting on Kafka or the registry is not server silence.
+		r.lastRecv = time.Now()
+	}
+	return nil
+}
+
+// minStatusGap spaces status updates sent because the confirmed LSN moved.
+const minStatusGap = 100 * time.Millisecond
+
+// wakeOnProgress interrupts the reader's blocked read (through the read
+// deadline) when acknowledgements move the confirmed LSN, at most once per
+// minStatusGap. Only the reader writes to the connection; this goroutine
+// only moves its read deadline, which is safe from another goroutine.
+func wakeOnProgress(ctx context.Context, tr *Tracker, conn *pgconn.PgConn) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tr.Progress():
+		}
+		conn.Conn().SetReadDeadline(time.Now())
+		t := time.NewTimer(minStatusGap)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// statusTimer fires when the next status update is due.
+func (r *reader) statusTimer() <-chan time.Time {
+	return time.After(time.Until(r.nextStatus))
+}
+
+// sendStatus confirms the tracker's LSN as written, flushed and applied.
+func (r *reader) sendStatus(replyRequested bool) error {
+	lsn := r.tr.Confirmed()
+	now := time.Now()
+	if replyRequested {
+		r.nextStatus = now.Add(r.s.cfg.StatusInterval)
+	}
+	r.lastSent = now
+	if lsn == 0 {
+		return nil
+	}
+	r.sentLSN = lsn
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), r.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pglogrepl.LSN(lsn),
+		WALFlushPosition: pglogrepl.LSN(lsn),
+		WALApplyPosition: pglogrepl.LSN(lsn),
+		ClientTime:       now,
+		ReplyRequested:   replyRequested,
+	})
+	if err != nil {
+		return fmt.Errorf("send status update: %w", err)
+	}
+	r.s.stats.confirmed.Store(uint64(lsn))
+	r.s.stats.lastStatus.Store(now.UnixNano())
+	if end, ct := r.tr.ConfirmedCommit(); !ct.IsZero() {
+		r.s.stats.confCommitLSN.Store(uint64(end))
+		r.s.stats.confCommitNs.Store(ct.UnixNano())
+	}
+	return nil
+}
+
+// drain lets Kafka acknowledge what is in flight, within DrainTimeout,
+// keeping PostgreSQL informed, then sends the final status update with the
+// final contiguous prefix.
+func (r *reader) drain() {
+	deadline := time.Now().Add(r.s.cfg.DrainTimeout)
+	for {
+		step := min(time.Until(deadline), r.s.cfg.StatusInterval)
+		dctx, cancel := context.WithTimeout(context.Background(), step)
+		err := r.sess.Drain(dctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !time.Now().Before(deadline) || r.sess.Err() != nil {
+			r.s.log.Warn("drain incomplete; unacknowledged events will be sent again after restart", "err", err.Error())
+			break
+		}
+		if serr := r.sendStatus(false); serr != nil {
+			r.s.log.Warn("status update during drain failed", "err", serr.Error())
+			return
+		}
+	}
+	if err := r.sendStatus(false); err != nil {
+		r.s.log.Warn("final status update failed", "err", err.Error())
+		return
+	}
+	// End the copy cleanly: the server answers CopyDone only after it has
+	// processed the status update before it, so the slot holds the final LSN
+	// when the relay exits.
+	r.conn.Conn().SetReadDeadline(time.Now().Add(endCopyTimeout))
+	if _, err := pglogrepl.SendStandbyCopyDone(context.Background(), r.conn); err != nil {
+		r.s.log.Debug("ending the replication copy", "err", err.Error())
+	}
+}
+
+// endCopyTimeout bounds the CopyDone handshake at shutdown.
+const endCopyTimeout = 5 * time.Second
