@@ -60,6 +60,14 @@ func (e *PolicyError) Error() string {
 // that an existing one is compacted. It never relies on auto-creation.
 // exists is false only when the topic is missing and create is false.
 func (s *Store) Ensure(ctx context.Context, create bool) (exists bool, err error) {
+	// Metadata first: it reports what keeps the relay from Kafka (a refused
+	// password, a certificate) where CreateTopics says "broker not
+	// available", and whether the topic exists.
+	if _, err := s.partitions(ctx); err == nil {
+		create = false
+	} else if !errors.Is(err, kafka.UnknownTopicOrPartition) {
+		return false, fmt.Errorf("read checkpoint topic %s metadata: %w", s.topic, err)
+	}
 	if create {
 		res, err := s.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
 			Topic: s.topic, NumPartitions: 1, ReplicationFactor: -1,

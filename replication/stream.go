@@ -125,7 +125,9 @@ func classify(err error) string {
 	switch {
 	case errors.Is(err, errStreamSilent):
 		return "read_timeout"
-	case errors.Is(err, errSession), errors.Is(err, ErrCheckpointUnavailable):
+	case errors.Is(err, ErrCheckpointUnavailable):
+		return "checkpoint"
+	case errors.Is(err, errSession):
 		return "kafka"
 	case errors.As(err, &pgErr):
 		return "postgres_error"

@@ -126,6 +126,25 @@ func TestKafkaSecurity(t *testing.T) {
 			c := consumeSecured(t, "^"+f.topicPrefix+`\..*`, kgo.SeedBrokers(sb.SASLAddr()),
 				kgo.SASL(scram.Auth{User: "reader", Pass: readerPassword}.AsSha512Mechanism()))
 			r := startRelay(t, args)
+			if tc.wantLog != "" {
+				// Kafka refuses the relay, so its checkpoint cannot be read:
+				// it waits, retrying, and creates no slot meanwhile.
+				waitFor(t, 60*time.Second, fmt.Sprintf("the relay to log %q twice", tc.wantLog), func() bool {
+					return strings.Count(r.Output(), tc.wantLog) >= 2
+				})
+				if code, body := r.getJSON("/readyz"); code != 503 || body["state"] != "reconnecting" || !strings.Contains(body["reason"], "checkpoint") {
+					t.Errorf("/readyz = %d %v, want 503 reconnecting on the checkpoint", code, body)
+				}
+				select {
+				case <-r.done:
+					t.Fatalf("relay exited with %d, want it to keep retrying", r.exitCode)
+				default:
+				}
+				if slotExists(t, connect(t), f.slot) {
+					t.Error("the relay created its slot although it could not read its checkpoint")
+				}
+				return
+			}
 			r.waitStreaming(60 * time.Second)
 
 			conn := connect(t)
