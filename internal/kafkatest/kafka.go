@@ -264,17 +264,6 @@ func (b *Broker) Stop() error {
 	return nil
 }
 
-// Kill ends the broker with SIGKILL, as a crash would, keeping its data.
-func (b *Broker) Kill() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.proc != nil {
-		b.proc.kill()
-		b.proc = nil
-	}
-	return nil
-}
-
 // Restart stops the broker if it runs and starts it again on the same ports
 // and data dir, returning once it answers.
 func (b *Broker) Restart() error {
