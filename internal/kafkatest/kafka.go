@@ -67,7 +67,7 @@ type Broker struct {
 	tempDir bool
 	ports   listenerPorts
 
-	mu     sync.Mutex // serialises Stop, Kill, Restart and Close
+	mu     sync.Mutex // serialises Stop, Restart and Close
 	proc   *process   // nil while stopped
 	closed bool
 }
