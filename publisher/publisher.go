@@ -44,7 +44,9 @@ type Config struct {
 	// the next batch for the topic reads it again, so partitions added to
 	// a topic are used; default 5 min, as the Java producer's. An error
 	// meaning the partition or its leader moved drops the count at once.
-	// It is no flag: tests shorten it. (Java: metadata.max.age.ms)
+	// The count is read through the kafka-go transport, whose own cache is
+	// at most its MetadataTTL (5 s by default here) old. It is no flag:
+	// tests shorten it. (Java: metadata.max.age.ms)
 	MetadataMaxAge time.Duration
 	// Transport overrides the kafka-go transport (TLS, SASL); default a
 	// transport with a 10 s dial timeout.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // BenchmarkGroup is the per-event path before a produce request: each
@@ -32,4 +33,27 @@ func BenchmarkGroup(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/record")
+}
+
+// TestStalePartitionCountKeptWhenRefreshFails: a count due for its refresh
+// while no broker answers is used as it is, and tried again only after
+// metadataRetry, not on every batch.
+func TestStalePartitionCountKeptWhenRefreshFails(t *testing.T) {
+	p, err := New(Config{Brokers: []string{"127.0.0.1:1"}, RequestTimeout: 5 * time.Second, MetadataMaxAge: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Session{p: p}
+	p.setPartitions("orders", 6)
+	due := p.now() + int64(time.Minute) // past the entry's refreshAt
+	n, err := s.partitions(context.Background(), "orders", due)
+	if err != nil || n != 6 {
+		t.Fatalf("partitions = %d, %v; want the cached 6", n, err)
+	}
+	p.mu.RLock()
+	m := p.partitions["orders"]
+	p.mu.RUnlock()
+	if now := p.now(); m.n != 6 || m.refreshAt <= now || m.refreshAt > now+int64(metadataRetry) {
+		t.Fatalf("after a failed refresh the entry is %+v at now %d; want n 6, next try within %s", m, now, metadataRetry)
+	}
 }
