@@ -1,36 +1,51 @@
-package publisher
+package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
+	"github.com/cdc-relay/cdc-relay/publisher"
 )
 
-// TestPartitionCountRefresh, against a real broker: a topic made with one
-// partition gets three more (kafka-go's CreatePartitions) while the session
-// publishes; after MetadataMaxAge the session uses all four, and every key
-// moves once, at one sequence number, from partition 0 to Partition(key, 4),
-// never back.
+// countingAcker counts the publisher's acknowledgements.
+type countingAcker struct{ upTo atomic.Uint64 }
+
+var _ publisher.Acker = (*countingAcker)(nil)
+
+func (a *countingAcker) Ack(upTo uint64, _ int, _ int64) { a.upTo.Store(upTo) }
+
+// TestPartitionCountRefresh, against the real broker: a topic made with one
+// partition gets three more (kafka-go's CreatePartitions)
+// while a publisher session, the relay's, publishes; after MetadataMaxAge
+// (shortened here; 5 min in the relay) the session uses all four, and every
+// key moves once, at one sequence number, from partition 0 to
+// publisher.Partition(key, 4), never back.
 func TestPartitionCountRefresh(t *testing.T) {
-	b, err := kafkatest.Start(kafkatest.Options{}) // topics are made with 1 partition
+	topic := "refresh-" + randSuffix()
+	admin := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 30 * time.Second}
+	created, err := admin.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{
+		Topics: []kafka.TopicConfig{{Topic: topic, NumPartitions: 1, ReplicationFactor: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Close() })
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	topic := "refresh-" + hex.EncodeToString(suffix[:])
-
-	_, s, _ := startSession(t, Config{Brokers: []string{b.Addr()}, MetadataMaxAge: 300 * time.Millisecond})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics(topic),
+	if err := created.Errors[topic]; err != nil {
+		t.Fatal(err)
+	}
+	p, err := publisher.New(publisher.Config{Brokers: []string{broker.Addr()}, MetadataMaxAge: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	acker := &countingAcker{}
+	s := p.NewSession(context.Background(), acker)
+	t.Cleanup(s.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr()), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +62,7 @@ func TestPartitionCountRefresh(t *testing.T) {
 			seq++
 			k := "agg-" + strconv.Itoa(i)
 			keyOf[seq] = k
-			if err := s.Enqueue(&Record{Topic: topic, Key: []byte(k), Value: []byte(strconv.FormatUint(seq, 10)), Seq: seq, Reserved: 1}); err != nil {
+			if err := s.Enqueue(&publisher.Record{Topic: topic, Key: []byte(k), Value: []byte(strconv.FormatUint(seq, 10)), Seq: seq, Reserved: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -55,6 +70,9 @@ func TestPartitionCountRefresh(t *testing.T) {
 		defer cancel()
 		if err := s.Drain(ctx); err != nil {
 			t.Fatal(err)
+		}
+		if got := acker.upTo.Load(); got != seq {
+			t.Fatalf("acknowledged up to %d after the drain, want %d", got, seq)
 		}
 	}
 	// consume reads until every published record was seen.
@@ -82,7 +100,6 @@ func TestPartitionCountRefresh(t *testing.T) {
 		}
 	}
 
-	admin := &kafka.Client{Addr: kafka.TCP(b.Addr()), Timeout: 30 * time.Second}
 	res, err := admin.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{
 		Topics: []kafka.TopicPartitionsConfig{{Name: topic, Count: 4}}})
 	if err != nil {
@@ -114,7 +131,7 @@ func TestPartitionCountRefresh(t *testing.T) {
 	movedKeys := 0
 	for v := uint64(1); v <= seq; v++ {
 		k, got := keyOf[v], partitionOf[v]
-		want := int32(Partition([]byte(k), 4))
+		want := int32(publisher.Partition([]byte(k), 4))
 		switch {
 		case got == want && !switched[k]:
 			switched[k] = true
