@@ -235,10 +235,19 @@ func (s *Session) group(ctx context.Context, batch []*Record) ([]*group, error) 
 	index := make(map[tp]*group)
 	var groups []*group
 	now := s.p.now() // once per batch: one topic's records all see one count
+	var (
+		lastTopic string // the previous record's, whose count is lastN
+		lastN     int
+		have      bool
+	)
 	for _, r := range batch {
-		n, err := s.partitions(ctx, r.Topic, now)
-		if err != nil {
-			return nil, err
+		n := lastN
+		if !have || r.Topic != lastTopic {
+			var err error
+			if n, err = s.partitions(ctx, r.Topic, now); err != nil {
+				return nil, err
+			}
+			lastTopic, lastN, have = r.Topic, n, true
 		}
 		key := r.Key
 		if len(key) == 0 {
