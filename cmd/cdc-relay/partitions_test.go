@@ -21,11 +21,12 @@ var _ publisher.Acker = (*countingAcker)(nil)
 func (a *countingAcker) Ack(upTo uint64, _ int, _ int64) { a.upTo.Store(upTo) }
 
 // TestPartitionCountRefresh, against the real broker: a topic made with one
-// partition gets three more (kafka-go's CreatePartitions)
-// while a publisher session, the relay's, publishes; after MetadataMaxAge
-// (shortened here; 5 min in the relay) the session uses all four, and every
+// partition gets three more (kafka-go's CreatePartitions) while a publisher
+// session, the relay's, publishes; after MetadataMaxAge (shortened here, an
+// internal knob; 5 min in the relay) the session uses all four, and every
 // key moves once, at one sequence number, from partition 0 to
-// publisher.Partition(key, 4), never back.
+// publisher.Partition(key, 4), never back. With no refresh (an hour's
+// MetadataMaxAge) it fails at its 90 s deadline.
 func TestPartitionCountRefresh(t *testing.T) {
 	topic := "refresh-" + randSuffix()
 	admin := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 30 * time.Second}
