@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// benchPayload is a ~300 byte jsonb text value, the size the throughput
-// figures in REFERENCE.md were measured with.
+// benchPayload is a ~300 byte jsonb text value, the payload size of the
+// throughput figures in docs/BENCHMARKS.md.
 var benchPayload = `{"order_id": "ord_7f3a9c2e", "customer": {"id": 918273, "email": "someone@example.com", "tier": "gold"}, ` +
 	`"lines": [{"sku": "SKU-1001", "qty": 2, "price_minor": 1999}, {"sku": "SKU-2002", "qty": 1, "price_minor": 4999}], ` +
 	`"total_minor": 8997, "currency": "EUR", "placed_at": "2024-05-01T10:00:00Z", "note": "` + strings.Repeat("x", 20) + `"}`

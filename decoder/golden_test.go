@@ -188,9 +188,11 @@ func TestGolden(t *testing.T) {
 					rows++
 				case "commit":
 					commits++
-					// REFERENCE.md §1: for proto 1 the end LSN of a
-					// transaction is the WALStart of the XLogData that
-					// carries its Commit.
+					// With proto_version 1 the end LSN of a transaction
+					// (the Commit message's TransactionEndLSN) is the
+					// WALStart of the XLogData that carries its Commit:
+					// PostgreSQL's commit_cb_wrapper sets write_location
+					// to txn->end_lsn (src/backend/replication/logical/logical.c).
 					if got.EndLSN != want.WALStart {
 						t.Errorf("message %d: commit end LSN %s != XLogData WALStart %s", i, got.EndLSN, want.WALStart)
 					}

@@ -13,6 +13,14 @@ import (
 // bits. Values made by one process strictly increase: when the clock has
 // not moved past the previous value (or went back), the 12 sub-millisecond
 // bits continue from the previous value + 1, carrying into the milliseconds.
+//
+// Kept rather than google/uuid's NewV7, measured (2 cores, loaded): that
+// gives the same guarantee (since v1.6 a 12-bit counter in rand_a, strictly
+// increasing per process, continuing from the previous value when the clock
+// stands or steps back), but NewV7().String() took 287–446 ns and 2 allocs
+// (64 B) per id against NewID's 197–252 ns and 1 alloc (48 B), returns an
+// error NewID would have to panic on, and would be a new direct dependency
+// for these 40 lines. docs/DESIGN.md has the figures.
 type v7 struct {
 	mu   sync.Mutex
 	last uint64 // ms<<12 | sub-millisecond bits of the previous value

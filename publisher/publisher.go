@@ -40,6 +40,14 @@ type Config struct {
 	// RequestTimeout bounds one produce or metadata request; default 30 s.
 	// (Java: request.timeout.ms)
 	RequestTimeout time.Duration
+	// MetadataMaxAge is how long a topic's partition count is used before
+	// the next batch for the topic reads it again, so partitions added to
+	// a topic are used; default 5 min, as the Java producer's. An error
+	// meaning the partition or its leader moved drops the count at once.
+	// The count is read through the kafka-go transport, whose own cache is
+	// at most its MetadataTTL (5 s by default here) old. It is no flag:
+	// tests shorten it. (Java: metadata.max.age.ms)
+	MetadataMaxAge time.Duration
 	// Transport overrides the kafka-go transport (TLS, SASL); default a
 	// transport with a 10 s dial timeout.
 	Transport *kafka.Transport
@@ -81,7 +89,7 @@ type Publisher struct {
 	obs       Observer
 
 	mu         sync.RWMutex
-	partitions map[string]int
+	partitions map[string]topicMeta
 
 	// born is the monotonic origin of failingSince: nanoseconds since born
 	// of the first failed request after the last successful produce
@@ -146,6 +154,9 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
 	}
+	if cfg.MetadataMaxAge <= 0 {
+		cfg.MetadataMaxAge = DefaultMetadataMaxAge
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -164,7 +175,7 @@ func New(cfg Config) (*Publisher, error) {
 		client:     &kafka.Client{Addr: addr, Transport: tr, Timeout: cfg.RequestTimeout},
 		log:        cfg.Logger,
 		obs:        cfg.Observer,
-		partitions: make(map[string]int),
+		partitions: make(map[string]topicMeta),
 		born:       time.Now(),
 	}, nil
 }
@@ -181,9 +192,26 @@ func (p *Publisher) Ping(ctx context.Context) error {
 	return err
 }
 
+// DefaultMetadataMaxAge is Config.MetadataMaxAge's default, the Java
+// producer's metadata.max.age.ms.
+const DefaultMetadataMaxAge = 5 * time.Minute
+
+// metadataRetry is how long a cached partition count is used after a
+// refresh of it failed, before the next try.
+const metadataRetry = time.Second
+
+// topicMeta is a topic's cached partition count.
+type topicMeta struct {
+	n         int
+	refreshAt int64 // monotonic nanoseconds since born (now) when n is to be read again
+}
+
+// now is the monotonic clock topicMeta.refreshAt is read on.
+func (p *Publisher) now() int64 { return int64(time.Since(p.born)) }
+
 // partitionCount asks the brokers for the topic's partition count (creating
-// the topic through broker auto-creation when it is missing) and caches it;
-// Session.partitions reads the cache first.
+// the topic through broker auto-creation when it is missing) and caches it
+// for MetadataMaxAge; Session.partitions reads the cache first.
 func (p *Publisher) partitionCount(ctx context.Context, topic string) (int, error) {
 	rctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
 	defer cancel()
@@ -210,12 +238,44 @@ func (p *Publisher) partitionCount(ctx context.Context, topic string) (int, erro
 				return 0, &retriable{fmt.Errorf("topic %s partition %d has no leader yet", topic, part.PartitionIndex)}
 			}
 		}
-		p.mu.Lock()
-		p.partitions[topic] = len(t.Partitions)
-		p.mu.Unlock()
+		p.setPartitions(topic, len(t.Partitions))
 		return len(t.Partitions), nil
 	}
 	return 0, &retriable{fmt.Errorf("metadata for %s: topic missing from the response", topic)}
+}
+
+// setPartitions caches n as topic's partition count for MetadataMaxAge,
+// logging a change: keys then move to other partitions.
+func (p *Publisher) setPartitions(topic string, n int) {
+	p.mu.Lock()
+	old, ok := p.partitions[topic]
+	p.partitions[topic] = topicMeta{n: n, refreshAt: p.now() + int64(p.cfg.MetadataMaxAge)}
+	p.mu.Unlock()
+	if ok && old.n != n {
+		p.log.Warn("topic partition count changed; keys move to other partitions from the next batch on",
+			"topic", topic, "partitions_before", old.n, "partitions", n)
+	}
+}
+
+// refreshPartitions reads a cached count that is due again: one metadata
+// request, and on its failure the cached count for metadataRetry more.
+// Publishing goes on meanwhile; a produce error that means the partition
+// moved drops the count, and the next batch waits for metadata.
+func (p *Publisher) refreshPartitions(ctx context.Context, topic string, cached int) int {
+	n, err := p.partitionCount(ctx, topic)
+	if err == nil {
+		return n
+	}
+	p.mu.Lock()
+	if m, ok := p.partitions[topic]; ok && m.n == cached {
+		m.refreshAt = p.now() + int64(min(metadataRetry, p.cfg.MetadataMaxAge))
+		p.partitions[topic] = m
+	}
+	p.mu.Unlock()
+	if ctx.Err() == nil {
+		p.log.Warn("refresh topic partition count failed; using the cached one", "topic", topic, "partitions", cached, "err", err.Error())
+	}
+	return cached
 }
 
 func (p *Publisher) forgetTopic(topic string) {

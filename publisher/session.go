@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
 )
@@ -233,10 +234,20 @@ func (s *Session) group(ctx context.Context, batch []*Record) ([]*group, error) 
 	}
 	index := make(map[tp]*group)
 	var groups []*group
+	now := s.p.now() // once per batch: one topic's records all see one count
+	var (
+		lastTopic string // the previous record's, whose count is lastN
+		lastN     int
+		have      bool
+	)
 	for _, r := range batch {
-		n, err := s.partitions(ctx, r.Topic)
-		if err != nil {
-			return nil, err
+		n := lastN
+		if !have || r.Topic != lastTopic {
+			var err error
+			if n, err = s.partitions(ctx, r.Topic, now); err != nil {
+				return nil, err
+			}
+			lastTopic, lastN, have = r.Topic, n, true
 		}
 		key := r.Key
 		if len(key) == 0 {
@@ -256,13 +267,18 @@ func (s *Session) group(ctx context.Context, batch []*Record) ([]*group, error) 
 }
 
 // partitions returns the topic's partition count: from the cache without
-// any retry machinery on the per-record path, else from metadata, retried.
-func (s *Session) partitions(ctx context.Context, topic string) (int, error) {
+// any retry machinery on the per-record path while it is younger than
+// MetadataMaxAge at now, read again once it is older, else from metadata,
+// retried.
+func (s *Session) partitions(ctx context.Context, topic string, now int64) (int, error) {
 	s.p.mu.RLock()
-	n, ok := s.p.partitions[topic]
+	m, ok := s.p.partitions[topic]
 	s.p.mu.RUnlock()
+	if ok && now < m.refreshAt {
+		return m.n, nil
+	}
 	if ok {
-		return n, nil
+		return s.p.refreshPartitions(ctx, topic, m.n), nil
 	}
 	return s.retry(ctx, func() (int, error) { return s.p.partitionCount(ctx, topic) })
 }
@@ -324,7 +340,7 @@ func (s *Session) sendChunk(ctx context.Context, topic string, partition int, ch
 	if rerr != nil {
 		return rerr
 	}
-	n, perr := s.partitions(ctx, rep.Topic)
+	n, perr := s.partitions(ctx, rep.Topic, s.p.now())
 	if perr != nil {
 		return perr
 	}
@@ -333,6 +349,17 @@ func (s *Session) sendChunk(ctx context.Context, topic string, partition int, ch
 		key = headerValue(rep.Headers, "id")
 	}
 	return s.sendChunk(ctx, rep.Topic, Partition(key, n), []*Record{rep}, true)
+}
+
+// moved reports an error that means the topic's partitions or their leaders
+// are not where the cached metadata says: the partition count is read again
+// before the next batch.
+func moved(err error) bool {
+	var kerr kafka.Error
+	if errors.As(err, &kerr) {
+		return kerr == kafka.UnknownTopicOrPartition || kerr == kafka.NotLeaderForPartition || kerr == kafka.LeaderNotAvailable
+	}
+	return errors.Is(err, protocol.ErrNoTopic) || errors.Is(err, protocol.ErrNoPartition)
 }
 
 // refused reports a broker refusal of a record or batch for what it holds:
@@ -364,8 +391,7 @@ func (s *Session) produce(ctx context.Context, topic string, partition int, chun
 		}
 	}
 	if err != nil {
-		var kerr kafka.Error
-		if errors.As(err, &kerr) && (kerr == kafka.UnknownTopicOrPartition || kerr == kafka.NotLeaderForPartition) {
+		if moved(err) {
 			s.p.forgetTopic(topic)
 		}
 		s.p.obs.ProduceError(errorKind(err))

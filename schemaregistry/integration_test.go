@@ -1,18 +1,15 @@
 package schemaregistry_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"reflect"
 	"strings"
@@ -116,71 +113,6 @@ func newRegistry(t *testing.T, strategy schemaregistry.Strategy, local map[strin
 	return r, c
 }
 
-// call sends a request to the registry over plain HTTP, independently of the
-// package, and decodes the JSON answer into out. It returns the status.
-func call(t *testing.T, method, path string, in, out any) int {
-	t.Helper()
-	var body io.Reader
-	if in != nil {
-		b, _ := json.Marshal(in)
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, registry.URL()+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/vnd.schemaregistry.v1+json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	data, _ := io.ReadAll(res.Body)
-	if out != nil && res.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, path, err, data)
-		}
-	}
-	return res.StatusCode
-}
-
-func subjectPath(subject string) string { return "/subjects/" + url.PathEscape(subject) }
-
-// register registers text under subject directly and returns the id.
-func register(t *testing.T, subject, text string) int {
-	t.Helper()
-	var out struct{ ID int }
-	if code := call(t, http.MethodPost, subjectPath(subject)+"/versions", map[string]string{"schema": text}, &out); code != 200 {
-		t.Fatalf("register %s: HTTP %d", subject, code)
-	}
-	return out.ID
-}
-
-func versions(t *testing.T, subject string) []int {
-	t.Helper()
-	var out []int
-	if code := call(t, http.MethodGet, subjectPath(subject)+"/versions", nil, &out); code != 200 && code != 404 {
-		t.Fatalf("versions of %s: HTTP %d", subject, code)
-	}
-	return out
-}
-
-func latestID(t *testing.T, subject string) int {
-	t.Helper()
-	var out struct{ ID int }
-	if code := call(t, http.MethodGet, subjectPath(subject)+"/versions/latest", nil, &out); code != 200 {
-		t.Fatalf("latest of %s: HTTP %d", subject, code)
-	}
-	return out.ID
-}
-
-func setLevel(t *testing.T, subject, level string) {
-	t.Helper()
-	if code := call(t, http.MethodPut, "/config/"+url.PathEscape(subject), map[string]string{"compatibility": level}, nil); code != 200 {
-		t.Fatalf("set %s on %s: HTTP %d", level, subject, code)
-	}
-}
-
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -196,7 +128,7 @@ func TestPreflightRecordStrategy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []*schemaregistry.Schema{a, b} {
-		if got := versions(t, s.FullName); !reflect.DeepEqual(got, []int{1}) {
+		if got := registry.Versions(t, s.FullName); !reflect.DeepEqual(got, []int{1}) {
 			t.Fatalf("subject %s: versions %v, want [1]", s.FullName, got)
 		}
 	}
@@ -207,7 +139,7 @@ func TestPreflightRecordStrategy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := latestID(t, a.FullName); enc.ID != want {
+		if want := registry.LatestID(t, a.FullName); enc.ID != want {
 			t.Fatalf("encoder id %d, registry id %d", enc.ID, want)
 		}
 	}
@@ -222,19 +154,19 @@ func TestPreflightTopicRecordStrategy(t *testing.T) {
 	v2 := parse(t, "OrderPlaced", order(ns, `,{"name":"note","type":["null","string"],"default":null}`))
 	ours, theirs := "orders-"+ns, "legacy-"+ns
 	subOurs, subTheirs := ours+"-"+v2.FullName, theirs+"-"+v2.FullName
-	register(t, subOurs, v1)
-	register(t, subTheirs, v1)
-	register(t, ours+"-test."+ns+".Unrelated", `{"type":"record","name":"Unrelated","namespace":"test.`+ns+`","fields":[]}`)
+	registry.Register(t, subOurs, v1)
+	registry.Register(t, subTheirs, v1)
+	registry.Register(t, ours+"-test."+ns+".Unrelated", `{"type":"record","name":"Unrelated","namespace":"test.`+ns+`","fields":[]}`)
 
 	r, c := newRegistry(t, schemaregistry.TopicRecord, schemas(v2))
 	match := func(topic string) bool { return strings.HasPrefix(topic, "orders-") }
 	if err := r.Preflight(ctx(t), match); err != nil {
 		t.Fatal(err)
 	}
-	if got := versions(t, subOurs); !reflect.DeepEqual(got, []int{1, 2}) {
+	if got := registry.Versions(t, subOurs); !reflect.DeepEqual(got, []int{1, 2}) {
 		t.Fatalf("%s: versions %v, want [1 2]", subOurs, got)
 	}
-	if got := versions(t, subTheirs); !reflect.DeepEqual(got, []int{1}) {
+	if got := registry.Versions(t, subTheirs); !reflect.DeepEqual(got, []int{1}) {
 		t.Fatalf("%s (topic not matched): versions %v, want [1]", subTheirs, got)
 	}
 	if c.count(http.MethodPost, "/subjects/"+subOurs+"/versions") != 1 || c.count(http.MethodPost, "/subjects/"+subTheirs+"/versions") != 0 {
@@ -245,8 +177,8 @@ func TestPreflightTopicRecordStrategy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if enc.ID != latestID(t, subOurs) || c.total() != before {
-		t.Fatalf("encoder id %d (registry %d), %d requests", enc.ID, latestID(t, subOurs), c.total()-before)
+	if enc.ID != registry.LatestID(t, subOurs) || c.total() != before {
+		t.Fatalf("encoder id %d (registry %d), %d requests", enc.ID, registry.LatestID(t, subOurs), c.total()-before)
 	}
 }
 
@@ -254,17 +186,17 @@ func TestPreflightTopicStrategy(t *testing.T) {
 	ns := suffix(t)
 	local := parse(t, "OrderPlaced", order(ns, `,{"name":"note","type":"string","default":""}`))
 	topic, other := "orders-"+ns, "payments-"+ns
-	register(t, topic+"-value", order(ns, ""))
-	register(t, other+"-value", `{"type":"record","name":"Payment","namespace":"test.`+ns+`","fields":[]}`)
+	registry.Register(t, topic+"-value", order(ns, ""))
+	registry.Register(t, other+"-value", `{"type":"record","name":"Payment","namespace":"test.`+ns+`","fields":[]}`)
 
 	r, c := newRegistry(t, schemaregistry.Topic, schemas(local))
 	if err := r.Preflight(ctx(t), nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := versions(t, topic+"-value"); !reflect.DeepEqual(got, []int{1, 2}) {
+	if got := registry.Versions(t, topic+"-value"); !reflect.DeepEqual(got, []int{1, 2}) {
 		t.Fatalf("%s-value: versions %v, want [1 2]", topic, got)
 	}
-	if got := versions(t, other+"-value"); !reflect.DeepEqual(got, []int{1}) {
+	if got := registry.Versions(t, other+"-value"); !reflect.DeepEqual(got, []int{1}) {
 		t.Fatalf("%s-value (another record): versions %v, want [1]", other, got)
 	}
 	before := c.total()
@@ -272,7 +204,7 @@ func TestPreflightTopicStrategy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if enc.ID != latestID(t, topic+"-value") || c.total() != before {
+	if enc.ID != registry.LatestID(t, topic+"-value") || c.total() != before {
 		t.Fatalf("encoder id %d, %d requests", enc.ID, c.total()-before)
 	}
 }
@@ -292,7 +224,7 @@ func TestPreflightIncompatibleBackward(t *testing.T) {
 			local := parse(t, "OrderPlaced", `{"type":"record","name":"Order","namespace":"test.`+ns+`","fields":[{"name":"id","type":"string"}`+tt.change+`]}`)
 			topic := "orders-" + ns
 			subject := topic + "-" + local.FullName
-			register(t, subject, order(ns, ""))
+			registry.Register(t, subject, order(ns, ""))
 
 			r, _ := newRegistry(t, schemaregistry.TopicRecord, schemas(local))
 			err := r.Preflight(ctx(t), nil)
@@ -310,7 +242,7 @@ func TestPreflightIncompatibleBackward(t *testing.T) {
 					t.Errorf("message lacks %q: %s", want, msg)
 				}
 			}
-			if got := versions(t, subject); !reflect.DeepEqual(got, []int{1}) {
+			if got := registry.Versions(t, subject); !reflect.DeepEqual(got, []int{1}) {
 				t.Errorf("versions %v, want [1]", got)
 			}
 			// The encoder path reports it the same way.
@@ -345,8 +277,8 @@ func TestCompatibilityLevels(t *testing.T) {
 			local := parse(t, "OrderPlaced", `{"type":"record","name":"Order","namespace":"test.`+ns+`","fields":[`+tt.change+`]}`)
 			topic := "orders-" + ns
 			subject := topic + "-" + local.FullName
-			register(t, subject, v1)
-			setLevel(t, subject, tt.level)
+			registry.Register(t, subject, v1)
+			registry.SetLevel(t, subject, tt.level)
 
 			r, _ := newRegistry(t, schemaregistry.TopicRecord, schemas(local))
 			err := r.Preflight(ctx(t), nil)
@@ -361,7 +293,7 @@ func TestCompatibilityLevels(t *testing.T) {
 			}
 
 			// Under BACKWARD the same change is accepted iff BACKWARD allows it.
-			setLevel(t, subject, "BACKWARD")
+			registry.SetLevel(t, subject, "BACKWARD")
 			r2, _ := newRegistry(t, schemaregistry.TopicRecord, schemas(local))
 			err = r2.Preflight(ctx(t), nil)
 			if tt.backwardOK != (err == nil) {
@@ -400,11 +332,11 @@ func TestCompatibleChangeRegistersNewVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := versions(t, subject); !reflect.DeepEqual(got, []int{1, 2}) {
+	if got := registry.Versions(t, subject); !reflect.DeepEqual(got, []int{1, 2}) {
 		t.Fatalf("versions %v, want [1 2]", got)
 	}
-	if enc2.ID == enc1.ID || enc2.ID != latestID(t, subject) {
-		t.Fatalf("v2 id %d, v1 id %d, registry latest %d", enc2.ID, enc1.ID, latestID(t, subject))
+	if enc2.ID == enc1.ID || enc2.ID != registry.LatestID(t, subject) {
+		t.Fatalf("v2 id %d, v1 id %d, registry latest %d", enc2.ID, enc1.ID, registry.LatestID(t, subject))
 	}
 }
 
@@ -443,17 +375,17 @@ func TestEncoderWireFormat(t *testing.T) {
 	if n := c.count(http.MethodPost, "/subjects/"+subject+"/versions"); n != 1 || c.total() != 2 {
 		t.Fatalf("500 events sent %d registrations (%d requests), want 1 (2)", n, c.total())
 	}
-	if got := versions(t, subject); !reflect.DeepEqual(got, []int{1}) {
+	if got := registry.Versions(t, subject); !reflect.DeepEqual(got, []int{1}) {
 		t.Fatalf("versions %v", got)
 	}
-	id := latestID(t, subject)
+	id := registry.LatestID(t, subject)
 
 	v := values[len(values)-1]
 	if v[0] != 0 || int(binary.BigEndian.Uint32(v[1:5])) != id {
 		t.Fatalf("header %x, want 00 and id %d", v[:5], id)
 	}
 	var byID struct{ Schema string }
-	if code := call(t, http.MethodGet, fmt.Sprintf("/schemas/ids/%d", id), nil, &byID); code != 200 {
+	if code := registry.Do(t, http.MethodGet, fmt.Sprintf("/schemas/ids/%d", id), nil, &byID); code != 200 {
 		t.Fatalf("GET /schemas/ids/%d: HTTP %d", id, code)
 	}
 	codec, err := goavro.NewCodec(byID.Schema)
@@ -543,7 +475,7 @@ func TestEncoderWaitsForRegistry(t *testing.T) {
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
-	if res.enc.ID != latestID(t, "orders-"+ns+"-"+local.FullName) {
+	if res.enc.ID != registry.LatestID(t, "orders-"+ns+"-"+local.FullName) {
 		t.Fatalf("id %d", res.enc.ID)
 	}
 }

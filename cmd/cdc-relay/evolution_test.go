@@ -11,9 +11,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,41 +40,6 @@ func schemasWith(t *testing.T, change string) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// registryDo sends one request to the test registry and decodes the answer
-// into out (when not nil); it returns the status code.
-func registryDo(t *testing.T, method, path string, in, out any) int {
-	t.Helper()
-	var body io.Reader
-	if in != nil {
-		b, _ := json.Marshal(in)
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, registry.URL()+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/vnd.schemaregistry.v1+json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if out != nil && resp.StatusCode/100 == 2 {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, path, err, data)
-		}
-	}
-	return resp.StatusCode
-}
-
-func subjectVersions(t *testing.T, subject string) []int {
-	t.Helper()
-	var v []int
-	registryDo(t, http.MethodGet, "/subjects/"+url.PathEscape(subject)+"/versions", nil, &v)
-	return v
 }
 
 // compactFile returns a schema file's JSON without insignificant space, as
@@ -114,19 +76,16 @@ func TestSchemaEvolutionCompatible(t *testing.T) {
 		t.Fatalf("exit code %d", code)
 	}
 	subject := f.topic("Order") + "-com.example.orders.OrderCreated"
-	if got := subjectVersions(t, subject); len(got) != 1 {
+	if got := registry.Versions(t, subject); len(got) != 1 {
 		t.Fatalf("versions of %s after the first run: %v", subject, got)
 	}
 
 	r2 := startRelay(t, withSchemasDir(f.args(), schemasWith(t, "compatible")))
 	r2.waitStreaming(60 * time.Second)
-	if got := subjectVersions(t, subject); len(got) != 2 {
+	if got := registry.Versions(t, subject); len(got) != 2 {
 		t.Fatalf("versions of %s after the restart with version 2: %v, want 2 versions", subject, got)
 	}
-	var latest struct {
-		ID int `json:"id"`
-	}
-	registryDo(t, http.MethodGet, "/subjects/"+url.PathEscape(subject)+"/versions/latest", nil, &latest)
+	latestID := registry.LatestID(t, subject)
 
 	withChannel := validRow(agg, 2)
 	withChannel.Payload = sp(strings.Replace(orderCreated(agg, 2), `"customer_id": "c-2",`, `"customer_id": "c-2", "channel": "app", "gift_note": "für dich 🎁",`, 1))
@@ -145,8 +104,8 @@ func TestSchemaEvolutionCompatible(t *testing.T) {
 	}
 	oldID := schemaID(old[0])
 	for _, id := range newIDs {
-		if got := schemaID(id); got != latest.ID || got == oldID {
-			t.Fatalf("event %d carries schema id %d; want the new version's id %d (version 1 has %d)", id, got, latest.ID, oldID)
+		if got := schemaID(id); got != latestID || got == oldID {
+			t.Fatalf("event %d carries schema id %d; want the new version's id %d (version 1 has %d)", id, got, latestID, oldID)
 		}
 	}
 
@@ -246,19 +205,15 @@ func TestSchemaEvolutionLevels(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, "")
 			subject := f.topic("Order") + "-com.example.orders.OrderCreated"
-			if code := registryDo(t, http.MethodPost, "/subjects/"+url.PathEscape(subject)+"/versions", map[string]string{"schema": v1}, nil); code != 200 {
-				t.Fatalf("register version 1: HTTP %d", code)
-			}
-			if code := registryDo(t, http.MethodPut, "/config/"+url.PathEscape(subject), map[string]string{"compatibility": tc.level}, nil); code != 200 {
-				t.Fatalf("set level %s: HTTP %d", tc.level, code)
-			}
+			registry.Register(t, subject, v1)
+			registry.SetLevel(t, subject, tc.level)
 			r := startRelay(t, withSchemasDir(f.args(), schemasWith(t, tc.change)))
 			if tc.accepted {
 				r.waitStreaming(60 * time.Second)
 				if code := r.terminate(); code != 0 {
 					t.Fatalf("exit code %d", code)
 				}
-				if got := subjectVersions(t, subject); len(got) != 2 {
+				if got := registry.Versions(t, subject); len(got) != 2 {
 					t.Fatalf("versions %v, want 2", got)
 				}
 				return
@@ -273,7 +228,7 @@ func TestSchemaEvolutionLevels(t *testing.T) {
 				}
 			}
 			t.Logf("%s", firstLine(out, "refusing to start"))
-			if got := subjectVersions(t, subject); len(got) != 1 {
+			if got := registry.Versions(t, subject); len(got) != 1 {
 				t.Fatalf("versions %v, want only version 1", got)
 			}
 		})

@@ -1,6 +1,8 @@
 package main
 
-// High availability: a primary and a physical standby (REFERENCE.md §7),
+// High availability: a primary and a physical standby that syncs the relay's
+// failover slot (PostgreSQL 17+, sync_replication_slots; see "Replication
+// Slot Synchronization" in the PostgreSQL docs, logicaldecoding-explanation),
 // the relay on a multi-host --pg-url, and a failover under load.
 
 import (

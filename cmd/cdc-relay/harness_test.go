@@ -10,7 +10,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -511,9 +510,4 @@ func (r *relay) waitMetric(name string, timeout time.Duration, cond func(float64
 func (r *relay) waitStreaming(timeout time.Duration) {
 	r.t.Helper()
 	r.waitMetric("cdc_relay_active", timeout, func(v float64) bool { return v == 1 })
-}
-
-func mustJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
 }

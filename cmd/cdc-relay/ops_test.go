@@ -229,7 +229,7 @@ func TestSchemasCheck(t *testing.T) {
 	if code != exitFailed || !strings.Contains(out, "FAIL  "+subject) || !strings.Contains(out, "BACKWARD") {
 		t.Fatalf("schemas check of an incompatible schema = %d:\n%s", code, out)
 	}
-	if n := len(subjectVersions(t, subject)); n != 1 {
+	if n := len(registry.Versions(t, subject)); n != 1 {
 		t.Fatalf("schemas check registered something: %s has %d versions", subject, n)
 	}
 	// `check` reports it too.

@@ -194,9 +194,6 @@ func start(o WorkerOptions) (*Worker, error) {
 	return w, nil
 }
 
-// PID is the java process id.
-func (w *Worker) PID() int { return w.cmd.Process.Pid }
-
 // Started is when the process was started.
 func (w *Worker) Started() time.Time { return w.start }
 
@@ -248,25 +245,6 @@ func (w *Worker) AddConnector(ctx context.Context, c Connector) error {
 	msg, _ := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusCreated && res.StatusCode != http.StatusOK {
 		return w.failure("add connector %s: %s: %s", c.Name, res.Status, msg)
-	}
-	return nil
-}
-
-// DeleteConnector stops and removes the connector name; Connect stops its
-// task as on shutdown.
-func (w *Worker) DeleteConnector(ctx context.Context, name string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, "http://"+w.REST+"/connectors/"+name, nil)
-	if err != nil {
-		return err
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return w.failure("delete connector %s: %v", name, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode/100 != 2 {
-		msg, _ := io.ReadAll(res.Body)
-		return w.failure("delete connector %s: %s: %s", name, res.Status, msg)
 	}
 	return nil
 }

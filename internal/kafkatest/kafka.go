@@ -67,7 +67,7 @@ type Broker struct {
 	tempDir bool
 	ports   listenerPorts
 
-	mu     sync.Mutex // serialises Stop, Kill, Restart and Close
+	mu     sync.Mutex // serialises Stop, Restart and Close
 	proc   *process   // nil while stopped
 	closed bool
 }
@@ -259,17 +259,6 @@ func (b *Broker) Stop() error {
 	defer b.mu.Unlock()
 	if b.proc != nil {
 		b.proc.stop(stopGrace)
-		b.proc = nil
-	}
-	return nil
-}
-
-// Kill ends the broker with SIGKILL, as a crash would, keeping its data.
-func (b *Broker) Kill() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.proc != nil {
-		b.proc.kill()
 		b.proc = nil
 	}
 	return nil

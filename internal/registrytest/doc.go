@@ -8,4 +8,9 @@
 // other outside service is ever contacted. Start fails, never skips, when the
 // registry cannot be started. One difference from Confluent's registry:
 // GET /subjects on an empty registry answers null, not [].
+//
+// Registry.Do, Register, Versions, LatestID and SetLevel call its REST API
+// over plain HTTP for the tests of cmd/cdc-relay and schemaregistry, which
+// check through them, not through the relay's own client, what was
+// registered.
 package registrytest

@@ -1,0 +1,105 @@
+package registrytest
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+)
+
+// The REST helpers below talk to the registry over plain HTTP, independently
+// of the project's schemaregistry client, so tests can check what it did.
+// Each fails the test on a transport error.
+
+// restClient bounds every helper request; the registry answers in
+// milliseconds.
+var restClient = &http.Client{Timeout: 30 * time.Second}
+
+// SubjectPath is the REST path of subject, escaped.
+func SubjectPath(subject string) string { return "/subjects/" + url.PathEscape(subject) }
+
+// Do sends one request to path (e.g. "/config") with in, when not nil, as
+// its JSON body, decodes a 2xx answer into out, when not nil, and returns
+// the status code.
+func (r *Registry) Do(t testing.TB, method, path string, in, out any) int {
+	t.Helper()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, r.URL()+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/vnd.schemaregistry.v1+json")
+	res, err := restClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read the answer: %v", method, path, err)
+	}
+	if res.StatusCode/100 != 2 {
+		t.Logf("%s %s: HTTP %d %s", method, path, res.StatusCode, data)
+		return res.StatusCode
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: decode %q: %v", method, path, data, err)
+		}
+	}
+	return res.StatusCode
+}
+
+// Register registers schema (Avro text) under subject and returns its id;
+// any status but 200 fails the test.
+func (r *Registry) Register(t testing.TB, subject, schema string) int {
+	t.Helper()
+	var out struct {
+		ID int `json:"id"`
+	}
+	if code := r.Do(t, http.MethodPost, SubjectPath(subject)+"/versions", map[string]string{"schema": schema}, &out); code != http.StatusOK {
+		t.Fatalf("register under %s: HTTP %d", subject, code)
+	}
+	return out.ID
+}
+
+// Versions returns subject's version numbers, none for a subject the
+// registry does not know (404).
+func (r *Registry) Versions(t testing.TB, subject string) []int {
+	t.Helper()
+	var out []int
+	if code := r.Do(t, http.MethodGet, SubjectPath(subject)+"/versions", nil, &out); code != http.StatusOK && code != http.StatusNotFound {
+		t.Fatalf("versions of %s: HTTP %d", subject, code)
+	}
+	return out
+}
+
+// LatestID returns the schema id of subject's latest version.
+func (r *Registry) LatestID(t testing.TB, subject string) int {
+	t.Helper()
+	var out struct {
+		ID int `json:"id"`
+	}
+	if code := r.Do(t, http.MethodGet, SubjectPath(subject)+"/versions/latest", nil, &out); code != http.StatusOK {
+		t.Fatalf("latest version of %s: HTTP %d", subject, code)
+	}
+	return out.ID
+}
+
+// SetLevel sets subject's compatibility level (e.g. "FULL_TRANSITIVE").
+func (r *Registry) SetLevel(t testing.TB, subject, level string) {
+	t.Helper()
+	if code := r.Do(t, http.MethodPut, "/config/"+url.PathEscape(subject), map[string]string{"compatibility": level}, nil); code != http.StatusOK {
+		t.Fatalf("set %s on %s: HTTP %d", level, subject, code)
+	}
+}
