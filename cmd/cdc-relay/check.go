@@ -16,6 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
+	"github.com/cdc-relay/cdc-relay/internal/config"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
@@ -46,7 +47,7 @@ func (c *checker) fail(format string, args ...any) {
 // check is `cdc-relay check`: a preflight with the same flags as run. It
 // reads only catalogs, never the outbox table, and changes nothing.
 func check(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	cfg, code, ok := commandConfig(args, getenv, stderr)
+	cfg, _, code, ok := commandConfig(config.Check, args, getenv, stdout, stderr)
 	if !ok {
 		return code
 	}

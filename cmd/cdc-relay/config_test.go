@@ -338,3 +338,122 @@ func TestAllowExtraTablesSetting(t *testing.T) {
 		t.Errorf("--allow-extra-tables yes: exit %d, want %d naming the flag:\n%s", code, exitConfig, out.String())
 	}
 }
+
+// TestHelpEveryCommand: each command's --help (and -h) prints its own
+// usage line on stdout and exits 0.
+func TestHelpEveryCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		usage string
+	}{
+		{[]string{"run"}, "Usage: cdc-relay run [flags]"},
+		{[]string{"check"}, "Usage: cdc-relay check [flags]"},
+		{[]string{"status"}, "Usage: cdc-relay status [flags]"},
+		{[]string{"schemas"}, "Usage: cdc-relay schemas check"},
+		{[]string{"schemas", "check"}, "Usage: cdc-relay schemas check [flags]"},
+		{[]string{"healthcheck"}, "Usage: cdc-relay healthcheck [flags]"},
+		{[]string{"replay"}, "Usage: cdc-relay replay --since TIME"},
+		{[]string{"slot"}, "Usage: cdc-relay slot recreate"},
+		{[]string{"slot", "recreate"}, "Usage: cdc-relay slot recreate --accept-gap"},
+	} {
+		for _, h := range []string{"--help", "-h"} {
+			var stdout, stderr bytes.Buffer
+			args := append(append([]string{}, tc.args...), h)
+			if code := run(args, env(nil), &stdout, &stderr); code != exitOK {
+				t.Errorf("%v: exit %d, want 0; stderr %s", args, code, stderr.String())
+			}
+			if !strings.HasPrefix(stdout.String(), tc.usage) {
+				t.Errorf("%v: stdout does not start with %q:\n%s", args, tc.usage, stdout.String())
+			}
+			if len(tc.args) == 1 && (tc.args[0] == "schemas" || tc.args[0] == "slot") {
+				continue // the verb list
+			}
+			for _, want := range []string{"_FILE", "CDC_RELAY_", "default"} {
+				if !strings.Contains(stdout.String(), want) {
+					t.Errorf("%v does not mention %s", args, want)
+				}
+			}
+			if tc.args[0] != "run" && strings.Contains(stdout.String(), "Usage: cdc-relay run") {
+				t.Errorf("%v shows run's usage:\n%s", args, stdout.String())
+			}
+		}
+	}
+}
+
+// TestFileEnvEveryCommand: CDC_RELAY_<NAME>_FILE is read by every command
+// (its content, here a bad value, is what the command reports).
+func TestFileEnvEveryCommand(t *testing.T) {
+	file := func(content string) string {
+		path := filepath.Join(t.TempDir(), "value")
+		if err := os.WriteFile(path, []byte(content+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	badSlot := map[string]string{"CDC_RELAY_SLOT_FILE": file("Bad-Slot")}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{append([]string{"run"}, required...), badSlot, `--slot: "Bad-Slot"`},
+		{append([]string{"check"}, required...), badSlot, `--slot: "Bad-Slot"`},
+		{append([]string{"replay", "--since", "1h"}, required...), badSlot, `--slot: "Bad-Slot"`},
+		{append([]string{"slot", "recreate", "--accept-gap"}, required...), badSlot, `--slot: "Bad-Slot"`},
+		{[]string{"status", "--pg-url", "postgres://u@h/db"}, badSlot, `--slot: "Bad-Slot"`},
+		{[]string{"schemas", "check", "--schema-registry-url", "http://r:8081", "--schemas-dir", "/s"},
+			map[string]string{"CDC_RELAY_SUBJECT_STRATEGY_FILE": file("nope")}, `--subject-strategy: "nope"`},
+		{[]string{"healthcheck"}, map[string]string{"CDC_RELAY_METRICS_ADDR_FILE": file("9187")}, `--metrics-addr: "9187"`},
+	} {
+		var stderr bytes.Buffer
+		code := run(tc.args, env(tc.env), &bytes.Buffer{}, &stderr)
+		if code != exitConfig || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v with %v: exit %d, stderr %q; want %d and %q", tc.args[:2], tc.env, code, stderr.String(), exitConfig, tc.want)
+		}
+	}
+}
+
+// TestEnvAndFileEnvBothSet: X wins over X_FILE, with a WARN.
+func TestEnvAndFileEnvBothSet(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "slot")
+	os.WriteFile(path, []byte("from_file\n"), 0o600)
+	var out bytes.Buffer
+	c, err := LoadConfig(required, env(map[string]string{"CDC_RELAY_SLOT": "from_env", "CDC_RELAY_SLOT_FILE": path}), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Slot != "from_env" {
+		t.Errorf("slot %q, want from_env", c.Slot)
+	}
+	if !strings.Contains(out.String(), "level=WARN") || !strings.Contains(out.String(), "CDC_RELAY_SLOT_FILE") {
+		t.Errorf("no WARN naming CDC_RELAY_SLOT and CDC_RELAY_SLOT_FILE: %q", out.String())
+	}
+}
+
+// TestYAMLNestedTypo: a typo inside a table entry is exit 2 naming its path.
+func TestYAMLNestedTypo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.yaml")
+	os.WriteFile(path, []byte("table:\n  - name: public.outbox\n    colums:\n      aggregate_id: agg\n"), 0o600)
+	for _, args := range [][]string{
+		append([]string{"run", "--config", path}, required...),
+		append([]string{"check", "--config", path}, required...),
+		{"status", "--config", path, "--pg-url", "postgres://u@h/db"},
+		{"healthcheck", "--config", path},
+	} {
+		var stderr bytes.Buffer
+		code := run(args, env(nil), &bytes.Buffer{}, &stderr)
+		if code != exitConfig || !strings.Contains(stderr.String(), "table[0].colums") || !strings.Contains(stderr.String(), "did you mean columns?") {
+			t.Errorf("%s: exit %d, stderr %q; want 2 naming table[0].colums", args[0], code, stderr.String())
+		}
+	}
+}
+
+// TestUnknownFlagSuggestion: an unknown flag names the nearest known one.
+func TestUnknownFlagSuggestion(t *testing.T) {
+	for _, args := range [][]string{{"run", "--pg-ur", "x"}, {"check", "-pgurl=x"}, {"status", "--pg_url", "x"}} {
+		var stderr bytes.Buffer
+		if code := run(args, env(nil), &bytes.Buffer{}, &stderr); code != exitConfig || !strings.Contains(stderr.String(), "did you mean --pg-url?") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr.String())
+		}
+	}
+}

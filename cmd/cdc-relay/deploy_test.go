@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/cdc-relay/cdc-relay/internal/config"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
@@ -251,8 +252,8 @@ func TestComposeUsesRealSettings(t *testing.T) {
 }
 
 func isSettingEnv(name string) bool {
-	for _, s := range settings {
-		if EnvName(s.name) == name {
+	for _, s := range config.Relay.Settings() {
+		if s.Env() == name {
 			return true
 		}
 	}
@@ -260,10 +261,8 @@ func isSettingEnv(name string) bool {
 }
 
 func defaultOf(name string) string {
-	for _, s := range settings {
-		if s.name == name {
-			return s.def
-		}
+	if s := config.Relay.Lookup(name); s != nil {
+		return s.Default
 	}
 	return ""
 }

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/config"
 )
 
 // healthcheck is `cdc-relay healthcheck`: it asks the running relay's
@@ -14,22 +15,15 @@ import (
 // passes while /readyz answers 503 (standby, waiting, degraded): a relay
 // waiting for Kafka or a promotion recovers by itself, a restart would not
 // help.
-func healthcheck(args []string, getenv func(string) string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("cdc-relay healthcheck", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("metrics-addr", "", "address the relay serves /healthz on (env CDC_RELAY_METRICS_ADDR, default :9187)")
-	if err := fs.Parse(args); err != nil {
-		return exitConfig
+func healthcheck(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	v, code, ok := loadValues(config.Healthcheck, args, getenv, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if *addr == "" {
-		*addr = getenv(EnvName("metrics-addr"))
-	}
-	if *addr == "" {
-		*addr = ":9187"
-	}
-	host, port, err := net.SplitHostPort(*addr)
+	addr := v.String("metrics-addr")
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: --metrics-addr %q is not [host]:port\n", *addr)
+		fmt.Fprintf(stderr, "cdc-relay: --metrics-addr %q is not [host]:port\n", addr)
 		return exitConfig
 	}
 	if host == "" || host == "0.0.0.0" || host == "::" {

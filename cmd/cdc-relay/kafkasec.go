@@ -12,18 +12,14 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/cdc-relay/cdc-relay/internal/config"
 )
 
 // kafkaSecurity validates the Kafka TLS and SASL settings into c.
-func kafkaSecurity(c *Config, v map[string]string) error {
-	switch v["kafka-tls"] {
-	case "true":
-		c.KafkaTLS = true
-	case "false":
-	default:
-		return cfgErr("kafka-tls", "%q is not true or false", v["kafka-tls"])
-	}
-	c.KafkaTLSCAFile, c.KafkaTLSCertFile, c.KafkaTLSKeyFile = v["kafka-tls-ca-file"], v["kafka-tls-cert-file"], v["kafka-tls-key-file"]
+func kafkaSecurity(c *Config, v *config.Values) error {
+	c.KafkaTLS = v.Bool("kafka-tls")
+	c.KafkaTLSCAFile, c.KafkaTLSCertFile, c.KafkaTLSKeyFile = v.String("kafka-tls-ca-file"), v.String("kafka-tls-cert-file"), v.String("kafka-tls-key-file")
 	for key, path := range map[string]string{"kafka-tls-ca-file": c.KafkaTLSCAFile, "kafka-tls-cert-file": c.KafkaTLSCertFile, "kafka-tls-key-file": c.KafkaTLSKeyFile} {
 		if path == "" {
 			continue
@@ -38,7 +34,7 @@ func kafkaSecurity(c *Config, v map[string]string) error {
 	if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
 		return cfgErr("kafka-tls-cert-file", "a client certificate needs both --kafka-tls-cert-file and --kafka-tls-key-file")
 	}
-	c.KafkaSASL, c.KafkaSASLUser, c.KafkaSASLPassword = v["kafka-sasl-mechanism"], v["kafka-sasl-username"], v["kafka-sasl-password"]
+	c.KafkaSASL, c.KafkaSASLUser, c.KafkaSASLPassword = v.String("kafka-sasl-mechanism"), v.String("kafka-sasl-username"), v.String("kafka-sasl-password")
 	switch c.KafkaSASL {
 	case "none":
 	case "plain", "scram-sha-256", "scram-sha-512":

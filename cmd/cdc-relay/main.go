@@ -42,7 +42,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case "slot":
 		return slotCommand(args[1:], getenv, stdout, stderr)
 	case "healthcheck":
-		return healthcheck(args[1:], getenv, stderr)
+		return healthcheck(args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "cdc-relay", version)
 		return exitOK
@@ -58,7 +58,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `cdc-relay publishes outbox rows from a PostgreSQL logical replication slot to Kafka.
 
 Usage:
-  cdc-relay run [flags]   stream until SIGTERM or SIGINT (cdc-relay run -h lists the flags)
+  cdc-relay run [flags]   stream until SIGTERM or SIGINT
   cdc-relay check [flags] preflight: check PostgreSQL, the slot, the table, Kafka, the registry and the schemas
   cdc-relay schemas check test local .avsc files against the registry's compatibility, registering nothing
   cdc-relay slot recreate --accept-gap
@@ -67,5 +67,9 @@ Usage:
   cdc-relay status        print the slot's state and lag from pg_replication_slots (--json)
   cdc-relay version       print the version
   cdc-relay healthcheck   exit 0 when the relay on --metrics-addr answers /healthz (for Docker HEALTHCHECK)
+
+cdc-relay COMMAND --help lists a command's flags, their defaults and env names.
+Every setting is a flag, an env var CDC_RELAY_<NAME> (or CDC_RELAY_<NAME>_FILE)
+and a --config YAML key; precedence: flag > env > YAML > default.
 `)
 }

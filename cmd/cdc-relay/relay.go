@@ -17,6 +17,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/internal/config"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -26,7 +27,7 @@ import (
 
 // runRelay is `cdc-relay run`: configure, build, stream, shut down.
 func runRelay(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	cfg, code, ok := commandConfig(args, getenv, stderr)
+	cfg, _, code, ok := commandConfig(config.Run, args, getenv, stdout, stderr)
 	if !ok {
 		return code
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/internal/config"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -25,116 +25,25 @@ import (
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
 
-// replayUsage is `cdc-relay replay -h`.
-const replayUsage = `Usage: cdc-relay replay --since TIME [--until TIME] [flags]
-       cdc-relay replay --from-id ID [--to-id ID] [flags]
-
-Re-publishes rows of the outbox table to Kafka, to repair a gap (a lost or
-recreated slot). It reads the table with SELECT (the only command that does;
-run never reads it), never touches the slot, and turns each row into the
-record run would have published: the same topic, key, partition, headers,
-id and value bytes. Invalid rows go to the dead-letter topic as in run. It
-exits 0 once Kafka acknowledged every record.
-
-Choosing the rows (these are flags only: no environment variable or YAML key
-sets them):
-  --since TIME    rows whose created_at column (columns: created_at:) is at or
-                  after TIME
-  --until TIME    and before TIME (default: no end)
-  --from-id ID    rows whose id is at least ID (an integer, or a UUIDv7:
-                  random v4 uuids have no order and are refused)
-  --to-id ID      and at most ID (default: no end)
-  --dry-run       build every record, print what would be published, publish
-                  nothing
-TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m, 36h).
---since or --from-id is required; given together, a row must match both.
-Rows are published in created_at then id order (id order without --since).
-created_at defaults to now(), the transaction's start: start --since a
-margin (e.g. 15m) before the last commit you trust.
-
-The record timestamp is the --timestamp-column, else created_at (run uses
-the commit time, which the table does not keep); so is ce_time.
-
-Every other flag is one of cdc-relay run (cdc-relay run -h) and resolves as
-there: flag > CDC_RELAY_<FLAG> (or _FILE) > --config YAML > default. With
-several tables configured, choose one with --table.
-
-Prints one line per acknowledged event ("published id=... topic=... key=..."
-or "dead-lettered id=... topic=... key=... reason=...") and a summary.
-Exit codes: 0 done, 1 a runtime failure, 2 bad settings.
-`
-
-// replayFlags are replay's action flags. They are read from the command
-// line only, and split off before LoadConfig, so that an environment
-// variable or a YAML key can never start a replay.
+// replayFlags are replay's action flags (config.Replay's Actions): read
+// from the command line only, so that an environment variable or a YAML key
+// can never start a replay.
 type replayFlags struct {
 	since, until, fromID, toID string
 	dryRun                     bool
 }
 
-// splitReplayFlags takes the action flags out of args and returns the rest
-// for LoadConfig. help is true for -h or --help.
-func splitReplayFlags(args []string) (rf replayFlags, rest []string, help bool, err error) {
-	values := map[string]*string{"since": &rf.since, "until": &rf.until, "from-id": &rf.fromID, "to-id": &rf.toID}
-	takesValue := map[string]bool{}
-	for _, s := range settings {
-		takesValue[s.name] = !isBoolSetting(s)
-	}
-	seen := map[string]bool{}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return rf, append(rest, args[i:]...), false, nil
-		}
-		name := strings.TrimLeft(a, "-")
-		if name == a || len(a)-len(name) > 2 {
-			rest = append(rest, a)
-			continue
-		}
-		name, value, hasValue := strings.Cut(name, "=")
-		switch {
-		case name == "h" || name == "help":
-			return rf, nil, true, nil
-		case values[name] != nil || name == "dry-run":
-			if seen[name] {
-				return rf, nil, false, cfgErr(name, "is given twice")
-			}
-			seen[name] = true
-			if name == "dry-run" {
-				if !hasValue && i+1 < len(args) && (args[i+1] == "true" || args[i+1] == "false") {
-					value, hasValue = args[i+1], true
-					i++
-				}
-				switch {
-				case !hasValue || value == "true":
-					rf.dryRun = true
-				case value == "false":
-				default:
-					return rf, nil, false, cfgErr(name, "%q is not true or false", value)
-				}
-				continue
-			}
-			if !hasValue {
-				if i+1 >= len(args) {
-					return rf, nil, false, cfgErr(name, "needs a value")
-				}
-				value = args[i+1]
-				i++
-			}
-			if strings.TrimSpace(value) == "" {
-				return rf, nil, false, cfgErr(name, "is empty")
-			}
-			*values[name] = strings.TrimSpace(value)
-		default:
-			// A setting of run: keep it, with its value, for LoadConfig.
-			rest = append(rest, a)
-			if takesValue[name] && !hasValue && i+1 < len(args) {
-				rest = append(rest, args[i+1])
-				i++
+// replayActions reads the action flags; a valued one given empty is an error.
+func replayActions(v *config.Values) (replayFlags, error) {
+	rf := replayFlags{dryRun: v.ActionBool("dry-run")}
+	for name, dst := range map[string]*string{"since": &rf.since, "until": &rf.until, "from-id": &rf.fromID, "to-id": &rf.toID} {
+		if val, given := v.Action(name); given {
+			if *dst = strings.TrimSpace(val); *dst == "" {
+				return rf, cfgErr(name, "is empty")
 			}
 		}
 	}
-	return rf, rest, false, nil
+	return rf, nil
 }
 
 // replayWindow is the resolved selection of rows.
@@ -553,21 +462,13 @@ func (a *replayAcker) counts() (int, int) {
 
 // replay is `cdc-relay replay`: re-publish outbox rows chosen by time or id.
 func replay(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	rf, rest, help, err := splitReplayFlags(args)
-	if help {
-		fmt.Fprint(stdout, replayUsage)
-		return exitOK
+	cfg, v, code, ok := commandConfig(config.Replay, args, getenv, stdout, stderr)
+	if !ok {
+		return code
 	}
+	rf, err := replayActions(v)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
-		return exitConfig
-	}
-	cfg, err := LoadConfig(rest, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
 		return exitConfig
 	}
 	switch {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-relay/cdc-relay/internal/config"
 	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
@@ -424,28 +426,42 @@ func TestReplayHelp(t *testing.T) {
 	}
 }
 
-// TestSplitReplayFlags: the action flags are taken from the command line in
-// every flag form, and run's settings pass through with their values.
-func TestSplitReplayFlags(t *testing.T) {
-	if rf, _, _, err := splitReplayFlags([]string{"--from-id", "1", "--from-id=3"}); err == nil {
+// TestReplayActionFlags: the action flags are taken from the command line
+// in every flag form, and run's settings resolve beside them.
+func TestReplayActionFlags(t *testing.T) {
+	load := func(args ...string) (replayFlags, *config.Values, error) {
+		v, err := config.Load(config.Replay, append(append([]string{}, required...), args...), env(nil), io.Discard, nil)
+		if err != nil {
+			return replayFlags{}, nil, err
+		}
+		rf, err := replayActions(v)
+		return rf, v, err
+	}
+	if rf, _, err := load("--from-id", "1", "--from-id=3"); err == nil {
 		t.Fatalf("--from-id given twice is accepted: %+v", rf)
 	}
-	rf, rest, help, err := splitReplayFlags([]string{"--pg-url", "postgres://h/db", "-since", "1h", "--until=5m", "--dry-run",
-		"--cloudevents", "true", "--table", "", "--from-id", "3", "--to-id", "9", "--topic-template", "x.{event_type}"})
-	if err != nil || help {
-		t.Fatal(err, help)
+	rf, v, err := load("-since", "1h", "--until=5m", "--dry-run",
+		"--cloudevents", "true", "--table", "", "--from-id", "3", "--to-id", "9", "--topic-template", "x.{event_type}")
+	if err != nil {
+		t.Fatal(err)
 	}
 	if want := (replayFlags{since: "1h", until: "5m", fromID: "3", toID: "9", dryRun: true}); rf != want {
 		t.Errorf("flags %+v, want %+v", rf, want)
 	}
-	if want := []string{"--pg-url", "postgres://h/db", "--cloudevents", "true", "--table", "", "--topic-template", "x.{event_type}"}; !reflect.DeepEqual(rest, want) {
-		t.Errorf("rest %q, want %q", rest, want)
+	if !v.Bool("cloudevents") || v.String("table") != "" || v.String("topic-template") != "x.{event_type}" {
+		t.Errorf("settings: cloudevents %v, table %q, topic-template %q", v.Bool("cloudevents"), v.String("table"), v.String("topic-template"))
 	}
-	if _, _, _, err := splitReplayFlags([]string{"--since"}); err == nil {
+	if _, _, err := load("--since"); err == nil {
 		t.Error("--since without a value is accepted")
 	}
-	if rf, _, _, err := splitReplayFlags([]string{"--dry-run", "false", "--since", "1h"}); err != nil || rf.dryRun || rf.since != "1h" {
+	if _, _, err := load("--since", " "); err == nil || !strings.Contains(err.Error(), "--since") {
+		t.Errorf("an empty --since: %v", err)
+	}
+	if rf, _, err := load("--dry-run", "false", "--since", "1h"); err != nil || rf.dryRun || rf.since != "1h" {
 		t.Errorf("--dry-run false: %+v, %v", rf, err)
+	}
+	if _, _, err := load("--dry-run", "yes"); err == nil || !strings.Contains(err.Error(), "--dry-run") {
+		t.Errorf("--dry-run yes: %v", err)
 	}
 }
 

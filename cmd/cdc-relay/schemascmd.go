@@ -2,93 +2,68 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
+	"github.com/cdc-relay/cdc-relay/internal/config"
 	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
+
+const schemasUsage = `Usage: cdc-relay schemas check [flags]
+
+Verbs:
+  check   test local .avsc files against the registry's compatibility rules,
+          registering nothing (cdc-relay schemas check --help)
+`
 
 // schemasCommand is `cdc-relay schemas check`: a CI gate that tests local
 // .avsc files against the registry's compatibility rules without
 // registering anything.
 func schemasCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
+		fmt.Fprint(stdout, schemasUsage)
+		return exitOK
+	}
 	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(stderr, "cdc-relay: usage: cdc-relay schemas check --schema-registry-url URL --schemas-dir DIR [--subject-strategy S] [--topic-template T] [--aggregate-types A,B]")
+		fmt.Fprint(stderr, "cdc-relay schemas: want a verb: check\n\n"+schemasUsage)
 		return exitConfig
 	}
-	fs := flag.NewFlagSet("cdc-relay schemas check", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	opt := func(name, def, help string) *string {
-		return fs.String(name, def, help+" (env "+EnvName(name)+")")
+	v, code, ok := loadValues(config.SchemasCheck, args[1:], getenv, stdout, stderr)
+	if !ok {
+		return code
 	}
-	registryURL := opt("schema-registry-url", "", "Confluent-compatible registry (required)")
-	dir := opt("schemas-dir", "", "directory of .avsc files (required)")
-	strategyName := opt("subject-strategy", "topic_record", "topic, record or topic_record")
-	template := opt("topic-template", router.DefaultTemplate, "topic name template")
-	aggTypes := opt("aggregate-types", "", "comma-separated aggregate types whose topics to check even before their subjects exist")
-	caFile := opt("schema-registry-ca-file", "", "PEM CA bundle for an https registry")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
-		return exitConfig
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	fs.VisitAll(func(f *flag.Flag) {
-		if !set[f.Name] {
-			if v := getenv(EnvName(f.Name)); v != "" {
-				f.Value.Set(v)
-			}
-		}
-	})
-	for name, v := range map[string]string{"schema-registry-url": *registryURL, "schemas-dir": *dir} {
-		if v == "" {
-			fmt.Fprintf(stderr, "cdc-relay: --%s: is required: set the flag or %s\n", name, EnvName(name))
-			return exitConfig
-		}
-	}
-	strategy, err := schemaregistry.ParseStrategy(*strategyName)
+	strategyName, template, dir := v.String("subject-strategy"), v.String("topic-template"), v.String("schemas-dir")
+	strategy, err := schemaregistry.ParseStrategy(strategyName)
 	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: --subject-strategy: %q is not topic, record or topic_record\n", *strategyName)
+		fmt.Fprintf(stderr, "cdc-relay: --subject-strategy: %q is not topic, record or topic_record\n", strategyName)
 		return exitConfig
 	}
-	rt, err := router.New(*template)
+	rt, err := router.New(template)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 		return exitConfig
 	}
-	schemas, err := schemaregistry.LoadDir(*dir)
+	schemas, err := schemaregistry.LoadDir(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 		return exitConfig
 	}
-	hc, err := registryHTTPClient(&Config{RegistryCAFile: *caFile})
+	hc, err := registryHTTPClient(&Config{RegistryCAFile: v.String("schema-registry-ca-file")})
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
 		return exitConfig
 	}
-	reg, err := schemaregistry.New(schemaregistry.Config{URL: *registryURL, Strategy: strategy, Schemas: schemas,
+	reg, err := schemaregistry.New(schemaregistry.Config{URL: v.String("schema-registry-url"), Strategy: strategy, Schemas: schemas,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HTTPClient: hc})
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-url: %v\n", err)
 		return exitConfig
 	}
 	var topics []string
-	for _, a := range strings.Split(*aggTypes, ",") {
-		if a = strings.TrimSpace(a); a == "" {
-			continue
-		}
+	for _, a := range v.List("aggregate-types") {
 		for _, s := range schemas {
 			topic, err := rt.Topic([]byte(a), []byte(s.EventType))
 			if err != nil {

@@ -6,37 +6,25 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
+	"github.com/cdc-relay/cdc-relay/internal/config"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
-const slotUsage = `Usage: cdc-relay slot recreate --accept-gap [--reason TEXT] [settings]
+const slotUsage = `Usage: cdc-relay slot recreate --accept-gap [--reason TEXT] [flags]
 
-Creates the relay's slot again after it was dropped, lost in a failover or
-invalidated, and records the accepted gap in the checkpoint topic: from the
-last confirmed LSN and commit time to the new slot's start, with when, by
-whom and why. Events committed in between were never read from the slot:
-publish them again with cdc-relay replay --since TIME. Then start the relay
-(cdc-relay run) as usual.
-
-Action flags (flags only, never env or YAML):
-  --accept-gap    say that events committed after the last checkpoint may be
-                  missing from Kafka until replayed (required)
-  --reason TEXT   why, recorded with the gap (e.g. an incident id)
-
-Settings: every setting of cdc-relay run (cdc-relay run -h), resolved the
-same way (flag > env, _FILE too > --config YAML > default); the relay must
-be stopped, so that the slot is not in use.
+Verbs:
+  recreate   after the slot was lost: create it again and record the accepted
+             gap in the checkpoint topic (cdc-relay slot recreate --help)
 `
 
 // slotCommand is `cdc-relay slot`: its one verb, recreate.
 func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
 		fmt.Fprint(stdout, slotUsage)
 		return exitOK
 	}
@@ -44,24 +32,16 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 		fmt.Fprint(stderr, "cdc-relay slot: want a verb: recreate\n\n"+slotUsage)
 		return exitConfig
 	}
-	rest, act, err := splitActionFlags(args[1:], map[string]bool{"accept-gap": true}, map[string]bool{"reason": true})
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay slot recreate: %v\n", err)
-		return exitConfig
+	cfg, v, code, ok := commandConfig(config.SlotRecreate, args[1:], getenv, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if act.help {
-		fmt.Fprint(stdout, slotUsage)
-		return exitOK
-	}
-	if !act.bools["accept-gap"] {
+	if !v.ActionBool("accept-gap") {
 		fmt.Fprintln(stderr, "cdc-relay slot recreate: --accept-gap is required: a new slot starts now, so events committed after the relay's last checkpoint "+
 			"are never read from it and may be missing from Kafka; add --accept-gap to accept that (and --reason TEXT to record why), then publish them again with cdc-relay replay --since TIME")
 		return exitConfig
 	}
-	cfg, code, ok := commandConfig(rest, getenv, stderr)
-	if !ok {
-		return code
-	}
+	reason, _ := v.Action("reason")
 	transport, err := kafkaTransport(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --kafka-tls: %v\n", err)
@@ -74,7 +54,7 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	defer cancel()
 	guard := checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, cfg.CheckpointTopic), RelayID: cfg.RelayID,
 		Slot: cfg.Slot, Publication: cfg.Publication, Tables: tableNames(cfg.Tables), Version: version, Logger: log})
-	if err := recreateSlot(ctx, cfg, guard, act.strings["reason"], stdout, log); err != nil {
+	if err := recreateSlot(ctx, cfg, guard, reason, stdout, log); err != nil {
 		var pe *checkpoint.PolicyError
 		var ce *ConfigError
 		fmt.Fprintf(stderr, "cdc-relay slot recreate: %s\n", Redact(err.Error()))
@@ -188,58 +168,4 @@ func printGap(w io.Writer, cfg *Config, gap *checkpoint.Record) {
 	}
 	fmt.Fprintf(w, "gap recorded in %s under key %s: from %s to %s, accepted by %s at %s, reason %q\n",
 		cfg.CheckpointTopic, gap.Key(), from, gap.Gap.ToLSN, gap.Gap.AcceptedBy, gap.Gap.AcceptedAt.Format(time.RFC3339), gap.Gap.Reason)
-}
-
-// actionFlags are the flags of an action (a subcommand's own, never env or
-// YAML).
-type actionFlags struct {
-	bools   map[string]bool
-	strings map[string]string
-	help    bool
-}
-
-// splitActionFlags takes the action flags (true/false ones in bools,
-// valued ones in strs; one or two dashes, --flag=value or --flag value) out
-// of args and returns the rest for LoadConfig.
-func splitActionFlags(args []string, bools, strs map[string]bool) ([]string, actionFlags, error) {
-	act := actionFlags{bools: map[string]bool{}, strings: map[string]string{}}
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "-h" || a == "--help" || a == "-help" {
-			act.help = true
-			continue
-		}
-		if !strings.HasPrefix(a, "-") {
-			rest = append(rest, a)
-			continue
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		switch {
-		case bools[name]:
-			v := "true"
-			if hasValue {
-				v = value
-			} else if i+1 < len(args) && (args[i+1] == "true" || args[i+1] == "false") {
-				v = args[i+1]
-				i++
-			}
-			if v != "true" && v != "false" {
-				return nil, act, fmt.Errorf("--%s: %q is not true or false", name, v)
-			}
-			act.bools[name] = v == "true"
-		case strs[name]:
-			if !hasValue {
-				if i+1 >= len(args) {
-					return nil, act, fmt.Errorf("--%s needs a value", name)
-				}
-				value = args[i+1]
-				i++
-			}
-			act.strings[name] = value
-		default:
-			rest = append(rest, a)
-		}
-	}
-	return rest, act, nil
 }

@@ -4,17 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/config"
 )
 
 // slotStatus is one row of pg_replication_slots, as `cdc-relay status` prints it.
 type slotStatus struct {
-	Slot              string `json:"slot"`
+	Slot string `json:"slot"`
+	// Exists is true: a missing slot prints {"slot", "exists": false, "error"}.
+	Exists            bool   `json:"exists"`
 	Plugin            string `json:"plugin"`
 	Database          string `json:"database"`
 	Active            bool   `json:"active"`
@@ -33,76 +36,37 @@ type slotStatus struct {
 // status is `cdc-relay status`: the slot's row from the catalog (never the
 // outbox table), with lag in bytes.
 func status(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("cdc-relay status", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	pgURL := fs.String("pg-url", "", "libpq URL or DSN (env CDC_RELAY_PG_URL)")
-	slot := fs.String("slot", "", "logical replication slot (env CDC_RELAY_SLOT, default cdc_relay)")
-	configPath := fs.String("config", "", "YAML file with the same keys as `cdc-relay run` (env CDC_RELAY_CONFIG)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, "Usage: cdc-relay status [--pg-url URL] [--slot NAME] [--config FILE] [--json]")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
-		return exitConfig
+	v, code, ok := loadValues(config.Status, args, getenv, stdout, stderr)
+	if !ok {
+		return code
 	}
-	resolve := func(v *string, name, def string) error {
-		if *v != "" {
-			return nil
-		}
-		if e := getenv(EnvName(name)); e != "" {
-			*v = e
-			return nil
-		}
-		if *configPath == "" {
-			*configPath = getenv(EnvName("config"))
-		}
-		if *configPath != "" {
-			y, err := readYAML(*configPath)
-			if err != nil {
-				return err
-			}
-			if yv, ok := y.get(name); ok {
-				*v = yv
-				return nil
-			}
-		}
-		*v = def
-		return nil
-	}
-	if err := resolve(pgURL, "pg-url", ""); err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
-		return exitConfig
-	}
-	if err := resolve(slot, "slot", "cdc_relay"); err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
-		return exitConfig
-	}
-	if *pgURL == "" {
-		fmt.Fprintf(stderr, "cdc-relay: --pg-url: is required: set the flag, %s, or pg-url in --config\n", EnvName("pg-url"))
-		return exitConfig
-	}
+	asJSON := v.ActionBool("json")
+	slot := v.String("slot")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, *pgURL)
+	conn, err := pgx.Connect(ctx, v.String("pg-url"))
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: connect: %s\n", Redact(err.Error()))
 		return exitFailed
 	}
 	defer conn.Close(context.Background())
-	st, err := querySlotStatus(ctx, conn, *slot)
+	st, err := querySlotStatus(ctx, conn, slot)
+	if errors.Is(err, errNoSlot) && asJSON {
+		// Still JSON on stdout, for scripts; the exit code says it too.
+		printJSON(stdout, struct {
+			Slot   string `json:"slot"`
+			Exists bool   `json:"exists"`
+			Error  string `json:"error"`
+		}{slot, false, err.Error()})
+		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		return exitFailed
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 		return exitFailed
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(st)
+	if asJSON {
+		printJSON(stdout, st)
 		return exitOK
 	}
 	pid := "-"
@@ -137,8 +101,18 @@ func status(args []string, getenv func(string) string, stdout, stderr io.Writer)
 	return exitOK
 }
 
+// errNoSlot is querySlotStatus' error for a slot that does not exist.
+var errNoSlot = errors.New("no replication slot")
+
+// printJSON writes v indented, as status --json prints.
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
 func querySlotStatus(ctx context.Context, conn *pgx.Conn, slot string) (*slotStatus, error) {
-	st := &slotStatus{Slot: slot}
+	st := &slotStatus{Slot: slot, Exists: true}
 	var plugin, database, walStatus, confirmed, restart *string
 	var lag, retained *int64
 	err := conn.QueryRow(ctx, `SELECT plugin, database, active, active_pid,
@@ -152,7 +126,7 @@ func querySlotStatus(ctx context.Context, conn *pgx.Conn, slot string) (*slotSta
 		WHERE slot_name = $1`, slot).
 		Scan(&plugin, &database, &st.Active, &st.ActivePID, &confirmed, &restart, &st.CurrentWALLSN, &lag, &retained, &walStatus, &st.SafeWALSizeBytes, &st.Failover)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("--slot: no replication slot %q in this cluster (the relay creates it on first start)", slot)
+		return nil, fmt.Errorf("--slot: %w %q in this cluster (the relay creates it on first start)", errNoSlot, slot)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read pg_replication_slots: %w", err)

@@ -1,0 +1,134 @@
+package config
+
+// RelaySettings are the settings of cdc-relay run, which check, replay and
+// slot recreate take too: every declared setting but the ones of other
+// commands (aggregate-types).
+func RelaySettings() []string {
+	var names []string
+	for _, s := range Relay.Settings() {
+		if s.Name != "aggregate-types" {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+// relayRequired are the settings run cannot start without.
+var relayRequired = []string{"pg-url", "kafka-brokers"}
+
+// Run is cdc-relay run.
+var Run = &Command{
+	Name: "cdc-relay run",
+	Usage: `Usage: cdc-relay run [flags]
+
+Streams the outbox from the PostgreSQL slot to Kafka until SIGTERM or SIGINT.`,
+	Settings: RelaySettings(), Required: relayRequired, Registry: Relay,
+}
+
+// Check is cdc-relay check.
+var Check = &Command{
+	Name: "cdc-relay check",
+	Usage: `Usage: cdc-relay check [flags]
+
+Preflight with the settings of cdc-relay run: checks PostgreSQL (wal_level,
+the role, the publication, the slot, the tables' columns), Kafka, the
+registry and the .avsc files, reading only catalogs and changing nothing.
+One line per check (ok, WARN, FAIL with the fix); exit 1 on any failure.`,
+	Settings: RelaySettings(), Required: relayRequired, Registry: Relay,
+}
+
+// Status is cdc-relay status.
+var Status = &Command{
+	Name: "cdc-relay status",
+	Usage: `Usage: cdc-relay status [flags]
+
+Prints the slot's row of pg_replication_slots (a catalog query, never the
+outbox table) and its lag in bytes. Exit 1 when the slot is missing or lost.`,
+	Settings: []string{"config", "pg-url", "slot"}, Required: []string{"pg-url"},
+	Actions:  []Action{{Name: "json", Bool: true, Help: "print JSON on stdout ({\"slot\": ..., \"exists\": false} for a missing slot)"}},
+	Registry: Relay,
+}
+
+// SchemasCheck is cdc-relay schemas check.
+var SchemasCheck = &Command{
+	Name: "cdc-relay schemas check",
+	Usage: `Usage: cdc-relay schemas check [flags]
+
+A CI gate: tests the local .avsc files against the registry's compatibility
+rules, registering nothing. Exit 1 naming each incompatible subject.`,
+	Settings: []string{"config", "schema-registry-url", "schemas-dir", "subject-strategy", "topic-template", "aggregate-types", "schema-registry-ca-file"},
+	Required: []string{"schema-registry-url", "schemas-dir"},
+	Registry: Relay,
+}
+
+// Healthcheck is cdc-relay healthcheck.
+var Healthcheck = &Command{
+	Name: "cdc-relay healthcheck",
+	Usage: `Usage: cdc-relay healthcheck [flags]
+
+Exits 0 when the relay serving on --metrics-addr answers /healthz (for a
+Docker HEALTHCHECK in an image without a shell); 1 otherwise.`,
+	Settings: []string{"config", "metrics-addr"}, Registry: Relay,
+}
+
+// Replay is cdc-relay replay.
+var Replay = &Command{
+	Name: "cdc-relay replay",
+	Usage: `Usage: cdc-relay replay --since TIME [--until TIME] [flags]
+       cdc-relay replay --from-id ID [--to-id ID] [flags]
+
+Re-publishes rows of the outbox table to Kafka, to repair a gap (a lost or
+recreated slot). It reads the table with SELECT (the only command that does;
+run never reads it), never touches the slot, and turns each row into the
+record run would have published: the same topic, key, partition, headers,
+id and value bytes. Invalid rows go to the dead-letter topic as in run. It
+exits 0 once Kafka acknowledged every record.
+
+TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m, 36h).
+--since or --from-id is required; given together, a row must match both.
+Rows are published in created_at then id order (id order without --since).
+created_at defaults to now(), the transaction's start: start --since a
+margin (e.g. 15m) before the last commit you trust.
+
+The record timestamp is the --timestamp-column, else created_at (run uses
+the commit time, which the table does not keep); so is ce_time.
+
+Every setting is one of cdc-relay run and resolves as there. With several
+tables configured, choose one with --table.
+
+Prints one line per acknowledged event ("published id=... topic=... key=..."
+or "dead-lettered id=... topic=... key=... reason=...") and a summary.
+Exit codes: 0 done, 1 a runtime failure, 2 bad settings.`,
+	Settings: RelaySettings(), Required: relayRequired, Registry: Relay,
+	Actions: []Action{
+		{Name: "since", Arg: "TIME", Help: "rows whose created_at column (columns: created_at:) is at or after TIME"},
+		{Name: "until", Arg: "TIME", Help: "and before TIME (default: no end)"},
+		{Name: "from-id", Arg: "ID", Help: "rows whose id is at least ID (an integer, or a UUIDv7: random v4 uuids have no order and are refused)"},
+		{Name: "to-id", Arg: "ID", Help: "and at most ID (default: no end)"},
+		{Name: "dry-run", Bool: true, Help: "build every record, print what would be published, publish nothing"},
+	},
+}
+
+// SlotRecreate is cdc-relay slot recreate.
+var SlotRecreate = &Command{
+	Name: "cdc-relay slot recreate",
+	Usage: `Usage: cdc-relay slot recreate --accept-gap [--reason TEXT] [flags]
+
+Creates the relay's slot again after it was dropped, lost in a failover or
+invalidated, and records the accepted gap in the checkpoint topic: from the
+last confirmed LSN and commit time to the new slot's start, with when, by
+whom and why. Events committed in between were never read from the slot:
+publish them again with cdc-relay replay --since TIME. Then start the relay
+(cdc-relay run) as usual. Every setting is one of cdc-relay run and
+resolves as there; the relay must be stopped, so that the slot is not in use.`,
+	Settings: RelaySettings(), Required: relayRequired, Registry: Relay,
+	Actions: []Action{
+		{Name: "accept-gap", Bool: true, Help: "say that events committed after the last checkpoint may be missing from Kafka until replayed (required)"},
+		{Name: "reason", Arg: "TEXT", Help: "why, recorded with the gap (e.g. an incident id)"},
+	},
+}
+
+// Commands are every command that resolves settings, for tests and docs.
+func Commands() []*Command {
+	return []*Command{Run, Check, Status, SchemasCheck, Healthcheck, Replay, SlotRecreate}
+}
