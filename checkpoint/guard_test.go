@@ -116,7 +116,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"kind":"checkpoint"`, `"relay_id":"sys1/app/cdc_relay"`, `"lsn":"1/2A"`, `"timeline":2`, `"last_commit_time":"2026-12-01T10:00:00Z"`,
+	for _, key := range []string{`"kind":"checkpoint"`, `"relay_id":"sys1/app/cdc_relay"`, `"confirmed_lsn":"1/2A"`, `"timeline":2`, `"last_commit_time":"2026-12-01T10:00:00Z"`,
 		`"system_identifier":"sys1"`, `"database":"app"`, `"slot":"cdc_relay"`, `"tables":["public.outbox"]`} {
 		if !strings.Contains(string(b), key) {
 			t.Errorf("record JSON %s lacks %s", b, key)
@@ -130,7 +130,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if gap.Key() != "sys1/app/cdc_relay#gap@0/300" {
 		t.Fatalf("gap key %q", gap.Key())
 	}
-	if _, err := parseRecord([]byte(`{"lsn":"0/1"}`)); err == nil {
+	if _, err := parseRecord([]byte(`{"confirmed_lsn":"0/1"}`)); err == nil {
 		t.Fatal("a record without kind and relay id was accepted")
 	}
 }

@@ -25,7 +25,7 @@ type Record struct {
 	RelayID string `json:"relay_id"`
 	// LSN is the LSN last confirmed to PostgreSQL (a commit end LSN, or an
 	// idle position), as PostgreSQL writes it.
-	LSN      string `json:"lsn"`
+	LSN      string `json:"confirmed_lsn"`
 	Timeline uint32 `json:"timeline"`
 	// LastCommitTime is the server's commit timestamp of the newest
 	// confirmed transaction (from its Commit message); nil when none was

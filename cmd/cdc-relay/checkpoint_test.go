@@ -25,7 +25,7 @@ import (
 type checkpointValue struct {
 	Kind           string     `json:"kind"`
 	RelayID        string     `json:"relay_id"`
-	LSN            string     `json:"lsn"`
+	LSN            string     `json:"confirmed_lsn"`
 	Timeline       uint32     `json:"timeline"`
 	LastCommitTime *time.Time `json:"last_commit_time"`
 	SystemID       string     `json:"system_identifier"`
