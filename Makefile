@@ -35,7 +35,7 @@ test-debezium: setup
 
 # Tests that need no services.
 unit:
-	$(GO) test -count=1 ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./internal/backoff/ ./internal/civil/ ./internal/jsontext/ ./internal/debeziumjson/ ./internal/config/
+	$(GO) test -count=1 ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./internal/backoff/ ./internal/civil/ ./internal/jsontext/ ./internal/debeziumjson/ ./internal/config/ ./checkpoint/
 
 demo: setup build
 	$(GO) run ./internal/demo --relay bin/cdc-relay
@@ -66,7 +66,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./decoder/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendHeaders$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./router/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppend$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./schemaregistry/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendPayload$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/debeziumjson/ ./internal/config/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendPayload$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/debeziumjson/
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONValue$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./record/
 
 vet:
