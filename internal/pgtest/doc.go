@@ -4,4 +4,7 @@
 //
 // A package shares one cluster through TestMain and gives every test its own
 // database, slot, publication and table names.
+//
+// With CDC_RELAY_TEST_NO_SERVICES set (make unit sets it), Start and
+// StartStandby fail: a test that needs PostgreSQL is not a unit test.
 package pgtest
