@@ -8,6 +8,7 @@
 // when a test first uses it, so tests that use none (the unit tests, make
 // unit) start none.
 //
-// It does not import package testing: it takes the few methods of
-// testing.TB it calls (T), so that non-test programs may link it.
+// Start, WaitFor and Need take only the few methods of testing.TB they call
+// (T); the lazy registry's REST helpers take a testing.TB, as
+// registrytest's do.
 package relaytest

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -294,3 +295,36 @@ func (r *LazyRegistry) Stop() error { return r.Get().Stop() }
 
 // Restart is registrytest.Registry.Restart.
 func (r *LazyRegistry) Restart() error { return r.Get().Restart() }
+
+// The REST helpers take a t, so a registry that cannot start fails just
+// that test.
+
+// Do is registrytest.Registry.Do.
+func (r *LazyRegistry) Do(t testing.TB, method, path string, in, out any) int {
+	t.Helper()
+	return r.Need(t).Do(t, method, path, in, out)
+}
+
+// Register is registrytest.Registry.Register.
+func (r *LazyRegistry) Register(t testing.TB, subject, schema string) int {
+	t.Helper()
+	return r.Need(t).Register(t, subject, schema)
+}
+
+// Versions is registrytest.Registry.Versions.
+func (r *LazyRegistry) Versions(t testing.TB, subject string) []int {
+	t.Helper()
+	return r.Need(t).Versions(t, subject)
+}
+
+// LatestID is registrytest.Registry.LatestID.
+func (r *LazyRegistry) LatestID(t testing.TB, subject string) int {
+	t.Helper()
+	return r.Need(t).LatestID(t, subject)
+}
+
+// SetLevel is registrytest.Registry.SetLevel.
+func (r *LazyRegistry) SetLevel(t testing.TB, subject, level string) {
+	t.Helper()
+	r.Need(t).SetLevel(t, subject, level)
+}
