@@ -54,8 +54,10 @@ var (
 	// dbURL is testDB's URL, set when PostgreSQL starts: read it after
 	// newFixture (or pg.Need).
 	dbURL string
-	// relayBin is the relay binary, built by the first startRelay.
+	// relayBin is the relay binary, built by the first startRelay into
+	// binDir.
 	relayBin  string
+	binDir    string
 	schemaDir string
 )
 
@@ -67,17 +69,13 @@ func TestMain(m *testing.M) {
 
 // testMain runs the tests and then stops the services they started.
 func testMain(m *testing.M) int {
-	tmp, err := os.MkdirTemp("", "cdc-relay-bin-")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "integration harness: temp dir: %v\n", err)
-		return 1
-	}
-	defer os.RemoveAll(tmp)
-	relayBin = filepath.Join(tmp, "cdc-relay")
 	schemaDir, _ = filepath.Abs("../../testdata/schemas")
 	defer func() {
 		if err := services.Close(); err != nil {
 			fmt.Fprintf(os.Stderr, "integration harness: %v\n", err)
+		}
+		if binDir != "" {
+			os.RemoveAll(binDir)
 		}
 	}()
 	return m.Run()
@@ -92,9 +90,13 @@ var (
 func buildRelay(t *testing.T) {
 	t.Helper()
 	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "cdc-relay-bin-"); buildErr != nil {
+			return
+		}
+		relayBin = filepath.Join(binDir, "cdc-relay")
 		// CDC_RELAY_TEST_BUILD_FLAGS="-race" runs every relay the tests
 		// start under the race detector.
-		buildErr = relaytest.Build("", filepath.Dir(relayBin), strings.Fields(os.Getenv("CDC_RELAY_TEST_BUILD_FLAGS")), ".")
+		buildErr = relaytest.Build("", binDir, strings.Fields(os.Getenv("CDC_RELAY_TEST_BUILD_FLAGS")), ".")
 	})
 	if buildErr != nil {
 		t.Fatalf("build relay: %v", buildErr)
