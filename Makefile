@@ -33,9 +33,26 @@ test-debezium: setup
 	$(GO) test -count=1 -run '^(TestCapture|TestWorkerResumes)$$' ./internal/debeziumtest/ $(TEST_FLAGS)
 	$(GO) test -count=1 -run '^(TestDebeziumParity|TestDebeziumCutover|TestRecordTimestampIsCommitTime)$$' ./cmd/cdc-relay/
 
-# Tests that need no services.
+# Tests that need no services: the config layer, the encoder, the fuzz
+# targets' seed corpora, the pure stages and the test helpers' own logic.
+# CDC_RELAY_TEST_NO_SERVICES makes any start of PostgreSQL, Kafka or the
+# registry fail the test that tried, so none starts here. Packages that also
+# have integration tests (make test runs those) are narrowed by name.
+UNIT_GO := CDC_RELAY_TEST_NO_SERVICES=1 $(GO) test -count=1
+UNIT_PKGS := ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./checkpoint/ ./catalog/ \
+	./internal/config/ ./internal/backoff/ ./internal/civil/ ./internal/jsontext/ ./internal/debeziumjson/ \
+	./internal/relaytest/ ./internal/tcpproxy/ ./internal/testca/ ./internal/freeport/
+# schemaregistry: every test but those against the real registry.
+UNIT_SKIP_SCHEMAREGISTRY := ^(TestPreflightRecordStrategy|TestPreflightTopicRecordStrategy|TestPreflightTopicStrategy|TestPreflightIncompatibleBackward|TestCompatibilityLevels|TestCompatibleChangeRegistersNewVersion|TestEncoderWireFormat|TestEncoderWaitsForRegistry)$$
+# cmd/cdc-relay: settings, --help and _FILE of every command, the deploy
+# files, the readiness, alert and handler logic.
+UNIT_RUN_CMD := ^(TestDefaults|TestPrecedenceFlagEnvYAMLDefault|TestEnvConfigPath|TestSeveralTables|TestBoolFlags|TestJSONNeedsNoRegistry|TestBadSettingsNameTheField|TestUnknownYAMLKey|TestRedact|TestVersionAndUnknownCommand|TestKafkaSecuritySettings|TestSlotFailoverSettings|TestAllowExtraTablesSetting|TestHelpEveryCommand|TestFileEnvEveryCommand|TestEnvAndFileEnvBothSet|TestYAMLNestedTypo|TestUnknownFlagSuggestion|TestReplayHelp|TestReplayActionFlags|TestKubernetesManifests|TestGrafanaDashboard|TestComposeUsesRealSettings|TestLagRate|TestAlertEvaluator|TestKafkaDegraded|TestReadinessOnlyWhileStreaming|TestHandlerMarksRegistryRefusalFatal)$$
 unit:
-	$(GO) test -count=1 ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./internal/backoff/ ./internal/civil/ ./internal/jsontext/ ./internal/debeziumjson/ ./internal/config/ ./checkpoint/
+	$(UNIT_GO) $(UNIT_PKGS)
+	$(UNIT_GO) -skip '$(UNIT_SKIP_SCHEMAREGISTRY)' ./schemaregistry/
+	$(UNIT_GO) -skip '^TestWrite' ./outbox/
+	$(UNIT_GO) -run '^TestOffsets' ./inbox/
+	$(UNIT_GO) -run '$(UNIT_RUN_CMD)' ./cmd/cdc-relay/
 
 demo: setup build
 	$(GO) run ./internal/demo --relay bin/cdc-relay

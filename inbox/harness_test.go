@@ -1,8 +1,9 @@
 package inbox
 
 // The test harness: real PostgreSQL 15, Apache Kafka 4.x and the schema
-// registry, started once per package by TestMain; the relay and the example
-// services run as built binaries, so kill -9 is real. What lands in Kafka
+// registry, each started by the first test that uses it and shared by the
+// package (TestMain stops them); the relay and the example services run as
+// binaries built by the first test that starts one, so kill -9 is real. What lands in Kafka
 // is read, and test records are written, with franz-go and goavro (through
 // srclient), not with this package's code.
 
@@ -11,11 +12,11 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,15 +29,22 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/freeport"
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
-	"github.com/cdc-relay/cdc-relay/internal/registrytest"
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
+// The package's services: each method of pg, broker and registry starts
+// its service first (relaytest.NewLazy).
 var (
-	pg         *pgtest.Cluster
-	broker     *kafkatest.Broker
-	registry   *registrytest.Registry
-	root       string // the module root
+	services = relaytest.NewLazy(relaytest.LazyOptions{ServiceOptions: relaytest.ServiceOptions{
+		PG: pgtest.Options{Settings: map[string]string{"wal_sender_timeout": "10s"}},
+		Kafka: kafkatest.Options{ExtraConfig: map[string]string{
+			"num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}},
+	}})
+	pg       = services.PG
+	broker   = services.Broker
+	registry = services.Registry
+	root     string // the module root
+	// The binaries, built together by the first start of any of them.
 	relayBin   string
 	ordersBin  string
 	loyaltyBin string
@@ -44,6 +52,7 @@ var (
 
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
+// testMain runs the tests and then stops the services they started.
 func testMain(m *testing.M) int {
 	fail := func(what string, err error) int {
 		fmt.Fprintf(os.Stderr, "inbox tests: %s: %v\n", what, err)
@@ -59,22 +68,29 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	relayBin, ordersBin, loyaltyBin = filepath.Join(tmp, "cdc-relay"), filepath.Join(tmp, "orders"), filepath.Join(tmp, "loyalty")
-
-	built := make(chan error, 1)
-	go func() {
-		built <- relaytest.Build(root, tmp, nil, "./cmd/cdc-relay", "./examples/orders", "./examples/loyalty")
+	defer func() {
+		if err := services.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "inbox tests: %v\n", err)
+		}
 	}()
-	svc, err := relaytest.StartServices(relaytest.ServiceOptions{
-		PG: pgtest.Options{Settings: map[string]string{"wal_sender_timeout": "10s"}},
-		Kafka: kafkatest.Options{ExtraConfig: map[string]string{
-			"num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}},
-	})
-	defer svc.Close()
-	if err := errors.Join(err, <-built); err != nil {
-		return fail("setup", err)
-	}
-	pg, broker, registry = svc.PG, svc.Broker, svc.Registry
 	return m.Run()
+}
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+)
+
+// build builds relayBin, ordersBin and loyaltyBin once; a test that needs
+// them fails if they cannot be built.
+func build(t testing.TB) {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildErr = relaytest.Build(root, filepath.Dir(relayBin), nil, "./cmd/cdc-relay", "./examples/orders", "./examples/loyalty")
+	})
+	if buildErr != nil {
+		t.Fatalf("build: %v", buildErr)
+	}
 }
 
 func suffix() string {
@@ -87,6 +103,7 @@ func suffix() string {
 // (docs/inbox.sql) and returns its URL.
 func newDB(t testing.TB) string {
 	t.Helper()
+	relaytest.Need(t, pg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	url, err := pg.CreateDatabase(ctx, "t_"+suffix())
@@ -162,6 +179,7 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 
 func kafkaClient(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
+	relaytest.Need(t, broker)
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(broker.Addr())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -335,6 +353,7 @@ type proc = relaytest.Process
 // start runs bin with args in the module root.
 func start(t testing.TB, name, bin string, args ...string) *proc {
 	t.Helper()
+	build(t)
 	return relaytest.Start(t, bin, args, relaytest.Options{Name: name, Dir: root, TailBytes: 3000})
 }
 

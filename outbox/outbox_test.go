@@ -20,36 +20,36 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 	"github.com/cdc-relay/cdc-relay/outbox"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
 
+// The package's PostgreSQL, started by the first test that connects;
+// dbURL is set once it started (read it after connect).
 var (
-	pg    *pgtest.Cluster
+	services = relaytest.NewLazy(relaytest.LazyOptions{PGReady: func(c *pgtest.Cluster) (err error) {
+		if dbURL, err = c.CreateDatabase(context.Background(), "outbox_test"); err != nil {
+			return err
+		}
+		// pgtest runs the server with synchronous_commit=off; transactions
+		// whose only change is a logical message then do not show in
+		// pg_logical_slot_get_binary_changes (seen on 15): commit them
+		// synchronously.
+		return c.Exec(context.Background(), "", "ALTER DATABASE outbox_test SET synchronous_commit = on")
+	}})
 	dbURL string
 )
 
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
+// testMain runs the tests and then stops PostgreSQL if a test started it.
 func testMain(m *testing.M) int {
-	var err error
-	pg, err = pgtest.Start(pgtest.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "outbox tests: start PostgreSQL:", err)
-		return 1
-	}
-	defer pg.Close()
-	if dbURL, err = pg.CreateDatabase(context.Background(), "outbox_test"); err != nil {
-		fmt.Fprintln(os.Stderr, "outbox tests:", err)
-		return 1
-	}
-	// pgtest runs the server with synchronous_commit=off; transactions whose
-	// only change is a logical message then do not show in
-	// pg_logical_slot_get_binary_changes (seen on 15): commit them synchronously.
-	if err := pg.Exec(context.Background(), "", "ALTER DATABASE outbox_test SET synchronous_commit = on"); err != nil {
-		fmt.Fprintln(os.Stderr, "outbox tests:", err)
-		return 1
-	}
+	defer func() {
+		if err := services.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "outbox tests:", err)
+		}
+	}()
 	return m.Run()
 }
 
@@ -61,6 +61,7 @@ func suffix() string {
 
 func connect(t *testing.T) *pgx.Conn {
 	t.Helper()
+	relaytest.Need(t, services.PG)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dbURL)

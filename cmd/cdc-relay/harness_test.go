@@ -1,16 +1,18 @@
 package main
 
 // The integration harness: real PostgreSQL 15, Apache Kafka 4.x and the
-// AxonOps schema registry, started once per package by TestMain; the relay
-// runs as the built binary, exactly as users run it; what lands in Kafka is
-// read by franz-go and decoded by goavro, not by the relay's own code.
+// AxonOps schema registry, each started by the first test that uses it and
+// shared by the package (TestMain stops them), so the tests that need none
+// (the config tests, make unit) start none; the relay runs as the built
+// binary, exactly as users run it, built by the first test that starts
+// one; what lands in Kafka is read by franz-go and decoded by goavro, not
+// by the relay's own code.
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,16 +29,35 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
-	"github.com/cdc-relay/cdc-relay/internal/registrytest"
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
+// The package's services: each method of pg, broker and registry starts
+// its service first (relaytest.NewLazy). newFixture and fixture.args start
+// them through relaytest.Need, which fails just the test when one cannot
+// start.
 var (
-	pg        *pgtest.Cluster
-	broker    *kafkatest.Broker
-	registry  *registrytest.Registry
+	services = relaytest.NewLazy(relaytest.LazyOptions{
+		ServiceOptions: relaytest.ServiceOptions{
+			PG: pgtest.Options{Settings: map[string]string{"wal_sender_timeout": "10s"}},
+			// Three partitions per topic, so ordering and partitioning are exercised.
+			Kafka: kafkatest.Options{ExtraConfig: map[string]string{"num.partitions": "3"}},
+		},
+		PGReady: func(c *pgtest.Cluster) (err error) {
+			dbURL, err = c.CreateDatabase(context.Background(), testDB)
+			return err
+		},
+	})
+	pg       = services.PG
+	broker   = services.Broker
+	registry = services.Registry
+	// dbURL is testDB's URL, set when PostgreSQL starts: read it after
+	// newFixture (or pg.Need).
+	dbURL string
+	// relayBin is the relay binary, built by the first startRelay into
+	// binDir.
 	relayBin  string
-	dbURL     string
+	binDir    string
 	schemaDir string
 )
 
@@ -46,43 +67,40 @@ func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
 }
 
+// testMain runs the tests and then stops the services they started.
 func testMain(m *testing.M) int {
-	flag.Parse()
-	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "^$" {
-		// Only benchmarks (make microbench): they need no services.
-		return m.Run()
-	}
-	fail := func(what string, err error) int {
-		fmt.Fprintf(os.Stderr, "integration harness: %s: %v\n", what, err)
-		return 1
-	}
-	tmp, err := os.MkdirTemp("", "cdc-relay-bin-")
-	if err != nil {
-		return fail("temp dir", err)
-	}
-	defer os.RemoveAll(tmp)
-	relayBin = filepath.Join(tmp, "cdc-relay")
-	// CDC_RELAY_TEST_BUILD_FLAGS="-race" runs every relay the tests start
-	// under the race detector.
-	if err := relaytest.Build("", tmp, strings.Fields(os.Getenv("CDC_RELAY_TEST_BUILD_FLAGS")), "."); err != nil {
-		return fail("build relay", err)
-	}
 	schemaDir, _ = filepath.Abs("../../testdata/schemas")
-
-	svc, err := relaytest.StartServices(relaytest.ServiceOptions{
-		PG: pgtest.Options{Settings: map[string]string{"wal_sender_timeout": "10s"}},
-		// Three partitions per topic, so ordering and partitioning are exercised.
-		Kafka: kafkatest.Options{ExtraConfig: map[string]string{"num.partitions": "3"}},
-	})
-	defer svc.Close()
-	if err != nil {
-		return fail("start services", err)
-	}
-	pg, broker, registry = svc.PG, svc.Broker, svc.Registry
-	if dbURL, err = pg.CreateDatabase(context.Background(), testDB); err != nil {
-		return fail("create database", err)
-	}
+	defer func() {
+		if err := services.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "integration harness: %v\n", err)
+		}
+		if binDir != "" {
+			os.RemoveAll(binDir)
+		}
+	}()
 	return m.Run()
+}
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+)
+
+// buildRelay builds relayBin once; a test that needs it fails if it cannot.
+func buildRelay(t *testing.T) {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "cdc-relay-bin-"); buildErr != nil {
+			return
+		}
+		relayBin = filepath.Join(binDir, "cdc-relay")
+		// CDC_RELAY_TEST_BUILD_FLAGS="-race" runs every relay the tests
+		// start under the race detector.
+		buildErr = relaytest.Build("", binDir, strings.Fields(os.Getenv("CDC_RELAY_TEST_BUILD_FLAGS")), ".")
+	})
+	if buildErr != nil {
+		t.Fatalf("build relay: %v", buildErr)
+	}
 }
 
 // pgTarget is a database the tests run against: the harness's PostgreSQL 15
@@ -93,8 +111,8 @@ type pgTarget struct {
 	url     string
 }
 
-// defaultTarget is the database TestMain created on PostgreSQL 15.
-func defaultTarget() pgTarget { return pgTarget{cluster: pg, db: testDB, url: dbURL} }
+// defaultTarget is the package's database on PostgreSQL 15.
+func defaultTarget() pgTarget { return pgTarget{cluster: pg.Get(), db: testDB, url: dbURL} }
 
 // fixture is one test's own table, slot, publication and topics.
 type fixture struct {
@@ -128,6 +146,7 @@ const outboxDDL = `CREATE TABLE %s (
 // in the harness's PostgreSQL 15 database.
 func newFixture(t *testing.T, ddl string) *fixture {
 	t.Helper()
+	relaytest.Need(t, pg)
 	return newFixtureOn(t, defaultTarget(), ddl)
 }
 
@@ -167,6 +186,8 @@ func (f *fixture) topic(aggregateType string) string { return f.topicPrefix + ".
 
 // args are the relay flags for this fixture, plus extra.
 func (f *fixture) args(extra ...string) []string {
+	f.t.Helper()
+	relaytest.Need(f.t, broker, registry)
 	return append([]string{"run",
 		"--pg-url", f.pg.url,
 		"--slot", f.slot,
@@ -211,6 +232,7 @@ func (f *fixture) insertTx(ctx context.Context, conn *pgx.Conn, evs []event) ([]
 
 func connect(t *testing.T) *pgx.Conn {
 	t.Helper()
+	relaytest.Need(t, pg)
 	return connectURL(t, dbURL)
 }
 
@@ -299,6 +321,7 @@ type relay struct {
 // startRelay runs the binary with args and a metrics port of its own.
 func startRelay(t *testing.T, args []string) *relay {
 	t.Helper()
+	buildRelay(t)
 	p := relaytest.Start(t, relayBin, args, relaytest.Options{MetricsPort: true, LogDir: os.Getenv("CDC_RELAY_TEST_LOG_DIR"), TailBytes: 6000})
 	r := &relay{Process: p, t: t, cmd: p.Cmd, metricsAddr: p.MetricsAddr, done: make(chan struct{})}
 	go func() {

@@ -80,6 +80,9 @@ func Start(opts Options) (*Broker, error) {
 	if err := checkSecurity(opts); err != nil {
 		return nil, err
 	}
+	if os.Getenv("CDC_RELAY_TEST_NO_SERVICES") != "" {
+		return nil, errors.New("kafkatest: CDC_RELAY_TEST_NO_SERVICES is set (make unit), and this test starts Kafka: it is not a unit test")
+	}
 	libs, err := libsDir()
 	if err != nil {
 		return nil, err

@@ -92,6 +92,9 @@ func Start(opts Options) (*Cluster, error) {
 // newCluster makes the directory (owned by the postgres user when running
 // as root) and picks the port, creating nothing in it.
 func newCluster(opts Options) (*Cluster, error) {
+	if os.Getenv("CDC_RELAY_TEST_NO_SERVICES") != "" {
+		return nil, errors.New("pgtest: CDC_RELAY_TEST_NO_SERVICES is set (make unit), and this test starts PostgreSQL: it is not a unit test")
+	}
 	if opts.Version == 0 {
 		opts.Version = DefaultVersion
 	}

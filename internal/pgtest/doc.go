@@ -2,6 +2,10 @@
 // a temporary directory, wal_level=logical, a random port on 127.0.0.1, the
 // server run by the unprivileged postgres user when the test runs as root.
 //
-// A package shares one cluster through TestMain and gives every test its own
+// A package shares one cluster, started by its first test that needs it
+// (relaytest.NewLazy) and stopped by TestMain, and gives every test its own
 // database, slot, publication and table names.
+//
+// With CDC_RELAY_TEST_NO_SERVICES set (make unit sets it), Start and
+// StartStandby fail: a test that needs PostgreSQL is not a unit test.
 package pgtest

@@ -4,8 +4,11 @@
 // output is kept and which is killed at cleanup, Process reads the relay's
 // metrics port, WaitFor polls a condition with a deadline, and
 // StartServices starts PostgreSQL, Kafka and the schema registry in
-// parallel.
+// parallel. NewLazy declares them for a test package instead: each starts
+// when a test first uses it, so tests that use none (the unit tests, make
+// unit) start none.
 //
-// It does not import package testing: it takes the few methods of
-// testing.TB it calls (T), so that non-test programs may link it.
+// Start, WaitFor and Need take only the few methods of testing.TB they call
+// (T); the lazy registry's REST helpers take a testing.TB, as
+// registrytest's do.
 package relaytest
