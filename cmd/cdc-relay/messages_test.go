@@ -378,16 +378,16 @@ func TestInvalidJSONMessages(t *testing.T) {
 				t.Fatal(err)
 			}
 			var recs []record
-			waitFor(t, 90*time.Second, "the dead letters and the valid message", func() bool {
+			waitFor(t, 90*time.Second, "a record per message", func() bool {
 				recs = c.records()
-				seen := distinctIDs(recs)
-				for lsn := range lsns {
-					if seen[lsn] == 0 {
-						return false
-					}
-				}
-				return seen[valid] > 0
+				return len(recs) >= len(contents)+1 && distinctIDs(recs)[valid] > 0
 			})
+			seen := distinctIDs(recs)
+			for lsn, content := range lsns {
+				if seen[lsn] != 1 {
+					t.Errorf("%d records with id %s (content %q), want one dead letter", seen[lsn], lsn, content)
+				}
+			}
 			for _, rec := range recs {
 				id := rec.Headers["id"]
 				if id == valid {
