@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -133,19 +134,21 @@ func skipNested(b []byte, i int) (int, error) {
 				i++
 				break
 			}
-			bit := uint64(1) << (depth % 64)
+			bit := uint64(1) << (uint(depth) % 64)
 			if c == '{' {
-				objects[depth/64] |= bit
+				objects[uint(depth)/64] |= bit
 				if i, err = memberName(b, i); err != nil {
 					return 0, err
 				}
 			} else {
-				objects[depth/64] &^= bit
+				objects[uint(depth)/64] &^= bit
 			}
 			depth++
 			continue
 		case '"':
-			if i, _, err = ScanString(b, i); err != nil {
+			if j := quickPlain(b, i+1); j < len(b) && b[j] == '"' {
+				i = j + 1 // a string without escapes: most of them
+			} else if i, _, err = ScanString(b, i); err != nil {
 				return 0, err
 			}
 		case 't':
@@ -176,7 +179,7 @@ func skipNested(b []byte, i int) (int, error) {
 				return i, nil
 			}
 			i = SkipSpace(b, i)
-			object := objects[(depth-1)/64]&(1<<((depth-1)%64)) != 0
+			object := objects[uint(depth-1)/64]&(1<<(uint(depth-1)%64)) != 0
 			switch {
 			case i >= len(b):
 				return 0, syntaxError(b, i, "")
@@ -206,9 +209,13 @@ func memberName(b []byte, i int) (int, error) {
 	if i >= len(b) || b[i] != '"' {
 		return 0, badChar(b, i, "a member name")
 	}
-	i, _, err := ScanString(b, i)
-	if err != nil {
-		return 0, err
+	if j := quickPlain(b, i+1); j < len(b) && b[j] == '"' {
+		i = j + 1
+	} else {
+		var err error
+		if i, _, err = ScanString(b, i); err != nil {
+			return 0, err
+		}
 	}
 	if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 		return 0, badChar(b, i, "':'")
@@ -228,7 +235,7 @@ func literal(b []byte, i int, lit string) (int, error) {
 // returns the index after its closing quote and whether it has escapes
 // (without them, b[i+1:end-1] is its content, valid UTF-8).
 func ScanString(b []byte, i int) (end int, escaped bool, err error) {
-	j := skipPlain(b, i+1)
+	j := quickPlain(b, i+1)
 	for j < len(b) {
 		switch c := b[j]; {
 		case c == '"':
@@ -293,11 +300,50 @@ func escape(b []byte, j int) (int, error) {
 	return 12, nil
 }
 
+// plainByte marks the bytes a string holds as they are: neither a quote,
+// a backslash, a control character nor part of a non-ASCII character.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // SWAR constants: a byte of ones, and the high bit of every byte.
 const (
 	swarOnes = 0x0101010101010101
 	swarHigh = 0x8080808080808080
 )
+
+// special has the high bit of every byte of w that needs a look inside a
+// JSON string: a byte below 0x20 sets it in w-0x20…, one above 0x7f has
+// it in w, a zero byte of q or bs (a quote or a backslash) sets it in
+// q-1… &^ q. A borrow only runs upwards from a byte that is itself
+// special, so the lowest bit set is exact.
+func special(w uint64) uint64 {
+	q := w ^ ('"' * swarOnes)
+	bs := w ^ ('\\' * swarOnes)
+	return ((w - 0x20*swarOnes) | w | (q-swarOnes)&^q | (bs-swarOnes)&^bs) & swarHigh
+}
+
+// quickPlain is skipPlain for the start of a string: most strings are
+// short (names, ids, enums), and their first 16 bytes give the exact index
+// of the first byte that needs a look without a call.
+func quickPlain(d []byte, i int) int {
+	for range 2 {
+		if i+8 > len(d) {
+			for i < len(d) && plainByte[d[i]] {
+				i++
+			}
+			return i
+		}
+		if m := special(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	return skipPlain(d, i)
+}
 
 // skipPlain returns the index of the first byte at or after i that needs a
 // look inside a JSON string (a quote, a backslash, a control character or
@@ -313,12 +359,7 @@ func skipPlain(d []byte, i int) int {
 		if i+8 > len(d) {
 			return i
 		}
-		w := binary.LittleEndian.Uint64(d[i:])
-		q := w ^ ('"' * swarOnes)
-		b := w ^ ('\\' * swarOnes)
-		// A byte below 0x20 sets its high bit in w-0x20…, one above 0x7f
-		// has it in w; a zero byte of q or b sets it in q-1… &^ q.
-		if ((w-0x20*swarOnes)|w|(q-swarOnes)&^q|(b-swarOnes)&^b)&swarHigh != 0 {
+		if special(binary.LittleEndian.Uint64(d[i:])) != 0 {
 			return i
 		}
 		i += 8
@@ -429,10 +470,60 @@ func ScanNumber(b []byte, i int) (n Number, end int, err error) {
 	return n, i, nil
 }
 
-// skipNumber is ScanNumber without the parts.
+// skipNumber is ScanNumber without the parts: the same grammar, checked
+// without building them; ScanNumber says what is wrong.
 func skipNumber(b []byte, i int) (int, error) {
-	_, end, err := ScanNumber(b, i)
-	return end, err
+	j := i
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	switch {
+	case j >= len(b):
+		return scanNumberError(b, i)
+	case b[j] == '0':
+		j++
+	case '1' <= b[j] && b[j] <= '9':
+		j++
+		for j < len(b) && isDigit(b[j]) {
+			j++
+		}
+	default:
+		return scanNumberError(b, i)
+	}
+	if j < len(b) && b[j] == '.' {
+		j++
+		k := j
+		for j < len(b) && isDigit(b[j]) {
+			j++
+		}
+		if j == k {
+			return scanNumberError(b, i)
+		}
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		j++
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		k := j
+		for j < len(b) && isDigit(b[j]) {
+			j++
+		}
+		if j == k {
+			return scanNumberError(b, i)
+		}
+	}
+	if j < len(b) && isDigit(b[j]) { // after a leading zero
+		return scanNumberError(b, i)
+	}
+	return j, nil
+}
+
+func scanNumberError(b []byte, i int) (int, error) {
+	if _, _, err := ScanNumber(b, i); err != nil {
+		return 0, err
+	}
+	return 0, syntaxError(b, i, "invalid number") // never: FuzzCheck compares the two
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }

@@ -162,10 +162,19 @@ func TestNoAllocs(t *testing.T) {
 // is valid on its own.
 func FuzzCheck(f *testing.F) {
 	for _, s := range []string{`{"a": [1, -0.5e3, "x\u00e9"], "b": {"c": null}}`, `{"n":007}`, `[1,]`, `"\ud800"`,
-		"\"\xff\"", `0x1.8p1`, ` true `, `[[[]]]`, `{"a":1,"a":2}`, `"\ud83d\ude80"`} {
+		"\"\xff\"", `0x1.8p1`, `-0.5e+7`, `01`, `1.e3`, `-`, ` true `, `[[[]]]`, `{"a":1,"a":2}`, `"\ud83d\ude80"`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// SkipValue checks numbers with skipNumber, which must agree with
+		// ScanNumber, at any start.
+		for i := range min(len(b), 3) {
+			_, end1, err1 := ScanNumber(b, i)
+			end2, err2 := skipNumber(b, i)
+			if (err1 == nil) != (err2 == nil) || (err1 == nil && end1 != end2) {
+				t.Fatalf("%q at %d: ScanNumber %d, %v; skipNumber %d, %v", b, i, end1, err1, end2, err2)
+			}
+		}
 		err := Check(b)
 		if err == nil {
 			if !json.Valid(b) || !utf8.Valid(b) {

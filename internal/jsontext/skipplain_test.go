@@ -36,5 +36,10 @@ func TestSkipPlain(t *testing.T) {
 		if got > first || got < start || (first-got >= 8 && got+8 <= len(d)) {
 			t.Fatalf("skipPlain(%q, %d) = %d; first special at %d", d, start, got, first)
 		}
+		// quickPlain is exact within its first 16 bytes.
+		got = quickPlain(d, start)
+		if got > first || got < start || (got != first && first < start+16) || (first-got >= 8 && got+8 <= len(d)) {
+			t.Fatalf("quickPlain(%q, %d) = %d; first special at %d", d, start, got, first)
+		}
 	}
 }
