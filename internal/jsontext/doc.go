@@ -2,8 +2,8 @@
 // strictly against RFC 8259 and walks it in place, without decoding it
 // into values: strings (ScanString, AppendUnescaped), numbers
 // (ScanNumber), whole values (SkipValue, Valid) and the members of an
-// object (OpenObject). It allocates nothing on valid text, except Unquote
-// for a string with escapes.
+// object (OpenObject). It allocates nothing on valid text, except to
+// unescape a member name or an Unquote argument that has escapes.
 //
 // Every stage that reads JSON reads it through this package: the decoder
 // (a logical message's content), the router (the headers column), the
