@@ -75,8 +75,9 @@ latency: setup build
 microbench:
 	$(GO) test -run '^$$' -bench . -benchmem ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./schemaregistry/
 
-# Short fuzz runs of the decoder, the header router, the Avro encoder and
-# the JSON value writers (against each other),
+# Short fuzz runs of the decoder, the header router, the Avro encoder, the
+# JSON value writers (against each other) and the JSON tokenizer (against
+# encoding/json),
 # seeded from testdata (FUZZTIME=60s for longer).
 FUZZTIME ?= 20s
 fuzz:
@@ -85,6 +86,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzAppend$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./schemaregistry/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendPayload$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/debeziumjson/
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONValue$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./record/
+	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/jsontext/
 
 vet:
 	$(GO) vet ./...

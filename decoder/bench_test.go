@@ -98,3 +98,24 @@ func BenchmarkDecodeStream(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100), "ns/row")
 }
+
+// BenchmarkDecodeMessage decodes a logical decoding message of the
+// table-less outbox: its JSON content (the bench payload, headers and an
+// id) read into the outbox columns.
+func BenchmarkDecodeMessage(b *testing.B) {
+	d := NewDecoder(Config{Tables: []Table{{Name: "outbox", Columns: DefaultColumns()}}, MessagePrefix: "outbox"})
+	content := `{"id": "123456789", "aggregate_type": "order", "aggregate_id": "ord_7f3a9c2e", "event_type": "OrderPlaced", "payload": ` +
+		benchPayload + `, "headers": {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"}}`
+	data := messageMsg(true, 0x1_6B3748, "outbox", content)
+	var m Message
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Decode(data, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if m.Kind != KindRow || m.Row.Malformed != "" || len(m.Row.Payload) != len(benchPayload) {
+		b.Fatalf("got %+v", m.Row)
+	}
+}

@@ -115,7 +115,8 @@ type Row struct {
 	// transactional = false: atomic with nothing, so not an outbox event.
 	NonTransactional bool
 	// Malformed (Message) says why the content is not an outbox event; ""
-	// when it is.
+	// when it is. Content that is not valid JSON (RFC 8259) sets no
+	// column: ID is then the LSN's text and the rest is nil.
 	Malformed string
 
 	// Other (KindOtherRow) is the insert into a table that is not an outbox

@@ -3,6 +3,7 @@ package decoder
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"maps"
 	"os"
@@ -40,6 +41,8 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add(messageMsg(true, 7, "outbox", `{"aggregate_type": "A", "aggregate_id": "1", "event_type": "E", "payload": {"x": "\u00e9"}}`))
 	f.Add(messageMsg(false, 7, "outbox", `{"id": 1}`))
+	f.Add(messageMsg(true, 7, "outbox", `{"aggregate_type": "A", "aggregate_id": "1", "event_type": "E", "payload": {"n": 007}}`))
+	f.Add(messageMsg(true, 7, "outbox", `{"aggregate_type": "A", "aggregate_id": "1", "event_type": "E", "payload": {"n": 0x1.8p1}, "headers": {"h": "\ud800"}}`))
 	primed := New("public.outbox", DefaultColumns())
 	var m Message
 	for _, r := range relations {
@@ -129,6 +132,15 @@ func checkMessage(t *testing.T, data []byte, m *Message) {
 		// Its columns come from JSON content (unescaped, or the LSN as id).
 		if r.Malformed == "" && (r.ID == nil || r.AggregateType == nil || r.AggregateID == nil || r.EventType == nil || (r.Payload == nil) != r.PayloadNull) {
 			t.Fatalf("well-formed message with a missing column: %+v", r)
+		}
+		// Content the decoder accepts is valid JSON, and so are the
+		// payload and headers it takes from it; content that is not
+		// names nothing.
+		if r.Malformed == "" && (!json.Valid(r.Content) || (r.Payload != nil && !json.Valid(r.Payload)) || (r.Headers != nil && !json.Valid(r.Headers))) {
+			t.Fatalf("invalid JSON accepted: content %q payload %q headers %q", r.Content, r.Payload, r.Headers)
+		}
+		if !json.Valid(r.Content) && (r.AggregateType != nil || r.AggregateID != nil || r.EventType != nil || r.Payload != nil || r.Headers != nil) {
+			t.Fatalf("columns taken from invalid JSON %q: %+v", r.Content, r)
 		}
 		return
 	}

@@ -2,6 +2,7 @@ package decoder
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/cdc-relay/cdc-relay/internal/jsontext"
@@ -40,100 +41,125 @@ func (d *Decoder) decodeMessage(data []byte, m *Message) error {
 // outbox columns: aggregate_type, aggregate_id, event_type (strings),
 // payload (an object, or null for a tombstone), headers (an object,
 // optional) and id (a string or number, optional: the message's LSN in
-// PostgreSQL's text form, stable across redelivery, when absent). Content
-// that is not such an object leaves the reason in r.Malformed.
+// PostgreSQL's text form, stable across redelivery, when absent), each at
+// most once. Content that is not such an object leaves the reason in
+// r.Malformed. Content that is not valid JSON at all (RFC 8259, as
+// jsontext checks it) names nothing: then every column is left unset and
+// the id is the LSN, whatever the text seemed to say before the fault.
 func (d *Decoder) messageRow(r *Row, content []byte, lsn uint64, nonTransactional bool) {
 	clear(d.extraVals)
 	*r = Row{Message: true, LSN: lsn, Content: content, NonTransactional: nonTransactional, Extra: d.extraVals, ExtraTypes: d.noTypes, ExtraTypmods: d.noMods}
-	r.Malformed = d.messageColumns(r, content)
+	var syntax bool
+	r.Malformed, syntax = d.messageColumns(r, content)
+	if syntax {
+		*r = Row{Message: true, LSN: lsn, Content: content, NonTransactional: nonTransactional, Extra: d.extraVals, ExtraTypes: d.noTypes, ExtraTypmods: d.noMods,
+			Malformed: r.Malformed}
+	}
 	if r.ID == nil {
 		r.ID = appendLSN(d.msg.id[:0], lsn)
 	}
 }
 
-func (d *Decoder) messageColumns(r *Row, content []byte) string {
+// The outbox columns of a message's content, as bits of a set.
+const (
+	seenID = 1 << iota
+	seenAggregateType
+	seenAggregateID
+	seenEventType
+	seenPayload
+	seenHeaders
+)
+
+// messageColumns reads the columns of a message's content into r and
+// returns why it is not an outbox event, "" when it is; syntax is true
+// when the content is not valid JSON.
+func (d *Decoder) messageColumns(r *Row, content []byte) (reason string, syntax bool) {
 	obj, isNull, err := jsontext.OpenObject(content)
-	if err != nil || isNull {
-		if err == nil {
-			err = fmt.Errorf("got %q", content)
-		}
-		return "message content is not a JSON object: " + err.Error()
+	switch {
+	case err != nil && errors.Is(err, jsontext.ErrSyntax):
+		return "message content is not valid JSON: " + err.Error(), true
+	case err != nil:
+		return "message content is not a JSON object: " + err.Error(), false
+	case isNull:
+		return fmt.Sprintf("message content is not a JSON object: got %q", content), false
 	}
-	var payload bool
+	var seen uint8
 	for {
 		key, raw, ok, err := obj.Next()
 		if err != nil {
-			return "message content is not valid JSON: " + err.Error()
+			return "message content is not valid JSON: " + err.Error(), true
 		}
 		if !ok {
 			break
 		}
+		var bit uint8
 		switch k := string(key); k {
 		case "id":
+			bit = seenID
 			switch raw[0] {
 			case '"':
 				if r.ID, err = jsontext.Unquote(raw); err != nil {
-					return "message id: " + err.Error()
+					return "message id: " + err.Error(), true
 				}
 			case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 				r.ID = raw
 			default:
-				return "message id must be a string or a number, got " + jsontext.KindOf(raw[0])
+				return "message id must be a string or a number, got " + jsontext.KindOf(raw[0]), false
 			}
 		case "aggregate_type", "aggregate_id", "event_type":
 			if raw[0] != '"' {
-				return "message " + k + " must be a string, got " + kindOrNull(raw)
+				return "message " + k + " must be a string, got " + jsontext.KindOf(raw[0]), false
 			}
 			v, err := jsontext.Unquote(raw)
 			if err != nil {
-				return "message " + k + ": " + err.Error()
+				return "message " + k + ": " + err.Error(), true
 			}
 			switch k {
 			case "aggregate_type":
-				r.AggregateType = v
+				bit, r.AggregateType = seenAggregateType, v
 			case "aggregate_id":
-				r.AggregateID = v
+				bit, r.AggregateID = seenAggregateID, v
 			default:
-				r.EventType = v
+				bit, r.EventType = seenEventType, v
 			}
 		case "payload":
-			payload = true
+			bit = seenPayload
 			switch raw[0] {
 			case '{':
 				r.Payload = raw
 			case 'n':
 				r.PayloadNull = true
 			default:
-				return "message payload must be a JSON object, got " + jsontext.KindOf(raw[0])
+				return "message payload must be a JSON object, got " + jsontext.KindOf(raw[0]), false
 			}
 		case "headers":
+			bit = seenHeaders
 			switch raw[0] {
 			case '{':
 				r.Headers = raw
 			case 'n':
 			default:
-				return "message headers must be a JSON object, got " + jsontext.KindOf(raw[0])
+				return "message headers must be a JSON object, got " + jsontext.KindOf(raw[0]), false
 			}
 		}
+		if seen&bit != 0 {
+			// Which one would a consumer take? jsonb keeps the last, the
+			// Avro encoder refuses a field given twice: so does the relay.
+			return "message content has " + string(key) + " twice", false
+		}
+		seen |= bit
 	}
 	switch {
 	case r.AggregateType == nil:
-		return "message content has no aggregate_type"
+		return "message content has no aggregate_type", false
 	case r.AggregateID == nil:
-		return "message content has no aggregate_id"
+		return "message content has no aggregate_id", false
 	case r.EventType == nil:
-		return "message content has no event_type"
-	case !payload:
-		return "message content has no payload"
+		return "message content has no event_type", false
+	case seen&seenPayload == 0:
+		return "message content has no payload", false
 	}
-	return ""
-}
-
-func kindOrNull(raw []byte) string {
-	if raw[0] == 'n' {
-		return "null"
-	}
-	return jsontext.KindOf(raw[0])
+	return "", false
 }
 
 // appendLSN appends lsn in PostgreSQL's text form, %X/%X.

@@ -62,7 +62,7 @@ func TestDecodeMessage(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ content, want string }{
-		{`not json`, "not a JSON object"},
+		{`not json`, "message content is not valid JSON: invalid literal, want null at offset 0"},
 		{`[1]`, "not a JSON object: got an array"},
 		{`null`, "not a JSON object"},
 		{`{"aggregate_type": 1, "aggregate_id": "1", "event_type": "E", "payload": {}}`, "aggregate_type must be a string, got a number"},
@@ -73,6 +73,8 @@ func TestDecodeMessage(t *testing.T) {
 		{`{"aggregate_type": "A", "aggregate_id": "1", "event_type": "E", "payload": {}, "headers": "x"}`, "headers must be a JSON object"},
 		{`{"id": true, "aggregate_type": "A", "aggregate_id": "1", "event_type": "E", "payload": {}}`, "id must be a string or a number"},
 		{`{"aggregate_type": "A", "aggregate_id": "1", "event_type": "E", "payload": {}`, "not valid JSON"},
+		{`{"aggregate_type": "A", "aggregate_id": "1", "aggregate_id": "2", "event_type": "E", "payload": {}}`, "message content has aggregate_id twice"},
+		{`{"aggregate_type": "A", "aggregate_id": "1", "event_type": "E", "payload": {}, "payload": null}`, "message content has payload twice"},
 	} {
 		if err := d.Decode(messageMsg(true, 0xAB, "outbox", tc.content), &m); err != nil {
 			t.Fatalf("%s: %v", tc.content, err)
@@ -123,4 +125,44 @@ func TestDecodeSeveralTables(t *testing.T) {
 
 func outboxInsertFor(rel uint32) []byte {
 	return insertMsg(rel, text("1"), text("Order"), text("o-1"), text("OrderCreated"), text(`{}`), text(`{}`), text("2024-05-01 10:00:00+00"))
+}
+
+// TestDecodeMessageInvalidJSON: content that is not valid JSON (RFC 8259)
+// is malformed wherever the fault is, even deep in the payload or after
+// the object, and names nothing: the id is the LSN even when the content
+// gave one before the fault, and no column is set.
+func TestDecodeMessageInvalidJSON(t *testing.T) {
+	d := NewDecoder(Config{Tables: []Table{{Name: "outbox", Columns: DefaultColumns()}}, MessagePrefix: "outbox"})
+	head := `{"id": "e-1", "aggregate_type": "Order", "aggregate_id": "o-1", "event_type": "E", "headers": {"h": "v"}, "payload": `
+	for _, tc := range []struct{ name, content, want string }{
+		{"leading zero", head + `{"n": 007}}`, "leading zero in number"},
+		{"hex float", head + `{"n": 0x1.8p1}}`, "invalid character 'x'"},
+		{"NaN", head + `{"n": NaN}}`, "invalid character 'N'"},
+		{"Infinity", head + `{"n": [-Infinity]}}`, "invalid character 'I'"},
+		{"trailing comma", head + `{"a": [1, 2,]}}`, "invalid character ']'"},
+		{"single quotes", head + `{'a': 1}}`, "want a member name"},
+		{"control character", head + "{\"s\": \"a\tb\"}}", "control character in string"},
+		{"bad escape", head + `{"s": "\q"}}`, "invalid escape"},
+		{"lone surrogate", head + `{"s": "\udc00"}}`, "unpaired \\u surrogate"},
+		{"invalid UTF-8", head + "{\"s\": \"\xc3\x28\"}}", "invalid UTF-8"},
+		{"trailing garbage", head + `{}} x`, "after the value"},
+		{"two objects", head + `{}}{}`, "after the value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m Message
+			if err := d.Decode(messageMsg(true, 0xAB, "outbox", tc.content), &m); err != nil {
+				t.Fatal(err)
+			}
+			r := m.Row
+			if !strings.HasPrefix(r.Malformed, "message content is not valid JSON: ") || !strings.Contains(r.Malformed, tc.want) {
+				t.Errorf("malformed %q, want not valid JSON: ...%s", r.Malformed, tc.want)
+			}
+			if m.Kind != KindRow || !r.Message || string(r.ID) != "0/AB" || string(r.Content) != tc.content {
+				t.Errorf("kind %v id %q content %q, want the LSN id and the raw content", m.Kind, r.ID, r.Content)
+			}
+			if r.AggregateType != nil || r.AggregateID != nil || r.EventType != nil || r.Payload != nil || r.Headers != nil || r.PayloadNull {
+				t.Errorf("columns %q %q %q %q %q set from invalid content", r.AggregateType, r.AggregateID, r.EventType, r.Payload, r.Headers)
+			}
+		})
+	}
 }

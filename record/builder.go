@@ -294,7 +294,7 @@ func (b *Builder) Build(ctx context.Context, rec *publisher.Record, commitTime t
 	// keep headers, logs and the halt message a sane size.
 	inv := &Invalid{ID: clip(string(r.id), maxNameBytes), EventType: clip(string(r.eventType), maxNameBytes),
 		AggregateType: clip(string(r.aggType), maxNameBytes), Reason: clip(reason, maxReasonBytes), Kind: kind}
-	b.deadLetter(rec, r, inv.Reason)
+	b.deadLetter(rec, r, inv.Reason, inv.Kind)
 	return inv, nil
 }
 

@@ -53,7 +53,7 @@ func TestDeadLetterFits(t *testing.T) {
 			r := row{id: []byte("42"), eventType: []byte("OrderCreated"), aggType: tc.aggType, aggID: tc.key, headersJSON: tc.headers,
 				src: &decoder.Row{Payload: tc.payload}}
 			rec := &publisher.Record{}
-			b.deadLetter(rec, r, "the reason")
+			b.deadLetter(rec, r, "the reason", ReasonPayload)
 			if n := publisher.Size(rec.Key, rec.Value, rec.Headers); n > max {
 				t.Fatalf("dead letter is %d bytes, more than %d", n, max)
 			}
@@ -61,13 +61,16 @@ func TestDeadLetterFits(t *testing.T) {
 			if last.Key != HeaderError || string(last.Value) != "the reason"+tc.wantOmitted {
 				t.Fatalf("last header %s=%q, want error=%q", last.Key, last.Value, "the reason"+tc.wantOmitted)
 			}
+			if kind := rec.Headers[len(rec.Headers)-2]; kind.Key != HeaderErrorKind || string(kind.Value) != ReasonPayload {
+				t.Fatalf("header before error %s=%q, want error_kind=%s", kind.Key, kind.Value, ReasonPayload)
+			}
 			if got := rec.Value != nil; got != tc.wantPayload {
 				t.Errorf("payload kept = %v, want %v", got, tc.wantPayload)
 			}
 			if got := rec.Key != nil; got != tc.wantKey {
 				t.Errorf("key kept = %v, want %v", got, tc.wantKey)
 			}
-			if got := len(rec.Headers) == 5; got != tc.wantRowHeader {
+			if got := len(rec.Headers) == 6; got != tc.wantRowHeader {
 				t.Errorf("row header kept = %v, want %v (headers %d)", got, tc.wantRowHeader, len(rec.Headers))
 			}
 			if rec.Topic != "dlq" || rec.Headers[0].Key != "id" || string(rec.Headers[0].Value) != "42" {

@@ -14,14 +14,21 @@ import (
 	"github.com/cdc-relay/cdc-relay/router"
 )
 
+// HeaderErrorKind is the dead-letter header that carries the reason's
+// code, the reason label of cdc_relay_dlq_events_total (ReasonSchema, ...):
+// the header for programs, as HeaderError is for people. Every dead
+// letter has both, error_kind just before error, the last two headers.
+const HeaderErrorKind = "error_kind"
+
 // deadLetter makes rec the dead-letter record: the raw payload with the
-// row's headers, then id, event_type, aggregate_type and error, and the
-// commit time as its timestamp. When the record would be larger than
+// headers id, event_type and aggregate_type, the row's own headers, then
+// error_kind (kind) and error (reason), and the commit time as its
+// timestamp. When the record would be larger than
 // MaxRecordBytes, it drops the largest of the payload, the row's own
 // headers and the key until the record fits (then, if need be, the tail of
 // the id, event_type and aggregate_type values), and says so in the error
 // header: a dead letter the broker refuses would stop the relay instead.
-func (b *Builder) deadLetter(rec *publisher.Record, r row, reason string) {
+func (b *Builder) deadLetter(rec *publisher.Record, r row, reason, kind string) {
 	raw := r.src.Payload
 	if r.src.Message {
 		raw = r.src.Content // the whole message, as the application wrote it
@@ -34,10 +41,10 @@ func (b *Builder) deadLetter(rec *publisher.Record, r row, reason string) {
 	if err != nil {
 		headers, rowHeaders = headers[:3], 0
 	}
-	// The error header goes last: a row header also named "error" must not
-	// mask the reason for consumers that read the last header of a name
-	// (Java's Headers.lastHeader).
-	headers = append(headers, kafka.Header{Key: HeaderError, Value: []byte(reason)})
+	// The error_kind and error headers go last: a row header also named
+	// "error" must not mask the reason for consumers that read the last
+	// header of a name (Java's Headers.lastHeader).
+	headers = append(headers, kafka.Header{Key: HeaderErrorKind, Value: []byte(kind)}, kafka.Header{Key: HeaderError, Value: []byte(reason)})
 	key := r.aggID
 	var omitted []string
 	fits := func() bool {
@@ -53,7 +60,7 @@ func (b *Builder) deadLetter(rec *publisher.Record, r row, reason string) {
 			omitted = append(omitted, fmt.Sprintf("the %d-byte payload", len(raw)))
 		}},
 		{rowHeaders, func() {
-			headers = append(headers[:3], headers[len(headers)-1])
+			headers = append(headers[:3], headers[len(headers)-2:]...)
 			omitted = append(omitted, fmt.Sprintf("the %d-byte headers column", len(r.headersJSON)))
 		}},
 		{len(key), func() {
@@ -98,13 +105,13 @@ func Rejected(dlqTopic string, r *publisher.Record, err error) (*publisher.Recor
 	} else {
 		inv.Reason = fmt.Sprintf("the broker refused the %d-byte record for topic %s as too large (%v); the value is omitted", publisher.Size(r.Key, r.Value, r.Headers), r.Topic, err)
 	}
-	headers := make([]kafka.Header, 0, len(r.Headers)+1)
+	headers := make([]kafka.Header, 0, len(r.Headers)+2)
 	for _, h := range r.Headers {
-		if h.Key != HeaderError {
+		if h.Key != HeaderError && h.Key != HeaderErrorKind {
 			headers = append(headers, h)
 		}
 	}
-	headers = append(headers, kafka.Header{Key: HeaderError, Value: []byte(inv.Reason)})
+	headers = append(headers, kafka.Header{Key: HeaderErrorKind, Value: []byte(inv.Kind)}, kafka.Header{Key: HeaderError, Value: []byte(inv.Reason)})
 	return &publisher.Record{Topic: dlqTopic, Key: r.Key, Headers: headers, Time: when, Seq: r.Seq, Reserved: r.Reserved}, inv
 }
 

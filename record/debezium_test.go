@@ -204,12 +204,19 @@ func FuzzJSONValue(f *testing.F) {
 	}
 	f.Add([]byte(`{"items": [{"sku": "a", "q": 1}, {"sku": "b", "q": 2}], "n": null}`))
 	f.Add([]byte("{\"s\":\"\xa8\"}")) // not UTF-8
+	f.Add([]byte(`{"n": 007}`))
+	f.Add([]byte(`{"n": 0x1.8p1, "s": "\ud800"}`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
+		var v jsonValue
+		got, err := v.append(nil, payload)
+		// Whatever the payload, the relay writes JSON or nothing, and only
+		// for a payload that is JSON.
+		if err == nil && (!json.Valid(payload) || !json.Valid(got)) {
+			t.Fatalf("%q: the relay wrote %q", payload, got)
+		}
 		if duplicateKeys(payload) {
 			return // jsonb never sends them; Jackson and jsonb keep the last, neither writer does
 		}
-		var v jsonValue
-		got, err := v.append(nil, payload)
 		if !utf8.Valid(payload) {
 			// Jackson would write U+FFFD; the relay refuses text that is not
 			// UTF-8 (a dead letter), as its Avro encoder does.

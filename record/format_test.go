@@ -175,6 +175,26 @@ func TestJSONValue(t *testing.T) {
 		{`{"a": 1} x`, "", "not valid JSON"},
 		{`{"a": tru}`, "", "not valid JSON"},
 		{`{"a": "\x"}`, "", "not valid JSON"},
+		// What RFC 8259 refuses, the writer refuses: nothing is passed on
+		// as it is, nor read as Go's parsers would.
+		{`{"n": 007}`, "", "payload is not valid JSON: leading zero in number at offset 6"},
+		{`{"n": 0x1.8p1}`, "", "payload is not valid JSON: invalid character 'x'"},
+		{`{"n": 1_000}`, "", "payload is not valid JSON: invalid character '_'"},
+		{`{"n": NaN}`, "", "not valid JSON"},
+		{`{"n": -Infinity}`, "", "not valid JSON"},
+		{`{"n": +1}`, "", "not valid JSON"},
+		{`{"n": .5}`, "", "not valid JSON"},
+		{`{"a": [1, 2,]}`, "", "not valid JSON"},
+		{`{"a": 1,}`, "", "not valid JSON"},
+		{`{'a': 1}`, "", "not valid JSON"},
+		{"{\"s\": \"a\tb\"}", "", "control character in string"},
+		{`{"s": "\ud800"}`, "", `unpaired \u surrogate`},
+		{"{\"s\": \"\xff\"}", "", "invalid UTF-8"},
+		{"{\"\xff\": 1}", "", "invalid UTF-8"},
+		{`{"a": nullx}`, "", "not valid JSON"},
+		{`{"a": [{"b": 1}, {"c": 01}]}`, "", "leading zero"}, // the schema-inference path
+		{`{"a": [1, "x", 01]}`, "", "leading zero"},
+		{`{"a": 1}{}`, "", "after the value"},
 	}
 	for _, tt := range tests {
 		got, err := v.append([]byte("prefix:"), []byte(tt.in))

@@ -17,7 +17,8 @@ import (
 // the table, most likely because someone added it while the relay ran.
 // The value is a JSON object of the row's columns in table order, each the
 // column's text form (what psql prints) or null, so that the row can be
-// rebuilt; header "table" names the table and "error" gives the reason.
+// rebuilt; header "table" names the table, "error_kind" is
+// unconfigured_table and "error" gives the reason.
 // The key is empty. Such a row always goes to the dead-letter topic, even
 // under --on-invalid halt: rows already in the WAL keep coming after the
 // publication is fixed, so a halt would halt again at every restart.
@@ -46,9 +47,9 @@ func (b *Builder) unconfigured(rec *publisher.Record, commitTime time.Time, src 
 	}
 	buf.WriteByte('}')
 	value := buf.Bytes()
-	headers := []kafka.Header{{Key: HeaderTable, Value: []byte(src.Table)}, {Key: HeaderError, Value: []byte(inv.Reason)}}
+	headers := []kafka.Header{{Key: HeaderTable, Value: []byte(src.Table)}, {Key: HeaderErrorKind, Value: []byte(inv.Kind)}, {Key: HeaderError, Value: []byte(inv.Reason)}}
 	if publisher.Size(nil, value, headers) > b.cfg.MaxRecordBytes {
-		headers[1].Value = omittedReason(inv.Reason, []string{fmt.Sprintf("the %d-byte row", len(value))})
+		headers[2].Value = omittedReason(inv.Reason, []string{fmt.Sprintf("the %d-byte row", len(value))})
 		value = nil
 	}
 	if commitTime.IsZero() {

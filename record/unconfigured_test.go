@@ -46,7 +46,7 @@ func TestUnconfiguredDeadLetter(t *testing.T) {
 			for _, x := range rec.Headers {
 				h[x.Key] = string(x.Value)
 			}
-			if h[HeaderTable] != "public.orders" || !strings.Contains(h[HeaderError], "public.orders is not a configured outbox table") {
+			if len(rec.Headers) != 3 || h[HeaderTable] != "public.orders" || h[HeaderErrorKind] != ReasonUnconfigured || !strings.Contains(h[HeaderError], "public.orders is not a configured outbox table") {
 				t.Errorf("headers = %q", h)
 			}
 			if calls.Load() != 0 {

@@ -57,12 +57,21 @@ func (v *jsonValue) append(dst, payload []byte) ([]byte, error) {
 	return out, nil
 }
 
+// bad is the error for the payload b, in which the writer found a fault:
+// the tokenizer's account of the first one.
+func bad(b []byte) error {
+	if err := jsontext.Check(b); err != nil {
+		return err
+	}
+	return jsontext.ErrSyntax
+}
+
 // stream writes the object at payload[i] and checks that nothing follows.
 // strict stops at errComplex where Debezium would reshape the payload.
 func (v *jsonValue) stream(dst, payload []byte, i int, strict bool) ([]byte, error) {
 	out, end, _, err := v.value(dst, payload, i, strict)
 	if err == nil && jsontext.SkipSpace(payload, end) != len(payload) {
-		err = jsontext.ErrSyntax
+		err = bad(payload)
 	}
 	return out, err
 }
@@ -84,7 +93,7 @@ const (
 // its kind.
 func (v *jsonValue) value(dst, b []byte, i int, strict bool) ([]byte, int, int, error) {
 	if i >= len(b) {
-		return dst, i, 0, jsontext.ErrSyntax
+		return dst, i, 0, bad(b)
 	}
 	switch c := b[i]; {
 	case c == '{':
@@ -94,21 +103,14 @@ func (v *jsonValue) value(dst, b []byte, i int, strict bool) ([]byte, int, int, 
 		dst, i, err := v.array(dst, b, i, strict)
 		return dst, i, kindArray, err
 	case c == '"':
-		end, ok := jsontext.SkipString(b, i)
-		if !ok {
-			return dst, i, 0, jsontext.ErrSyntax
-		}
-		var err error
-		if v.scratch, err = jsontext.AppendUnquoted(v.scratch[:0], b[i:end]); err != nil {
+		dst, end, err := v.appendString(dst, b, i)
+		return dst, end, kindString, err
+	case c == '-' || ('0' <= c && c <= '9'):
+		num, end, err := jsontext.ScanNumber(b, i)
+		if err != nil {
 			return dst, i, 0, err
 		}
-		return debeziumjson.AppendString(dst, v.scratch), end, kindString, nil
-	case c == '-' || ('0' <= c && c <= '9'):
-		end, ok := jsontext.SkipValue(b, i)
-		if !ok {
-			return dst, i, 0, jsontext.ErrSyntax
-		}
-		return appendNumber(dst, b[i:end], end, strict)
+		return appendNumber(dst, &num, end, strict)
 	}
 	for _, lit := range [...]string{"true", "false", "null"} {
 		if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
@@ -119,38 +121,53 @@ func (v *jsonValue) value(dst, b []byte, i int, strict bool) ([]byte, int, int, 
 			return append(dst, lit...), i + len(lit), kind, nil
 		}
 	}
-	return dst, i, 0, jsontext.ErrSyntax
+	return dst, i, 0, bad(b)
+}
+
+// appendString writes the JSON string at b[i] as Jackson escapes it and
+// returns the index after it.
+func (v *jsonValue) appendString(dst, b []byte, i int) ([]byte, int, error) {
+	end, escaped, err := jsontext.ScanString(b, i)
+	if err != nil {
+		return dst, i, err
+	}
+	if !escaped {
+		return debeziumjson.AppendString(dst, b[i+1:end-1]), end, nil
+	}
+	if v.scratch, err = jsontext.AppendUnescaped(v.scratch[:0], b[i+1:end-1]); err != nil {
+		return dst, i, err
+	}
+	return debeziumjson.AppendString(dst, v.scratch), end, nil
 }
 
 // appendNumber writes a JSON number: an integer as it is, anything with a
 // fraction or an exponent as Java's Double.toString writes the double.
-func appendNumber(dst, num []byte, end int, strict bool) ([]byte, int, int, error) {
-	for _, c := range num {
-		if c == '.' || c == 'e' || c == 'E' {
-			f, err := strconv.ParseFloat(string(num), 64)
-			switch {
-			case errors.Is(err, strconv.ErrRange):
-				// Beyond a double (Jackson would print Infinity, which is
-				// not JSON): the number as it is.
-				return append(dst, num...), end, kindDouble, nil
-			case err != nil:
-				return dst, end, 0, jsontext.ErrSyntax
-			}
-			return debeziumjson.AppendDouble(dst, f), end, kindDouble, nil
+// The tokenizer has checked the number's grammar, which both parsers accept.
+func appendNumber(dst []byte, num *jsontext.Number, end int, strict bool) ([]byte, int, int, error) {
+	if !num.IsInteger() {
+		f, err := strconv.ParseFloat(string(num.Raw), 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			// Beyond a double (Jackson would print Infinity, which is
+			// not JSON): the number as it is.
+			return append(dst, num.Raw...), end, kindDouble, nil
+		case err != nil:
+			return dst, end, 0, err
 		}
+		return debeziumjson.AppendDouble(dst, f), end, kindDouble, nil
 	}
-	n, err := strconv.ParseInt(string(num), 10, 64)
+	n, err := strconv.ParseInt(string(num.Raw), 10, 64)
 	switch {
 	case err == nil && n >= math.MinInt32 && n <= math.MaxInt32:
-		return append(dst, num...), end, kindInt, nil
+		return append(dst, num.Raw...), end, kindInt, nil
 	case err == nil:
-		return append(dst, num...), end, kindLong, nil
+		return append(dst, num.Raw...), end, kindLong, nil
 	case !errors.Is(err, strconv.ErrRange):
-		return dst, end, 0, jsontext.ErrSyntax
+		return dst, end, 0, err
 	case strict:
 		return dst, end, 0, errComplex // Debezium fails on it
 	}
-	return append(dst, num...), end, kindLong, nil
+	return append(dst, num.Raw...), end, kindLong, nil
 }
 
 // object writes the object at b[i], leaving out null and empty-array
@@ -164,33 +181,29 @@ func (v *jsonValue) object(dst, b []byte, i int, strict bool) ([]byte, int, erro
 	first := true
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return dst, i, jsontext.ErrSyntax
+			return dst, i, bad(b)
 		}
-		kEnd, ok := jsontext.SkipString(b, i)
-		if !ok {
-			return dst, i, jsontext.ErrSyntax
+		key := i
+		kEnd, _, err := jsontext.ScanString(b, i)
+		if err != nil {
+			return dst, i, err
 		}
-		key := b[i:kEnd]
 		i = jsontext.SkipSpace(b, kEnd)
 		if i >= len(b) || b[i] != ':' {
-			return dst, i, jsontext.ErrSyntax
+			return dst, i, bad(b)
 		}
 		i = jsontext.SkipSpace(b, i+1)
 		if dropped(b, i) {
-			end, ok := jsontext.SkipValue(b, i)
-			if !ok {
-				return dst, i, jsontext.ErrSyntax
+			if i, err = jsontext.SkipValue(b, i); err != nil {
+				return dst, i, err
 			}
-			i = end
 		} else {
 			if !first {
 				dst = append(dst, ',')
 			}
-			var err error
-			if v.scratch, err = jsontext.AppendUnquoted(v.scratch[:0], key); err != nil {
+			if dst, _, err = v.appendString(dst, b, key); err != nil {
 				return dst, i, err
 			}
-			dst = debeziumjson.AppendString(dst, v.scratch)
 			dst = append(dst, ':')
 			if dst, i, _, err = v.value(dst, b, i, strict); err != nil {
 				return dst, i, err
@@ -200,11 +213,11 @@ func (v *jsonValue) object(dst, b []byte, i int, strict bool) ([]byte, int, erro
 		i = jsontext.SkipSpace(b, i)
 		switch {
 		case i >= len(b):
-			return dst, i, jsontext.ErrSyntax
+			return dst, i, bad(b)
 		case b[i] == '}':
 			return append(dst, '}'), i + 1, nil
 		case b[i] != ',':
-			return dst, i, jsontext.ErrSyntax
+			return dst, i, bad(b)
 		}
 		i = jsontext.SkipSpace(b, i+1)
 	}
@@ -264,14 +277,14 @@ func (v *jsonValue) array(dst, b []byte, i int, strict bool) ([]byte, int, error
 		i = jsontext.SkipSpace(b, i)
 		switch {
 		case i >= len(b):
-			return dst, i, jsontext.ErrSyntax
+			return dst, i, bad(b)
 		case b[i] == ']':
 			if strict && elem == kindNull {
 				return dst, i, errComplex // nulls only
 			}
 			return append(dst, ']'), i + 1, nil
 		case b[i] != ',':
-			return dst, i, jsontext.ErrSyntax
+			return dst, i, bad(b)
 		}
 		i = jsontext.SkipSpace(b, i+1)
 	}
@@ -287,8 +300,8 @@ const maxUniformMembers = 32
 // is each object's own), so the streaming path can too; any other array of
 // objects goes through its schema inference.
 func uniformObjects(b []byte, i int) bool {
-	end, ok := jsontext.SkipValue(b, i)
-	if !ok {
+	end, err := jsontext.SkipValue(b, i)
+	if err != nil {
 		return false
 	}
 	var keys [maxUniformMembers][]byte
@@ -296,8 +309,8 @@ func uniformObjects(b []byte, i int) bool {
 	count := -1
 	j := jsontext.SkipSpace(b, i+1)
 	for j < end-1 {
-		elemEnd, ok := jsontext.SkipValue(b, j)
-		if !ok || b[j] != '{' {
+		elemEnd, err := jsontext.SkipValue(b, j)
+		if err != nil || b[j] != '{' {
 			return false
 		}
 		obj, _, err := jsontext.OpenObject(b[j:elemEnd])

@@ -127,7 +127,7 @@ func AppendJSON(dst []kafka.Header, headersJSON []byte) ([]kafka.Header, error) 
 	obj, _, err := jsontext.OpenObject(headersJSON)
 	if err != nil {
 		if errors.Is(err, jsontext.ErrSyntax) {
-			return dst, ErrBadJSON
+			return dst, badJSON(err)
 		}
 		return dst, fmt.Errorf("%w: %v", ErrHeadersNotObject, err)
 	}
@@ -159,11 +159,7 @@ func AppendJSON(dst []kafka.Header, headersJSON []byte) ([]kafka.Header, error) 
 	}
 }
 
-// badJSON maps jsontext's syntax errors to ErrBadJSON, keeping the detail
-// of a bad escape.
+// badJSON wraps the tokenizer's account of the fault in ErrBadJSON.
 func badJSON(err error) error {
-	if err == jsontext.ErrSyntax {
-		return ErrBadJSON
-	}
-	return fmt.Errorf("%w: %v", ErrBadJSON, errors.Unwrap(err))
+	return fmt.Errorf("%w: %v", ErrBadJSON, err)
 }

@@ -91,6 +91,13 @@ func TestAppendHeaders(t *testing.T) {
 		{"string", `"x"`, nil, ErrHeadersNotObject},
 		{"garbage", `{"a": }`, nil, ErrBadJSON},
 		{"trailing", `{"a": 1} x`, nil, ErrBadJSON},
+		{"leading zero", `{"n": 007}`, nil, ErrBadJSON},
+		{"hex float", `{"n": 0x1.8p1}`, nil, ErrBadJSON},
+		{"nested fault", `{"o": {"a": [1, NaN]}}`, nil, ErrBadJSON},
+		{"trailing comma", `{"a": 1,}`, nil, ErrBadJSON},
+		{"lone surrogate", `{"a": "\udc00"}`, nil, ErrBadJSON},
+		{"invalid UTF-8", "{\"a\": \"\xff\"}", nil, ErrBadJSON},
+		{"not JSON at all", `nope`, nil, ErrBadJSON},
 		{"reserved id", `{"tenant": "t", "id": "spoofed"}`, nil, ErrReservedHeader},
 		{"reserved event_type", `{"event_type": 1}`, nil, ErrReservedHeader},
 		{"reserved escaped", `{"aggregate\u005ftype": "x"}`, nil, ErrReservedHeader},
@@ -140,7 +147,7 @@ func TestAppendHeaders(t *testing.T) {
 // a reserved key) and give each key the value encoding/json reads.
 func FuzzAppendHeaders(f *testing.F) {
 	for _, s := range []string{`{"a": "b"}`, `{"o": {"x": [1, {"y": "}"}]}}`, `[1]`, `"\u00e9"`, `{`,
-		`{"n": 42, "f": -1.5e3, "b": true, "z": null}`, `{"k\"q": "a\u00e9\n"}`, `{"id": "x"}`, `null`, ` { } `} {
+		`{"n": 42, "f": -1.5e3, "b": true, "z": null}`, `{"k\"q": "a\u00e9\n"}`, `{"id": "x"}`, `null`, ` { } `, `{"n": 007}`, `{"o": [0x1.8p1]}`} {
 		f.Add([]byte(s))
 	}
 	files, _ := filepath.Glob("../testdata/pgoutput/*/golden.json")
@@ -174,6 +181,11 @@ func FuzzAppendHeaders(f *testing.F) {
 			t.Fatalf("fixed headers missing: %v", hs)
 		}
 		trimmed := bytes.TrimLeft(b, " \t\r\n")
+		// Headers are taken only from valid JSON: what the tokenizer
+		// accepts, encoding/json accepts.
+		if err == nil && len(trimmed) > 0 && !json.Valid(b) {
+			t.Fatalf("headers taken from invalid JSON %q: %v", b, hs)
+		}
 		if !utf8.Valid(b) || !json.Valid(b) || len(trimmed) == 0 || trimmed[0] != '{' {
 			return // jsonb text is always valid UTF-8 JSON: only "no panic" holds here
 		}

@@ -79,7 +79,7 @@ func (e *enc) scanFields(n *node, base int) *PayloadError {
 		if known {
 			e.spans[base+i] = e.pos + 1
 		}
-		if err := e.skip(0); err != nil {
+		if err := e.skip(); err != nil {
 			return err
 		}
 		e.ws()

@@ -6,7 +6,6 @@ import (
 	"math"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
 
@@ -235,10 +234,7 @@ func (e *enc) value(n *node) *PayloadError {
 }
 
 func (e *enc) appendString(raw []byte, esc bool) *PayloadError {
-	if !esc {
-		if !validUTF8(raw) {
-			return &PayloadError{Reason: "string is not valid UTF-8"}
-		}
+	if !esc { // str checked that it is UTF-8
 		e.dst = appendLong(e.dst, int64(len(raw)))
 		e.dst = append(e.dst, raw...)
 		return nil
@@ -262,8 +258,6 @@ func (e *enc) appendBytes(n *node, raw []byte, esc bool) *PayloadError {
 			return &PayloadError{Reason: reason}
 		}
 		b = e.scratch
-	} else if !validUTF8(raw) {
-		return &PayloadError{Reason: "string is not valid UTF-8"}
 	}
 	if e.defaults {
 		out := make([]byte, 0, len(b))
@@ -374,17 +368,4 @@ func appendLong(dst []byte, v int64) []byte {
 		u >>= 7
 	}
 	return append(dst, byte(u))
-}
-
-// validUTF8 is utf8.Valid with a fast path for ASCII.
-func validUTF8(b []byte) bool {
-	if len(b) > 16 {
-		return utf8.Valid(b) // checks eight ASCII bytes at a time
-	}
-	for _, c := range b {
-		if c >= 0x80 {
-			return utf8.Valid(b)
-		}
-	}
-	return true
 }

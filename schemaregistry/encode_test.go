@@ -383,8 +383,8 @@ func TestAppendErrors(t *testing.T) {
 		{"decimal not a number", `{"type":"bytes","logicalType":"decimal","precision":4,"scale":2}`, `{"v":"12,5"}`, "v", `expected decimal(4,2), got string "12,5"`},
 		{"decimal fixed precision", `{"type":"fixed","name":"D","size":1,"logicalType":"decimal","precision":2,"scale":0}`, `{"v":128}`, "v", `128 has more than 2 significant digits (decimal(2,0))`},
 		{"duplicate field", `"long"`, `{"v":1,"v":2}`, "", `duplicate field "v"`},
-		{"invalid UTF-8", `"string"`, "{\"v\":\"\xff\"}", "v", `string is not valid UTF-8`},
-		{"unpaired surrogate", `"string"`, `{"v":"\ud83d"}`, "v", `string has an unpaired \u surrogate`},
+		{"invalid UTF-8", `"string"`, "{\"v\":\"\xff\"}", "", `invalid JSON: string is not valid UTF-8 at offset 6`},
+		{"unpaired surrogate", `"string"`, `{"v":"\ud83d"}`, "", `invalid JSON: string has an unpaired \u surrogate at offset 6`},
 		{"long string is cut", `"int"`, `{"v":"` + strings.Repeat("a", 50) + `"}`, "v", `expected int, got string "` + strings.Repeat("a", 40) + `…"`},
 	}
 	for _, tt := range tests {

@@ -1,19 +1,16 @@
 package schemaregistry
 
 import (
-	"bytes"
-	"encoding/binary"
+	"errors"
 	"strconv"
 
 	"github.com/cdc-relay/cdc-relay/internal/jsontext"
 )
 
-// This file scans JSON text in place: no tokens, no reflection, no
-// allocation. Every function starts at e.pos and leaves e.pos after what it
-// consumed; errors are PayloadErrors whose reason starts "invalid JSON".
-
-// maxDepth bounds the nesting of skipped JSON values.
-const maxDepth = 1000
+// This file reads JSON text in place through jsontext, the relay's one
+// tokenizer: no tokens, no reflection, no allocation. Every function starts
+// at e.pos and leaves e.pos after what it consumed; errors are
+// PayloadErrors whose reason starts "invalid JSON".
 
 // JSON value kinds, as a bit set so a schema node can say which it accepts.
 const (
@@ -24,8 +21,6 @@ const (
 	jObject
 	jArray
 )
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
@@ -65,11 +60,7 @@ func jsonKindName(k uint8) string {
 	return "invalid value"
 }
 
-func (e *enc) ws() {
-	for e.pos < len(e.data) && isSpace(e.data[e.pos]) {
-		e.pos++
-	}
-}
+func (e *enc) ws() { e.pos = jsontext.SkipSpace(e.data, e.pos) }
 
 func (e *enc) syntaxError(what string) *PayloadError {
 	if e.pos >= len(e.data) {
@@ -91,111 +82,48 @@ func (e *enc) expect(c byte, what string) *PayloadError {
 // literal consumes the literal lit (true, false or null).
 func (e *enc) literal(lit string) *PayloadError {
 	if len(e.data)-e.pos < len(lit) || string(e.data[e.pos:e.pos+len(lit)]) != lit {
-		return e.syntaxError("invalid literal")
+		return e.syntaxError("invalid literal, want " + lit)
 	}
 	e.pos += len(lit)
 	return nil
 }
 
 // str consumes a JSON string and returns its raw content (between the
-// quotes, escapes not decoded) and whether it has escapes.
+// quotes, escapes not decoded, valid UTF-8 when it has none) and whether
+// it has escapes.
 func (e *enc) str() (raw []byte, escaped bool, err *PayloadError) {
-	d := e.data
-	i := skipPlain(d, e.pos+1) // most strings have no escape: to the quote eight bytes at a time
-	for i < len(d) {
-		c := d[i]
-		switch {
-		case c == '"':
-			raw = d[e.pos+1 : i]
-			e.pos = i + 1
-			return raw, escaped, nil
-		case c == '\\':
-			escaped = true
-			if i+1 >= len(d) {
-				e.pos = len(d)
-				return nil, false, e.syntaxError("")
-			}
-			switch d[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if _, ok := jsontext.Hex4(d[i+2:]); !ok {
-					e.pos = i
-					return nil, false, e.syntaxError(`invalid \u escape`)
-				}
-				i += 6
-			default:
-				e.pos = i
-				return nil, false, e.syntaxError("invalid escape in string")
-			}
-		case c < 0x20:
-			e.pos = i
-			return nil, false, e.syntaxError("control character in string")
-		default:
-			i++
-		}
+	end, escaped, serr := jsontext.ScanString(e.data, e.pos)
+	if serr != nil {
+		return nil, false, e.jsonError(serr)
 	}
-	e.pos = len(d)
-	return nil, false, e.syntaxError("")
+	raw = e.data[e.pos+1 : end-1]
+	e.pos = end
+	return raw, escaped, nil
 }
 
-// SWAR constants: a byte of ones, and the high bit of every byte.
-const (
-	swarOnes = 0x0101010101010101
-	swarHigh = 0x8080808080808080
-)
-
-// skipPlain returns the index of the first byte at or after i that needs a
-// look inside a JSON string (a quote, a backslash or a control character),
-// or a position at most eight bytes before it from which the byte loop goes
-// on. Past the first 16 bytes, bytes.IndexByte finds the next quote and backslash with vector
-// instructions; control characters are tested eight bytes at a time. A long
-// plain string so costs a fraction of a byte-by-byte scan.
-func skipPlain(d []byte, i int) int {
-	// Most strings are short (ids, enums, timestamps): test the first 16
-	// bytes for all three kinds at once, without a call.
-	for range 2 {
-		if i+8 > len(d) {
-			return i
+// jsonError is the PayloadError of a jsontext error, which moves e.pos
+// to where it was found.
+func (e *enc) jsonError(err error) *PayloadError {
+	var se *jsontext.SyntaxError
+	if errors.As(err, &se) {
+		e.pos = se.Offset
+		if se.Err != jsontext.ErrSyntax {
+			return &PayloadError{Reason: "invalid JSON: " + se.Err.Error() + " at offset " + strconv.Itoa(se.Offset)}
 		}
-		w := binary.LittleEndian.Uint64(d[i:])
-		q := w ^ ('"' * swarOnes)
-		b := w ^ ('\\' * swarOnes)
-		if ((w-0x20*swarOnes)&^w|(q-swarOnes)&^q|(b-swarOnes)&^b)&swarHigh != 0 {
-			return i
+		if se.Offset >= len(e.data) {
+			return &PayloadError{Reason: "invalid JSON: unexpected end of input"}
 		}
-		i += 8
+		return &PayloadError{Reason: "invalid JSON: " + se.Error()}
 	}
-	span := d[i:]
-	if q := bytes.IndexByte(span, '"'); q >= 0 {
-		span = span[:q]
-	}
-	if b := bytes.IndexByte(span, '\\'); b >= 0 {
-		span = span[:b]
-	}
-	j := 0
-	for j+8 <= len(span) {
-		w := binary.LittleEndian.Uint64(span[j:])
-		// A byte below 0x20 sets its high bit (or one above it); bytes
-		// >= 0x80 never do.
-		if (w-0x20*swarOnes)&^w&swarHigh != 0 {
-			return i + j
-		}
-		j += 8
-	}
-	for j < len(span) && span[j] >= 0x20 {
-		j++
-	}
-	return i + j
+	return &PayloadError{Reason: "invalid JSON: " + err.Error()}
 }
 
 // unescape appends the decoded content of a JSON string whose raw content
-// str returned; the reason says why it cannot be decoded (invalid UTF-8,
-// an unpaired surrogate).
+// str returned.
 func unescape(dst, raw []byte) ([]byte, string) {
 	dst, err := jsontext.AppendUnescaped(dst, raw)
 	if err != nil {
-		return dst, err.Error()
+		return dst, "invalid JSON: " + err.Error()
 	}
 	return dst, ""
 }
@@ -207,79 +135,27 @@ type number struct {
 	neg bool
 	ip  []byte // integer digits
 	fp  []byte // fraction digits
-	exp int    // clamped to ±maxExp
+	exp int    // clamped to ±jsontext.MaxExp
 }
 
-const maxExp = 1_000_000
-
-// scanNumber parses the JSON number grammar at b[i:] and returns the parts
-// and the index after the number, or ok=false.
+// scanNumber reads the JSON number at b[i:] and returns its parts and the
+// index after it, or ok=false.
 func scanNumber(b []byte, i int) (n number, end int, ok bool) {
-	start := i
-	if i < len(b) && b[i] == '-' {
-		n.neg = true
-		i++
-	}
-	j := i
-	if i < len(b) && b[i] == '0' {
-		i++
-	} else {
-		for i < len(b) && isDigit(b[i]) {
-			i++
-		}
-	}
-	if i == j {
+	jn, end, err := jsontext.ScanNumber(b, i)
+	if err != nil {
 		return n, i, false
 	}
-	n.ip = b[j:i]
-	if i < len(b) && b[i] == '.' {
-		i++
-		j = i
-		for i < len(b) && isDigit(b[i]) {
-			i++
-		}
-		if i == j {
-			return n, i, false
-		}
-		n.fp = b[j:i]
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		eneg := false
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			eneg = b[i] == '-'
-			i++
-		}
-		j = i
-		x := 0
-		for i < len(b) && isDigit(b[i]) {
-			if x < maxExp {
-				x = x*10 + int(b[i]-'0')
-			}
-			i++
-		}
-		if i == j {
-			return n, i, false
-		}
-		x = min(x, maxExp)
-		if eneg {
-			x = -x
-		}
-		n.exp = x
-	}
-	n.raw = b[start:i]
-	return n, i, true
+	return number{raw: jn.Raw, neg: jn.Neg, ip: jn.Int, fp: jn.Frac, exp: jn.Exp}, end, true
 }
 
 // num consumes a JSON number.
 func (e *enc) num() (number, *PayloadError) {
-	n, end, ok := scanNumber(e.data, e.pos)
-	if !ok {
-		e.pos = end
-		return n, e.syntaxError("invalid number")
+	jn, end, err := jsontext.ScanNumber(e.data, e.pos)
+	if err != nil {
+		return number{}, e.jsonError(err)
 	}
 	e.pos = end
-	return n, nil
+	return number{raw: jn.Raw, neg: jn.Neg, ip: jn.Int, fp: jn.Frac, exp: jn.Exp}, nil
 }
 
 func (n *number) digit(k int) byte {
@@ -351,67 +227,15 @@ func (n *number) int64() (int64, intStatus) {
 	return int64(m), intOK
 }
 
-// skip consumes one JSON value of any kind, validating its syntax.
-func (e *enc) skip(depth int) *PayloadError {
+// skip consumes one JSON value of any kind, checking it.
+func (e *enc) skip() *PayloadError {
 	e.ws()
-	if e.pos >= len(e.data) {
-		return e.syntaxError("")
+	end, err := jsontext.SkipValue(e.data, e.pos)
+	if err != nil {
+		return e.jsonError(err)
 	}
-	switch c := e.data[e.pos]; c {
-	case '"':
-		_, _, err := e.str()
-		return err
-	case '{', '[':
-		if depth >= maxDepth {
-			return e.syntaxError("nesting too deep")
-		}
-		closer := byte('}')
-		if c == '[' {
-			closer = ']'
-		}
-		e.pos++
-		e.ws()
-		if e.pos < len(e.data) && e.data[e.pos] == closer {
-			e.pos++
-			return nil
-		}
-		for {
-			if c == '{' {
-				e.ws()
-				if e.pos >= len(e.data) || e.data[e.pos] != '"' {
-					return e.syntaxError("want object key")
-				}
-				if _, _, err := e.str(); err != nil {
-					return err
-				}
-				if err := e.expect(':', "':'"); err != nil {
-					return err
-				}
-			}
-			if err := e.skip(depth + 1); err != nil {
-				return err
-			}
-			e.ws()
-			if e.pos < len(e.data) && e.data[e.pos] == ',' {
-				e.pos++
-				continue
-			}
-			if e.pos < len(e.data) && e.data[e.pos] == closer {
-				e.pos++
-				return nil
-			}
-			return e.syntaxError("want ',' or '" + string(closer) + "'")
-		}
-	case 't':
-		return e.literal("true")
-	case 'f':
-		return e.literal("false")
-	case 'n':
-		return e.literal("null")
-	default:
-		_, err := e.num()
-		return err
-	}
+	e.pos = end
+	return nil
 }
 
 // describe names the JSON value at e.pos for an error message, e.g.

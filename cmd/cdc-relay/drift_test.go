@@ -117,8 +117,8 @@ func TestDriftTableAlteredIn(t *testing.T) {
 	if got := dl.Headers["table"]; got != other {
 		t.Errorf("table header = %q, want %q", got, other)
 	}
-	if e := dl.Headers["error"]; !strings.Contains(e, other+" is not a configured outbox table") || !strings.Contains(e, "DROP TABLE") {
-		t.Errorf("error header = %q", e)
+	if e := dl.Headers["error"]; !strings.Contains(e, other+" is not a configured outbox table") || !strings.Contains(e, "DROP TABLE") || dl.Headers["error_kind"] != "unconfigured_table" {
+		t.Errorf("error header = %q, error_kind %q", e, dl.Headers["error_kind"])
 	}
 	var value map[string]*string
 	if err := json.Unmarshal(dl.Value, &value); err != nil {

@@ -118,7 +118,7 @@ func TestDebeziumShapedRecords(t *testing.T) {
 	}
 
 	got = id(notObject)
-	if got.Topic != f.dlq || !strings.Contains(got.Headers["error"], "not a JSON object") || string(got.Value) != "[1, 2]" {
+	if got.Topic != f.dlq || !strings.Contains(got.Headers["error"], "not a JSON object") || got.Headers["error_kind"] != "invalid_payload" || string(got.Value) != "[1, 2]" {
 		t.Errorf("non-object payload: topic %q error %q value %q", got.Topic, got.Headers["error"], got.Value)
 	}
 	if n, err := r.metric(`cdc_relay_dlq_events_total`); err != nil || n != 1 {
@@ -232,7 +232,7 @@ func TestBrokerRefusesTimestamp(t *testing.T) {
 	}
 	recs := byID(c.waitIDs(60*time.Second, ids))
 	future := recs[strconv.FormatInt(ids[1], 10)]
-	if future.Topic != f.dlq || !strings.Contains(future.Headers["error"], "refused the record") || !strings.Contains(future.Headers["error"], "timestamp") {
+	if future.Topic != f.dlq || !strings.Contains(future.Headers["error"], "refused the record") || !strings.Contains(future.Headers["error"], "timestamp") || future.Headers["error_kind"] != "invalid_timestamp" {
 		t.Errorf("future-dated event: topic %q error %q, want the DLQ saying the broker refused its timestamp", future.Topic, future.Headers["error"])
 	}
 	for _, id := range []int64{ids[0], ids[2]} {

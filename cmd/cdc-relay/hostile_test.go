@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,6 +123,12 @@ func (tc hostileCase) checkError(t *testing.T, got string) {
 		t.Errorf("%s: error %q, want %q", tc.name, got, tc.wantError)
 	}
 }
+
+// dlqReasons are the reason codes of cdc_relay_dlq_events_total, which a
+// dead letter's error_kind header carries.
+var dlqReasons = []string{recordpkg.ReasonSchema, recordpkg.ReasonNoSchema, recordpkg.ReasonAggregateID, recordpkg.ReasonTopic,
+	recordpkg.ReasonTooLarge, recordpkg.ReasonHeaders, recordpkg.ReasonNull, recordpkg.ReasonPayload, recordpkg.ReasonTimestamp,
+	recordpkg.ReasonColumn, recordpkg.ReasonMessage, recordpkg.ReasonNonTransactional, recordpkg.ReasonUnconfigured}
 
 // hostileCases are the invalid rows that invalid_test.go does not cover.
 func hostileCases(f *fixture, agg string) []hostileCase {
@@ -237,8 +244,11 @@ func TestHostileInputDLQ(t *testing.T) {
 		if rec.Key != wantKey {
 			t.Errorf("%s: DLQ key %.40q, want %.40q", tc.name, rec.Key, wantKey)
 		}
-		if strings.Contains(rec.Headers[recordpkg.HeaderError], "headers column is omitted") && len(rec.Headers) != 4 {
-			t.Errorf("%s: DLQ headers %.200q, want only id, event_type, aggregate_type and error", tc.name, rec.Headers)
+		if strings.Contains(rec.Headers[recordpkg.HeaderError], "headers column is omitted") && len(rec.Headers) != 5 {
+			t.Errorf("%s: DLQ headers %.200q, want only id, event_type, aggregate_type, error_kind and error", tc.name, rec.Headers)
+		}
+		if kind := rec.Headers[recordpkg.HeaderErrorKind]; !slices.Contains(dlqReasons, kind) {
+			t.Errorf("%s: DLQ error_kind %q, want one of %v", tc.name, kind, dlqReasons)
 		}
 		switch {
 		case strings.Contains(rec.Headers[recordpkg.HeaderError], "-byte payload is omitted") || tc.row.Payload == nil:

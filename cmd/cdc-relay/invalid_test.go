@@ -48,6 +48,9 @@ func testInvalidEventsGoToDLQ(t *testing.T, f *fixture) {
 	var validIDs []int64
 	badIDs := map[string]string{} // id → wanted error substring
 	badPayload := map[string]string{}
+	badKind := map[string]string{} // id → wanted error_kind
+	wantKind := map[string]string{"missing required field": "schema_mismatch", "wrong type": "schema_mismatch", "no schema": "no_schema",
+		"empty aggregate id": "empty_aggregate_id", "invalid topic": "invalid_topic", "too large": "too_large", "payload is an array": "schema_mismatch"}
 	for i, tc := range cases {
 		tc.ev.Headers = `{"traceparent": "00-dlq-01"}`
 		ids, err := f.insertTx(ctx, conn, []event{valid(100 + i), tc.ev, valid(200 + i)})
@@ -58,6 +61,7 @@ func testInvalidEventsGoToDLQ(t *testing.T, f *fixture) {
 		id := strconv.FormatInt(ids[1], 10)
 		badIDs[id] = tc.wantError
 		badPayload[id] = tc.ev.Payload
+		badKind[id] = wantKind[tc.name]
 	}
 	all := append([]int64(nil), validIDs...)
 	for id := range badIDs {
@@ -79,6 +83,9 @@ func testInvalidEventsGoToDLQ(t *testing.T, f *fixture) {
 		}
 		if !strings.Contains(rec.Headers["error"], want) {
 			t.Errorf("event %s: error header %q does not mention %q", id, rec.Headers["error"], want)
+		}
+		if rec.Headers["error_kind"] != badKind[id] {
+			t.Errorf("event %s: error_kind %q, want %q", id, rec.Headers["error_kind"], badKind[id])
 		}
 		if rec.Headers["traceparent"] != "00-dlq-01" {
 			t.Errorf("event %s: the row's headers did not travel to the DLQ: %v", id, rec.Headers)
@@ -266,7 +273,7 @@ func TestBrokerRejectsTooLargeRecord(t *testing.T) {
 			var order []string
 			for _, rec := range recs {
 				if rec.Headers["id"] == bigID {
-					if rec.Topic != f.dlq || !strings.Contains(rec.Headers["error"], "too large") || len(rec.Value) != 0 {
+					if rec.Topic != f.dlq || !strings.Contains(rec.Headers["error"], "too large") || rec.Headers["error_kind"] != "too_large" || len(rec.Value) != 0 {
 						t.Fatalf("refused record: topic %s error %q value %d bytes", rec.Topic, rec.Headers["error"], len(rec.Value))
 					}
 					continue

@@ -152,10 +152,10 @@ func TestLogicalMessages(t *testing.T) {
 	if got, wantOrder := strings.Join(order, " "), strings.Join(want[:4], " "); got != wantOrder {
 		t.Errorf("aggregate's order in Kafka %q, want the transaction's %q", got, wantOrder)
 	}
-	for id, reason := range map[string]string{nonTx: "non-transactional", malformed: "message content is not a JSON object"} {
+	for id, want := range map[string][2]string{nonTx: {"non-transactional", "non_transactional"}, malformed: {"message content is not valid JSON", "invalid_message"}} {
 		rec := byID(recs)[id]
-		if rec.Topic != f.dlq || !strings.Contains(rec.Headers["error"], reason) {
-			t.Errorf("message %s: topic %q error %q, want the DLQ with %q", id, rec.Topic, rec.Headers["error"], reason)
+		if rec.Topic != f.dlq || !strings.Contains(rec.Headers["error"], want[0]) || rec.Headers["error_kind"] != want[1] {
+			t.Errorf("message %s: topic %q error %q error_kind %q, want the DLQ with %q, %s", id, rec.Topic, rec.Headers["error"], rec.Headers["error_kind"], want[0], want[1])
 		}
 	}
 	if string(byID(recs)[malformed].Value) != "not json" {
@@ -329,5 +329,93 @@ func TestTablelessOnly(t *testing.T) {
 	var stderr strings.Builder
 	if code := run(none, env(nil), &stderr, &stderr); code != exitConfig || !strings.Contains(stderr.String(), "--table: is empty and so is --message-prefix") {
 		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+}
+
+// TestInvalidJSONMessages: a logical message whose content is not valid
+// JSON (RFC 8259) goes to the DLQ in both value formats, never to a topic:
+// with --value-format json a leading zero was once published as it was
+// and a hex float as 3.0. The dead letter carries the message's LSN as its
+// id, the raw content as its value, no key and error_kind invalid_message,
+// whatever id and aggregate_id the text seemed to give before the fault.
+func TestInvalidJSONMessages(t *testing.T) {
+	applyOutboxSQL(t)
+	for _, format := range []string{"avro", "json"} {
+		t.Run(format, func(t *testing.T) {
+			f := newFixture(t, "")
+			prefix := "outbox_" + f.name
+			c := consume(t, "^"+f.topicPrefix+`\..*`)
+			r := startRelay(t, f.args("--message-prefix", prefix, "--value-format", format))
+			r.waitStreaming(60 * time.Second)
+			ctx := context.Background()
+			conn := connect(t)
+			agg := uuidFor(560)
+			head := fmt.Sprintf(`{"id": "spoofed", "aggregate_type": "Order", "aggregate_id": %q, "event_type": "OrderCreated", "headers": {"h": "v"}, "payload": `, agg)
+			contents := []string{
+				head + `{"order_id": "x", "n": 007}}`,
+				head + `{"order_id": "x", "n": 0x1.8p1}}`,
+				head + `{"order_id": "x", "n": NaN}}`,
+				head + `{"order_id": "x", "items": [1,]}}`,
+				head + `{'order_id': "x"}}`,
+				head + `{"order_id": "x\q"}}`,
+				head + `{"order_id": "\udc00"}}`,
+				head + `{"order_id": "x"}} trailing`,
+			}
+			lsns := map[string]string{} // LSN → content
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, content := range contents {
+				var lsn string
+				if err := tx.QueryRow(ctx, `SELECT pg_logical_emit_message(true, $1, $2)::text`, prefix, content).Scan(&lsn); err != nil {
+					t.Fatal(err)
+				}
+				lsns[lsn] = content
+			}
+			valid := emit(t, ctx, tx, prefix, "Order", agg, "OrderCreated", orderCreated(agg, 1), nil)
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var recs []record
+			waitFor(t, 90*time.Second, "a record per message", func() bool {
+				recs = c.records()
+				return len(recs) >= len(contents)+1 && distinctIDs(recs)[valid] > 0
+			})
+			seen := distinctIDs(recs)
+			for lsn, content := range lsns {
+				if seen[lsn] != 1 {
+					t.Errorf("%d records with id %s (content %q), want one dead letter", seen[lsn], lsn, content)
+				}
+			}
+			for _, rec := range recs {
+				id := rec.Headers["id"]
+				if id == valid {
+					if rec.Topic != f.topic("Order") || rec.Key != agg {
+						t.Errorf("valid message: topic %q key %q", rec.Topic, rec.Key)
+					}
+					continue
+				}
+				content, ok := lsns[id]
+				switch {
+				case !ok:
+					t.Errorf("unexpected record: topic %q id %q key %q value %q", rec.Topic, id, rec.Key, rec.Value)
+				case rec.Topic != f.dlq:
+					t.Errorf("invalid content %q went to %q", content, rec.Topic)
+				case string(rec.Value) != content || rec.Key != "":
+					t.Errorf("dead letter %s: key %q value %q, want no key and the raw content %q", id, rec.Key, rec.Value, content)
+				case rec.Headers["error_kind"] != "invalid_message" || !strings.HasPrefix(rec.Headers["error"], "message content is not valid JSON: "):
+					t.Errorf("dead letter %s: error_kind %q error %q, want invalid_message", id, rec.Headers["error_kind"], rec.Headers["error"])
+				case rec.Headers["h"] != "" || rec.Headers["aggregate_type"] != "" || rec.Headers["event_type"] != "":
+					t.Errorf("dead letter %s: headers %v taken from the invalid content", id, rec.Headers)
+				}
+			}
+			r.waitMetric(`cdc_relay_dlq_events_total{reason="invalid_message"}`, 30*time.Second, func(v float64) bool { return v == float64(len(contents)) })
+			end := currentLSN(t, conn)
+			waitFor(t, 30*time.Second, "the slot to confirm past the messages", func() bool { return f.confirmedFlush() >= end })
+			if code := r.terminate(); code != 0 {
+				t.Fatalf("exit code %d", code)
+			}
+		})
 	}
 }

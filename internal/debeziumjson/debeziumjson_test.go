@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/cdc-relay/cdc-relay/internal/debeziumtest"
 )
@@ -109,10 +110,15 @@ func TestAppendStringEscapes(t *testing.T) {
 func FuzzAppendPayload(f *testing.F) {
 	f.Add([]byte(`{"a": [{"b": 1}, {"c": null}], "d": 1.5}`))
 	f.Add([]byte(`{"x": [1, "a"]}`))
+	f.Add([]byte(`{"x": [{"a": 007}]}`))
+	f.Add([]byte("{\"x\": [{\"a\": \"\xff\"}, {\"b\": \"\\ud800\"}]}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		out, err := AppendPayload(nil, b)
 		if err != nil {
 			return
+		}
+		if !jsonValid(b) || !utf8.Valid(b) {
+			t.Fatalf("AppendPayload accepted %q, which is not valid JSON", b)
 		}
 		if !jsonValid(out) {
 			t.Fatalf("AppendPayload(%q) = %q, not valid JSON", b, out)

@@ -9,6 +9,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/cdc-relay/cdc-relay/internal/jsontext"
 )
 
 // ErrNotObject is returned for a payload that is not a JSON object.
@@ -43,6 +45,11 @@ var ErrUnconvertible = errors.New("payload cannot be converted as Debezium's out
 // It returns ErrNotObject or ErrUnconvertible (wrapped) where Debezium
 // writes no object.
 func AppendPayload(dst, payload []byte) ([]byte, error) {
+	// encoding/json would take invalid UTF-8 and unpaired surrogates for
+	// U+FFFD: the relay's one tokenizer decides what is JSON.
+	if err := jsontext.Check(payload); err != nil {
+		return dst, fmt.Errorf("parse payload: %w", err)
+	}
 	doc, err := parse(payload)
 	if err != nil {
 		return dst, err

@@ -31,7 +31,7 @@ func TestObject(t *testing.T) {
 		errSub string
 	}{
 		{"", true, ""}, {"  null ", true, ""}, {"{}", false, ""}, {"[1]", false, "an array"},
-		{`"s"`, false, "a string"}, {"{} x", false, "not valid JSON"},
+		{`"s"`, false, "a string"}, {"{} x", false, "after the value at offset 3"}, {"nul", false, "invalid literal"},
 	} {
 		o, null, err := OpenObject([]byte(tc.in))
 		if null != tc.null || (tc.errSub == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.errSub)) {
@@ -41,7 +41,8 @@ func TestObject(t *testing.T) {
 			t.Errorf("OpenObject(%q) has a member", tc.in)
 		}
 	}
-	for _, bad := range []string{"{", `{"a" 1}`, `{"a": 1,}`, `{"a": 1 "b": 2}`, `{a: 1}`, `{"a": 1}}`} {
+	for _, bad := range []string{"{", `{"a" 1}`, `{"a": 1,}`, `{"a": 1 "b": 2}`, `{a: 1}`, `{"a": 1}}`,
+		`{"n": 007}`, `{"n": 0x1.8p1}`, `{"a": [1, {"b": NaN}]}`, `{"a": "\ud800"}`, "{\"a\": \"\xff\"}", `{"a": 1} x`} {
 		o, _, err := OpenObject([]byte(bad))
 		for err == nil {
 			var ok bool
@@ -49,6 +50,9 @@ func TestObject(t *testing.T) {
 				t.Errorf("%s iterated without an error", bad)
 				break
 			}
+		}
+		if !errors.Is(err, ErrSyntax) {
+			t.Errorf("%s: %v, want a syntax error", bad, err)
 		}
 	}
 }
