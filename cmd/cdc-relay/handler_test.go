@@ -2,15 +2,13 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/internal/registrytest"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -40,16 +38,12 @@ func TestHandlerMarksRegistryRefusalFatal(t *testing.T) {
 		wantFatal bool
 	}{{422, true}, {503, false}} {
 		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.WriteHeader(tc.status)
-				fmt.Fprintf(w, `{"error_code": %d, "message": "refused by the test"}`, tc.status*100+1)
-			}))
-			t.Cleanup(srv.Close)
+			url := registrytest.Refusing(t, tc.status)
 			schemas, err := schemaregistry.LoadDir("../../testdata/schemas")
 			if err != nil {
 				t.Fatal(err)
 			}
-			reg, err := schemaregistry.New(schemaregistry.Config{URL: srv.URL, Schemas: schemas, Timeout: time.Second})
+			reg, err := schemaregistry.New(schemaregistry.Config{URL: url, Schemas: schemas, Timeout: time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,8 +3,10 @@ package registrytest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"testing"
 	"time"
@@ -102,4 +104,17 @@ func (r *Registry) SetLevel(t testing.TB, subject, level string) {
 	if code := r.Do(t, http.MethodPut, "/config/"+url.PathEscape(subject), map[string]string{"compatibility": level}, nil); code != http.StatusOK {
 		t.Fatalf("set %s on %s: HTTP %d", level, subject, code)
 	}
+}
+
+// Refusing is a registry that answers every request with status and a
+// Confluent error body (error_code status*100+1), closed at the test's end:
+// for tests of what the relay does with a refusal (4xx) or an outage (5xx).
+func Refusing(t testing.TB, status int) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"error_code": %d, "message": "refused by the test"}`, status*100+1)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
