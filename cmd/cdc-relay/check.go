@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/internal/config"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -162,8 +161,7 @@ func (c *checker) checkpoint(ctx context.Context, cfg *Config, info replication.
 		c.fail("--kafka-tls: %v", err)
 		return
 	}
-	g := checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, cfg.CheckpointTopic), RelayID: cfg.RelayID,
-		Slot: cfg.Slot, Publication: cfg.Publication, RecreateInvalidated: cfg.RecreateLostSlot, ReadOnly: true, Logger: discardLogger()})
+	g := newGuard(cfg, transport, discardLogger(), true)
 	in := replication.GuardInput{Server: server, Slot: cfg.Slot, Info: info, Exists: slotExists, First: true,
 		History: func(ctx context.Context) ([]replication.TimelineSwitch, error) {
 			return replication.TimelineHistory(ctx, rconn, server.Timeline)

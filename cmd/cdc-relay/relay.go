@@ -61,8 +61,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	ctx, stop := signalContext(log)
 	defer stop()
 
-	guard := checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, cfg.CheckpointTopic), RelayID: cfg.RelayID,
-		Slot: cfg.Slot, Publication: cfg.Publication, Tables: tableNames(cfg.Tables), Version: version, RecreateInvalidated: cfg.RecreateLostSlot, Logger: log})
+	guard := newGuard(cfg, transport, log, false)
 	stats := new(replication.Stats)
 	lag := newLagRate(stats.LagBytes)
 	m := newMetrics(stats, lag)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/internal/config"
@@ -52,8 +53,7 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	guard := checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, cfg.CheckpointTopic), RelayID: cfg.RelayID,
-		Slot: cfg.Slot, Publication: cfg.Publication, Tables: tableNames(cfg.Tables), Version: version, Logger: log})
+	guard := newGuard(cfg, transport, log, false)
 	if err := recreateSlot(ctx, cfg, guard, reason, stdout, log); err != nil {
 		var pe *checkpoint.PolicyError
 		var ce *ConfigError
@@ -64,6 +64,14 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return exitFailed
 	}
 	return exitOK
+}
+
+// newGuard is the relay's checkpoint for cfg; readOnly creates nothing
+// (check).
+func newGuard(cfg *Config, transport *kafka.Transport, log *slog.Logger, readOnly bool) *checkpoint.Guard {
+	return checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, cfg.CheckpointTopic), RelayID: cfg.RelayID,
+		Slot: cfg.Slot, Publication: cfg.Publication, Tables: tableNames(cfg.Tables), Version: version, RecreateInvalidated: cfg.RecreateLostSlot,
+		ReadOnly: readOnly, Logger: log})
 }
 
 // recreateSlot creates the slot (dropping an invalidated one), or keeps a
