@@ -148,7 +148,10 @@ func produce(t *testing.T, addr, topic, key, value string, opts ...kgo.Opt) {
 func tryProduce(addr, topic, key, value string, timeout time.Duration, opts ...kgo.Opt) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation()}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(),
+		// A fresh broker on a loaded machine may take a while to create the
+		// topic: retry until the timeout, not 4 times.
+		kgo.UnknownTopicRetries(-1)}, opts...)...)
 	if err != nil {
 		return err
 	}
