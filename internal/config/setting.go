@@ -2,7 +2,8 @@ package config
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,14 +96,7 @@ type Shape struct {
 }
 
 // keyList is the shape's keys, sorted, for messages.
-func (s *Shape) keyList() []string {
-	keys := make([]string, 0, len(s.Keys))
-	for k := range s.Keys {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func (s *Shape) keyList() []string { return slices.Sorted(maps.Keys(s.Keys)) }
 
 // Registry is the declared list of settings, plus the YAML-only sections
 // (mappings such as columns:).
@@ -134,14 +128,7 @@ func (r *Registry) Settings() []*Setting { return r.settings }
 func (r *Registry) Lookup(name string) *Setting { return r.byName[name] }
 
 // Sections returns the names of the YAML-only sections, sorted.
-func (r *Registry) Sections() []string {
-	names := make([]string, 0, len(r.sections))
-	for n := range r.sections {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (r *Registry) Sections() []string { return slices.Sorted(maps.Keys(r.sections)) }
 
 // Error is a bad or missing setting, or a bad command line: the process
 // exits 2. Key is the setting or flag ("" for the command line as a whole).
