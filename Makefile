@@ -81,12 +81,12 @@ microbench:
 # seeded from testdata (FUZZTIME=60s for longer).
 FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./decoder/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendHeaders$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./router/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppend$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./schemaregistry/
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendPayload$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/debeziumjson/
-	$(GO) test -run '^$$' -fuzz '^FuzzJSONValue$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./record/
-	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./internal/jsontext/
+	GO=$(GO) bash scripts/fuzz.sh FuzzDecode ./decoder/ $(FUZZTIME)
+	GO=$(GO) bash scripts/fuzz.sh FuzzAppendHeaders ./router/ $(FUZZTIME)
+	GO=$(GO) bash scripts/fuzz.sh FuzzAppend ./schemaregistry/ $(FUZZTIME)
+	GO=$(GO) bash scripts/fuzz.sh FuzzAppendPayload ./internal/debeziumjson/ $(FUZZTIME)
+	GO=$(GO) bash scripts/fuzz.sh FuzzJSONValue ./record/ $(FUZZTIME)
+	GO=$(GO) bash scripts/fuzz.sh FuzzCheck ./internal/jsontext/ $(FUZZTIME)
 
 vet:
 	$(GO) vet ./...
