@@ -46,6 +46,11 @@ type Guard struct {
 	own     *Record // the newest checkpoint under id, read or written
 	others  []*Record
 	written replication.LSN // the LSN of own when this process wrote or read it
+	// hist is the server's timeline history as Decide last read it (only
+	// when the checkpoint's timeline was not the server's), for SkipBelow.
+	hist     []replication.TimelineSwitch
+	histTLI  uint32
+	histRead bool
 }
 
 var _ replication.Guard = (*Guard)(nil)
@@ -195,6 +200,9 @@ func (g *Guard) Decide(ctx context.Context, in replication.GuardInput) (replicat
 		if err != nil {
 			return 0, nil, err
 		}
+		g.mu.Lock()
+		g.hist, g.histTLI, g.histRead = hist, in.Server.Timeline, true
+		g.mu.Unlock()
 		if fork, beyond := forkedBefore(hist, own); beyond {
 			return 0, nil, replication.Fatal(&GapError{Slot: in.Slot, Checkpoint: own, Fork: &fork, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
 		}
@@ -325,6 +333,52 @@ func (g *Guard) write(ctx context.Context, server replication.Server, lsn, commi
 	g.own, g.written = r, lsn
 	g.mu.Unlock()
 	return nil
+}
+
+// SkipBelow reads the checkpoint topic again (read_committed) and returns
+// the LSN up to which every transaction is in Kafka already, for
+// exactly-once delivery: the relay has just fenced every older instance
+// with its transactional id, so what it reads now is final. It is 0 (skip
+// nothing) without a checkpoint, or with one of another system identifier
+// (a pg_upgrade: LSNs of the two are not compared). A checkpoint on another
+// timeline counts only when it lies at or before the fork; beyond it, its
+// LSNs name other transactions, and the start-up rules apply (a
+// *GapError, exit 3).
+func (g *Guard) SkipBelow(ctx context.Context, server replication.Server) (replication.LSN, error) {
+	if err := g.load(ctx, server, true); err != nil {
+		return 0, err
+	}
+	g.mu.Lock()
+	own, hist, histTLI, histRead := g.own, g.hist, g.histTLI, g.histRead
+	g.mu.Unlock()
+	if own == nil || own.Kind != KindCheckpoint || own.SystemID != server.SystemID {
+		return 0, nil
+	}
+	if own.Timeline == 0 || own.Timeline == server.Timeline {
+		return own.Position(), nil
+	}
+	if !histRead || histTLI != server.Timeline {
+		// The checkpoint moved to another timeline since this connection
+		// was checked: decide again on a new connection.
+		return 0, fmt.Errorf("%w: the checkpoint under relay id %s is on timeline %d, the server on %d, and was not checked against its history on this connection",
+			replication.ErrCheckpointUnavailable, own.RelayID, own.Timeline, server.Timeline)
+	}
+	if fork, beyond := forkedBefore(hist, own); beyond {
+		return 0, replication.Fatal(&GapError{Slot: g.cfg.Slot, Checkpoint: own, Fork: &fork, Timeline: server.Timeline, SystemID: server.SystemID})
+	}
+	return own.Position(), nil
+}
+
+// TxnRecord is the checkpoint at end, the end LSN of the last PostgreSQL
+// transaction of a Kafka transaction, as the record written inside it:
+// topic, key and JSON value.
+func (g *Guard) TxnRecord(server replication.Server, end replication.LSN, commit time.Time) (topic string, key, value []byte, err error) {
+	r := g.record(server, end, end, commit)
+	value, err = r.marshal()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return g.cfg.Store.Topic(), []byte(r.Key()), value, nil
 }
 
 // Run writes a checkpoint after each confirm that moved the LSN past the

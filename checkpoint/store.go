@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdc-relay/cdc-relay/publisher"
 )
@@ -20,14 +23,19 @@ const DefaultTopic = "cdc-relay.checkpoints"
 
 // Store reads and writes the checkpoint topic.
 type Store struct {
-	client *kafka.Client
-	addr   net.Addr
-	topic  string
+	client  *kafka.Client
+	addr    net.Addr
+	topic   string
+	brokers []string
+	kopts   []kgo.Opt
 }
 
 // NewStore returns a store for topic on the brokers, through transport
-// (TLS, SASL; nil for plain text).
-func NewStore(brokers []string, transport *kafka.Transport, topic string) *Store {
+// (TLS, SASL; nil for plain text) for the topic's administration and
+// writes, and a kgo client with kopts (the same TLS and SASL) for reading:
+// kafka-go's read_committed fetches still return the records of aborted
+// transactions, which the checkpoints of exactly-once delivery can be.
+func NewStore(brokers []string, transport *kafka.Transport, kopts []kgo.Opt, topic string) *Store {
 	addr := kafka.TCP(brokers...)
 	var rt kafka.RoundTripper
 	if transport != nil {
@@ -35,7 +43,7 @@ func NewStore(brokers []string, transport *kafka.Transport, topic string) *Store
 	} else {
 		rt = &kafka.Transport{DialTimeout: 10 * time.Second, ClientID: "cdc-relay"}
 	}
-	return &Store{client: &kafka.Client{Addr: addr, Transport: rt, Timeout: 15 * time.Second}, addr: addr, topic: topic}
+	return &Store{client: &kafka.Client{Addr: addr, Transport: rt, Timeout: 15 * time.Second}, addr: addr, topic: topic, brokers: brokers, kopts: kopts}
 }
 
 // Topic is the checkpoint topic's name.
@@ -126,31 +134,75 @@ func (s *Store) partitions(ctx context.Context) (int, error) {
 }
 
 // Load reads the whole topic, every partition from its first offset to its
-// last stable offset (read_committed), keeping the newest record of each
-// key; a tombstone removes its key. Records that are not checkpoint JSON are
-// skipped. Any failure is an error: a topic that cannot be read is unknown,
-// never empty.
+// last stable offset (read_committed: records of aborted transactions are
+// dropped), keeping the newest record of each key; a tombstone removes its
+// key. Records that are not checkpoint JSON are skipped. Any failure is an
+// error: a topic that cannot be read is unknown, never empty.
 func (s *Store) Load(ctx context.Context) (*State, error) {
 	n, err := s.partitions(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
 	}
-	reqs := make([]kafka.OffsetRequest, 0, 2*n)
-	for p := range n {
-		reqs = append(reqs, kafka.FirstOffsetOf(p), kafka.LastOffsetOf(p))
-	}
-	offs, err := s.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{s.topic: reqs}, IsolationLevel: kafka.ReadCommitted})
+	cl, err := kgo.NewClient(append(slices.Clip(s.kopts), kgo.SeedBrokers(s.brokers...), kgo.ClientID("cdc-relay"), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
-		return nil, fmt.Errorf("read checkpoint topic %s offsets: %w", s.topic, err)
+		return nil, fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
+	}
+	defer cl.Close()
+	ends, err := s.offsets(ctx, cl, n)
+	if err != nil {
+		return nil, err
+	}
+	start := map[int32]kgo.Offset{}
+	left := map[int32]int64{} // partition: the last stable offset still to reach
+	for p, o := range ends {
+		if o.end > o.start {
+			start[p] = kgo.NewOffset().At(o.start)
+			left[p] = o.end
+		}
 	}
 	byKey := map[string]*Record{}
-	for _, po := range offs.Topics[s.topic] {
-		if po.Error != nil {
-			return nil, fmt.Errorf("read checkpoint topic %s partition %d offsets: %w", s.topic, po.Partition, po.Error)
+	if len(left) > 0 {
+		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: start})
+	}
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
 		}
-		if err := s.readPartition(ctx, po.Partition, po.FirstOffset, po.LastOffset, byKey); err != nil {
-			return nil, err
+		var ferr error
+		fs.EachError(func(_ string, p int32, err error) { ferr = fmt.Errorf("read checkpoint topic %s partition %d: %w", s.topic, p, err) })
+		if ferr != nil {
+			return nil, ferr
 		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			end, ok := left[fp.Partition]
+			if !ok {
+				return
+			}
+			for _, r := range fp.Records {
+				if r.Offset >= end {
+					break
+				}
+				if r.Attrs.IsControl() {
+					continue
+				}
+				if r.Value == nil {
+					delete(byKey, string(r.Key))
+					continue
+				}
+				if rec, err := parseRecord(r.Value); err == nil {
+					byKey[string(r.Key)] = rec
+				}
+			}
+			// The partition is read once the record before its last
+			// stable offset was: that one is in the active segment,
+			// which compaction leaves alone, and it is never a record of
+			// an aborted transaction, whose abort marker comes after it
+			// (control records are kept for this).
+			if n := len(fp.Records); n > 0 && fp.Records[n-1].Offset >= end-1 {
+				delete(left, fp.Partition)
+			}
+		})
 	}
 	st := &State{Checkpoints: map[string]*Record{}}
 	for _, r := range byKey {
@@ -164,60 +216,45 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 	return st, nil
 }
 
-func (s *Store) readPartition(ctx context.Context, partition int, first, last int64, byKey map[string]*Record) error {
-	for off := first; off < last; {
-		res, err := s.client.Fetch(ctx, &kafka.FetchRequest{Topic: s.topic, Partition: partition, Offset: off,
-			MinBytes: 1, MaxBytes: 4 << 20, MaxWait: 500 * time.Millisecond, IsolationLevel: kafka.ReadCommitted})
-		if err != nil {
-			return fmt.Errorf("read checkpoint topic %s partition %d: %w", s.topic, partition, err)
-		}
-		if res.Error != nil {
-			return fmt.Errorf("read checkpoint topic %s partition %d: %w", s.topic, partition, res.Error)
-		}
-		next := off
-		for {
-			rec, err := res.Records.ReadRecord()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("read checkpoint topic %s partition %d: %w", s.topic, partition, err)
-			}
-			if rec.Offset < off {
-				continue
-			}
-			next = rec.Offset + 1
-			key, _ := readAll(rec.Key)
-			if rec.Value == nil {
-				delete(byKey, string(key))
-				continue
-			}
-			value, err := readAll(rec.Value)
-			if err != nil {
-				return fmt.Errorf("read checkpoint topic %s partition %d offset %d: %w", s.topic, partition, rec.Offset, err)
-			}
-			if r, err := parseRecord(value); err == nil {
-				byKey[string(key)] = r
-			}
-		}
-		if next == off {
-			// Nothing at or after off below last: control records or a
-			// compacted hole; the high watermark tells where to go.
-			if res.HighWatermark <= off {
-				return fmt.Errorf("read checkpoint topic %s partition %d: no records at offset %d below %d", s.topic, partition, off, last)
-			}
-			next = min(res.HighWatermark, last)
-		}
-		off = next
-	}
-	return nil
-}
+// span is a partition's first offset and last stable offset.
+type span struct{ start, end int64 }
 
-func readAll(b kafka.Bytes) ([]byte, error) {
-	if b == nil {
-		return nil, nil
+// offsets lists each partition's first offset and last stable offset.
+func (s *Store) offsets(ctx context.Context, cl *kgo.Client, n int) (map[int32]span, error) {
+	out := make(map[int32]span, n)
+	for _, ts := range []int64{-2, -1} { // earliest, then latest (the last stable offset under read_committed)
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.IsolationLevel = 1
+		t := kmsg.NewListOffsetsRequestTopic()
+		t.Topic = s.topic
+		for p := range n {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp = int32(p), ts
+			t.Partitions = append(t.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, t)
+		shards := cl.RequestSharded(ctx, req)
+		for _, sh := range shards {
+			if sh.Err != nil {
+				return nil, fmt.Errorf("read checkpoint topic %s offsets: %w", s.topic, sh.Err)
+			}
+			for _, rt := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
+				for _, rp := range rt.Partitions {
+					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+						return nil, fmt.Errorf("read checkpoint topic %s partition %d offsets: %w", s.topic, rp.Partition, err)
+					}
+					o := out[rp.Partition]
+					if ts == -2 {
+						o.start = rp.Offset
+					} else {
+						o.end = rp.Offset
+					}
+					out[rp.Partition] = o
+				}
+			}
+		}
 	}
-	return io.ReadAll(b)
+	return out, nil
 }
 
 // Write appends rec under its key and waits for the broker's

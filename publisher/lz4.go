@@ -1,55 +1,56 @@
 package publisher
 
 import (
-	"io"
+	"bytes"
+	"fmt"
 	"sync"
 
 	"github.com/pierrec/lz4/v4"
-	"github.com/segmentio/kafka-go/compress"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// kafka-go's lz4 codec writes LZ4 frames with 4 MB blocks and an xxHash32
+// kgo's lz4 codec writes LZ4 frames with 4 MB blocks and an xxHash32
 // checksum of the whole content. A record batch already carries a CRC32C
 // of its compressed bytes, so that checksum only costs CPU twice (the relay
 // computes it, the broker verifies it), and a 4 MB block makes the broker
 // allocate a 4 MB buffer to decompress a batch of 1 MB when it validates
-// it. lz4Codec writes frames as Kafka's Java producer does: 64 KB blocks
-// and no content checksum. Any LZ4 frame reader, the broker's included,
-// reads them. Reading is kafka-go's.
-type lz4Codec struct{}
+// it. lz4Compressor writes frames as Kafka's Java producer does: 64 KB
+// blocks and no content checksum. Any LZ4 frame reader, the broker's
+// included, reads them. The other codecs are kgo's own.
+type lz4Compressor struct{ writers sync.Pool }
 
-var lz4Writers sync.Pool
-
-func init() { compress.Codecs[compress.Lz4] = lz4Codec{} }
-
-func (lz4Codec) Code() int8   { return int8(compress.Lz4) }
-func (lz4Codec) Name() string { return "lz4" }
-
-func (lz4Codec) NewReader(r io.Reader) io.ReadCloser { return compress.Lz4Codec.NewReader(r) }
-
-func (lz4Codec) NewWriter(w io.Writer) io.WriteCloser {
-	z, _ := lz4Writers.Get().(*lz4.Writer)
+func (c *lz4Compressor) Compress(dst *bytes.Buffer, src []byte, _ ...kgo.CompressFlag) ([]byte, kgo.CompressionCodecType) {
+	z, _ := c.writers.Get().(*lz4.Writer)
 	if z == nil {
-		z = lz4.NewWriter(w)
+		z = lz4.NewWriter(dst)
 		// Both options are valid constants: Apply cannot fail.
 		_ = z.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.ChecksumOption(false))
 	} else {
-		z.Reset(w)
+		z.Reset(dst)
 	}
-	return &lz4Writer{z}
+	defer func() { z.Reset(nil); c.writers.Put(z) }()
+	if _, err := z.Write(src); err != nil {
+		return nil, kgo.CodecError
+	}
+	if err := z.Close(); err != nil {
+		return nil, kgo.CodecError
+	}
+	return dst.Bytes(), kgo.CodecLz4
 }
 
-type lz4Writer struct{ *lz4.Writer }
-
-// Close flushes the frame and returns the writer to the pool.
-func (w *lz4Writer) Close() error {
-	z := w.Writer
-	if z == nil {
-		return nil
+// compressor is the batch compressor for --kafka-compression; nil for none.
+func compressor(name string) (kgo.Compressor, error) {
+	switch name {
+	case "", "none":
+		return nil, nil
+	case "lz4":
+		return &lz4Compressor{}, nil
+	case "gzip":
+		return kgo.DefaultCompressor(kgo.GzipCompression())
+	case "snappy":
+		return kgo.DefaultCompressor(kgo.SnappyCompression())
+	case "zstd":
+		return kgo.DefaultCompressor(kgo.ZstdCompression())
 	}
-	w.Writer = nil
-	err := z.Close()
-	z.Reset(nil)
-	lz4Writers.Put(z)
-	return err
+	return nil, fmt.Errorf("--kafka-compression %q is not none, gzip, snappy, lz4 or zstd", name)
 }

@@ -6,8 +6,8 @@ import (
 	"io"
 	"testing"
 
-	"github.com/segmentio/kafka-go/compress"
-	klz4 "github.com/segmentio/kafka-go/compress/lz4"
+	"github.com/pierrec/lz4/v4"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // avroLike is about 1 MB of text shaped like a batch of encoded events.
@@ -20,43 +20,27 @@ func avroLike() []byte {
 	return b.Bytes()
 }
 
-// writeFrame compresses src with codec, written in pieces as kafka-go
-// writes a batch (a record at a time).
-func writeFrame(t testing.TB, codec compress.Codec, dst *bytes.Buffer, src []byte) {
-	w := codec.NewWriter(dst)
-	for p := src; len(p) > 0; {
-		n := min(300, len(p))
-		if _, err := w.Write(p[:n]); err != nil {
-			t.Fatal(err)
-		}
-		p = p[n:]
-	}
-	if err := w.Close(); err != nil {
+// TestLZ4Compressor: the compressor used for lz4 writes frames with 64 KB
+// blocks and no content checksum, which an LZ4 frame reader reads back, and
+// pooled writers do so again after reuse.
+func TestLZ4Compressor(t *testing.T) {
+	c, err := compressor("lz4")
+	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestLZ4Codec: the codec installed for lz4 writes frames with 64 KB blocks
-// and no content checksum, which kafka-go's reader reads back, and pooled
-// writers do so again after reuse.
-func TestLZ4Codec(t *testing.T) {
-	codec := compress.Lz4.Codec()
-	if _, ok := codec.(lz4Codec); !ok {
-		t.Fatalf("lz4 codec is %T, want lz4Codec", codec)
 	}
 	src := avroLike()
 	for round := 0; round < 3; round++ {
-		var frame bytes.Buffer
-		writeFrame(t, codec, &frame, src)
-		b := frame.Bytes()
+		var dst bytes.Buffer
+		b, codec := c.Compress(&dst, src)
+		if codec != kgo.CodecLz4 {
+			t.Fatalf("codec %v, want lz4", codec)
+		}
 		// Frame descriptor: magic (4 bytes), FLG, BD. FLG bit 2 is the
 		// content checksum; BD bits 4-6 are the block size index (4 = 64 KB).
 		if flg, bd := b[4], b[5]; flg&0x04 != 0 || (bd>>4)&7 != 4 {
 			t.Fatalf("FLG %08b BD %08b: want no content checksum and 64 KB blocks", flg, bd)
 		}
-		r := codec.NewReader(bytes.NewReader(b))
-		got, err := io.ReadAll(r)
-		r.Close()
+		got, err := io.ReadAll(lz4.NewReader(bytes.NewReader(b)))
 		if err != nil || !bytes.Equal(got, src) {
 			t.Fatalf("round %d: read back %d bytes (err %v), want the %d written", round, len(got), err, len(src))
 		}
@@ -66,23 +50,30 @@ func TestLZ4Codec(t *testing.T) {
 	}
 }
 
-// BenchmarkLZ4 compresses 1 MB of event-like bytes with kafka-go's own lz4
-// codec (4 MB blocks, content checksum) and with the one the relay installs.
+// BenchmarkLZ4 compresses 1 MB of event-like bytes with kgo's own lz4
+// compressor (4 MB blocks, content checksum) and with the relay's.
 func BenchmarkLZ4(b *testing.B) {
 	src := avroLike()
+	kgoLZ4, err := kgo.DefaultCompressor(kgo.Lz4Compression())
+	if err != nil {
+		b.Fatal(err)
+	}
+	relay, _ := compressor("lz4")
 	for _, c := range []struct {
-		name  string
-		codec compress.Codec
-	}{{"kafka-go", &klz4.Codec{}}, {"relay", lz4Codec{}}} {
+		name string
+		c    kgo.Compressor
+	}{{"kgo", kgoLZ4}, {"relay", relay}} {
 		b.Run(c.name, func(b *testing.B) {
 			var out bytes.Buffer
+			var n int
 			b.SetBytes(int64(len(src)))
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				out.Reset()
-				writeFrame(b, c.codec, &out, src)
+				got, _ := c.c.Compress(&out, src)
+				n = len(got)
 			}
-			b.ReportMetric(float64(out.Len())/float64(len(src)), "ratio")
+			b.ReportMetric(float64(n)/float64(len(src)), "ratio")
 		})
 	}
 }

@@ -2,59 +2,63 @@ package publisher
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
-	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Config configures a Publisher. Zero values take the defaults on each field.
 type Config struct {
 	// Brokers is the bootstrap list (host:port). Required.
 	Brokers []string
-	// Compression of record batches; default none. (Java: compression.type)
-	Compression kafka.Compression
-	// BatchBytes caps the bytes of one partition's request; default 1 MiB,
-	// which must not exceed the broker's message.max.bytes. (Java: batch.size)
+	// Compression of record batches: none (default), gzip, snappy, lz4 or
+	// zstd. (Java: compression.type)
+	Compression string
+	// BatchBytes caps the bytes of one partition's record batch; default
+	// 1 MiB, which must not exceed the broker's message.max.bytes. A
+	// topic whose max.message.bytes is smaller gets batches of at most
+	// that. (Java: batch.size)
 	BatchBytes int
 	// MaxRecordBytes caps one record (key + value + headers); larger records
 	// are invalid events. Default 1,000,000, under Kafka's 1,048,588 default
-	// message.max.bytes. (Java: max.request.size)
+	// message.max.bytes. A topic whose max.message.bytes is smaller lowers
+	// it for that topic: a record over it is handed to Reject before it is
+	// produced. (Java: max.request.size)
 	MaxRecordBytes int
-	// Linger is how long a request waits for more records after the first
-	// one arrived while no request was in flight; default 0: send at once.
-	// Records that arrive while a request is in flight always wait for it
-	// and go together in the next one. A small linger makes requests
-	// larger, and so fewer, when events trickle in one at a time, which
-	// saves broker CPU at the cost of up to Linger of latency.
-	// (Java: linger.ms)
+	// Linger is how long a partition's batch waits for more records after
+	// its first one; default 0: send at once. Records that arrive while a
+	// request to the partition's broker is in flight wait for it and go
+	// together in the next one. (Java: linger.ms)
 	Linger time.Duration
-	// RequestTimeout bounds one produce or metadata request; default 30 s.
+	// RequestTimeout bounds one produce request; default 30 s.
 	// (Java: request.timeout.ms)
 	RequestTimeout time.Duration
-	// MetadataMaxAge is how long a topic's partition count is used before
-	// the next batch for the topic reads it again, so partitions added to
-	// a topic are used; default 5 min, as the Java producer's. An error
-	// meaning the partition or its leader moved drops the count at once.
-	// The count is read through the kafka-go transport, whose own cache is
-	// at most its MetadataTTL (5 s by default here) old. It is no flag:
-	// tests shorten it. (Java: metadata.max.age.ms)
+	// MetadataMaxAge is how long topic metadata (partition counts) is used
+	// before it is read again, so partitions added to a topic are used;
+	// default 5 min, as the Java producer's. It is no flag: tests shorten
+	// it. (Java: metadata.max.age.ms)
 	MetadataMaxAge time.Duration
-	// Transport overrides the kafka-go transport (TLS, SASL); default a
-	// transport with a 10 s dial timeout.
-	Transport *kafka.Transport
-	// Reject, when set, is called with a single record the broker refused:
-	// as too large (its topic's max.message.bytes is below MaxRecordBytes),
-	// or for its timestamp (outside the topic's
-	// message.timestamp.before/after.max.ms). It
+	// TLS, when set, connects to the brokers over TLS.
+	TLS *tls.Config
+	// SASL, when set, authenticates each connection.
+	SASL sasl.Mechanism
+	// Reject, when set, is called with a single record that cannot be
+	// written: larger than its topic's max.message.bytes (found before
+	// producing), or refused by the broker for its size or its timestamp
+	// (outside the topic's message.timestamp.before/after.max.ms). It
 	// returns the record to publish in its place — a dead letter, keeping
 	// Seq and Reserved — or an error that stops the session (a FatalError to
 	// halt). Default: the refusal is a terminal error.
@@ -63,33 +67,72 @@ type Config struct {
 	Observer Observer
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+
+	// ExactlyOnce makes the publisher transactional (--delivery
+	// exactly-once): each session's records go out in Kafka transactions
+	// that end at the boundaries the session is given.
+	ExactlyOnce bool
+	// TransactionalID is the Kafka transactional id; with ExactlyOnce it
+	// may be left empty here and set with SetTransactionalID before the
+	// first Fence, once the relay id is known.
+	TransactionalID string
+	// TransactionTimeout is the producer's transaction.timeout.ms; default
+	// 60 s. A Kafka transaction still open after it halts the relay.
+	TransactionTimeout time.Duration
+	// TxnInterval is the longest a Kafka transaction stays open under load
+	// before it commits at the next boundary; default 100 ms.
+	TxnInterval time.Duration
+	// TxnMaxEvents commits a Kafka transaction at the next boundary once
+	// it holds this many records; default 10,000.
+	TxnMaxEvents int
+	// Checkpoint makes the record written at the end of each Kafka
+	// transaction: the checkpoint at the end LSN of the last PostgreSQL
+	// transaction in it. Required with TransactionalID.
+	Checkpoint func(end uint64, commitTime time.Time) (*Record, error)
 }
 
 // Observer receives the publisher's figures.
 type Observer interface {
-	// Produced is called once per successful partition request.
-	Produced(topic string, records, bytes int, latency time.Duration)
-	// ProduceError is called for each failed attempt, with a short kind.
+	// Produced is called once per record batch the broker acknowledged.
+	Produced(topic string, records, bytes int)
+	// ProduceLatency is called once per produce request answered, with the
+	// time from writing it to reading the answer.
+	ProduceLatency(time.Duration)
+	// ProduceError is called for each failed request or record, with a
+	// short kind.
 	ProduceError(kind string)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Produced(string, int, int, time.Duration) {}
-func (nopObserver) ProduceError(string)                      {}
+func (nopObserver) Produced(string, int, int)    {}
+func (nopObserver) ProduceLatency(time.Duration) {}
+func (nopObserver) ProduceError(string)          {}
 
-// Publisher owns the Kafka client and the topic metadata cache. Sessions
-// share it.
+// Publisher owns the Kafka client and what it knows of the topics.
+// Sessions share it, one at a time.
 type Publisher struct {
-	cfg       Config
-	client    *kafka.Client
-	transport *kafka.Transport
-	addr      net.Addr
-	log       *slog.Logger
-	obs       Observer
+	cfg  Config
+	opts []kgo.Opt
+	log  *slog.Logger
+	obs  Observer
 
-	mu         sync.RWMutex
-	partitions map[string]topicMeta
+	// cl is the Kafka client, made with clTxnID; a transactional client
+	// fenced by another instance, or made before the transactional id was
+	// known, is replaced at the next session (clMu held).
+	clMu    sync.Mutex
+	cl      *kgo.Client
+	clTxnID string
+	txnID   string
+	fenced  bool
+
+	limitsMu sync.Mutex
+	limits   map[string]topicLimit
+
+	// refused holds the records the broker refused, alone or in a batch
+	// (Session.produce), by refusalKey.
+	refusedMu sync.Mutex
+	refused   map[uint64]refusal
 
 	// born is the monotonic origin of failingSince: nanoseconds since born
 	// of the first failed request after the last successful produce
@@ -97,15 +140,15 @@ type Publisher struct {
 	born         time.Time
 	failingSince atomic.Int64
 	lastErr      atomic.Pointer[string]
+	failures     atomic.Int64 // since the last successful produce
+	pending      atomic.Pointer[Session]
 }
 
 // Health is what the publisher knows of Kafka's state, for readiness.
 type Health struct {
-	// FailingSince is when the first produce or metadata request failed
-	// after the last successful produce request (a monotonic reading);
-	// zero while the newest produce request succeeded, or none failed.
-	// It spans sessions: a terminal error that restarts the session does
-	// not reset it, only a successful produce request does.
+	// FailingSince is when the first request failed after the last
+	// successful produce request (a monotonic reading); zero while the
+	// newest produce request succeeded, or none failed. It spans sessions.
 	FailingSince time.Time
 	// LastError is the newest failure's message ("" when FailingSince is
 	// zero).
@@ -125,22 +168,35 @@ func (p *Publisher) Health() Health {
 	return h
 }
 
-// noteFailure records a failed request for Health.
+// noteFailure records a failed request for Health and logs it,
+// rate-limited: the first three failures after a success, then every 20th.
 func (p *Publisher) noteFailure(err error) {
 	msg := err.Error()
 	p.lastErr.Store(&msg)
 	p.failingSince.CompareAndSwap(0, max(int64(time.Since(p.born)), 1))
-}
-
-// noteSuccess records a successful produce request for Health: one atomic
-// load per request while Kafka is healthy.
-func (p *Publisher) noteSuccess() {
-	if p.failingSince.Load() != 0 {
-		p.failingSince.Store(0)
+	n := p.failures.Add(1)
+	if n <= 3 || n%20 == 0 {
+		args := []any{"err", msg}
+		if s := p.pending.Load(); s != nil {
+			if topics := s.pendingTopics(); len(topics) > 0 {
+				args = append(args, "topics", topics)
+			}
+		}
+		p.log.Warn("kafka error, retrying", append(args, "consecutive_errors", n)...)
 	}
 }
 
-// New returns a publisher; it does not connect until used.
+// noteSuccess records a successful produce request for Health.
+func (p *Publisher) noteSuccess() {
+	if p.failingSince.Load() != 0 {
+		p.failingSince.Store(0)
+		if n := p.failures.Swap(0); n > 3 {
+			p.log.Info("kafka recovered", "consecutive_errors", n)
+		}
+	}
+}
+
+// New returns a publisher; it connects when first used.
 func New(cfg Config) (*Publisher, error) {
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("--kafka-brokers is empty: set host:port[,host:port]")
@@ -157,173 +213,334 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.MetadataMaxAge <= 0 {
 		cfg.MetadataMaxAge = DefaultMetadataMaxAge
 	}
+	if cfg.TransactionTimeout <= 0 {
+		cfg.TransactionTimeout = time.Minute
+	}
+	if cfg.TxnInterval <= 0 {
+		cfg.TxnInterval = 100 * time.Millisecond
+	}
+	if cfg.TxnMaxEvents <= 0 {
+		cfg.TxnMaxEvents = 10000
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
-	tr := cfg.Transport
-	if tr == nil {
-		tr = &kafka.Transport{DialTimeout: 10 * time.Second, ClientID: "cdc-relay", MetadataTTL: 5 * time.Second}
+	if cfg.ExactlyOnce && cfg.Checkpoint == nil {
+		return nil, errors.New("publisher: a transactional publisher needs Config.Checkpoint")
 	}
-	addr := kafka.TCP(cfg.Brokers...)
-	return &Publisher{
-		cfg:        cfg,
-		transport:  tr,
-		addr:       addr,
-		client:     &kafka.Client{Addr: addr, Transport: tr, Timeout: cfg.RequestTimeout},
-		log:        cfg.Logger,
-		obs:        cfg.Observer,
-		partitions: make(map[string]topicMeta),
-		born:       time.Now(),
-	}, nil
-}
-
-// MaxRecordBytes is the largest record the publisher accepts.
-func (p *Publisher) MaxRecordBytes() int { return p.cfg.MaxRecordBytes }
-
-// Close releases idle connections.
-func (p *Publisher) Close() { p.transport.CloseIdleConnections() }
-
-// Ping asks a broker for metadata, to check it is reachable.
-func (p *Publisher) Ping(ctx context.Context) error {
-	_, err := p.client.Metadata(ctx, &kafka.MetadataRequest{})
-	return err
+	p := &Publisher{cfg: cfg, log: cfg.Logger, obs: cfg.Observer, limits: map[string]topicLimit{}, refused: map[uint64]refusal{}, born: time.Now(), txnID: cfg.TransactionalID}
+	comp, err := compressor(cfg.Compression)
+	if err != nil {
+		return nil, err
+	}
+	p.opts = []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID("cdc-relay"),
+		kgo.DialTimeout(10 * time.Second),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.BasicConsistentPartitioner(func(string) func(*kgo.Record, int) int { return partition })),
+		kgo.ProducerLinger(cfg.Linger),
+		kgo.ProduceRequestTimeout(cfg.RequestTimeout),
+		kgo.ProducerBatchMaxBytesFn(p.batchMaxBytes),
+		kgo.MetadataMaxAge(cfg.MetadataMaxAge),
+		kgo.MetadataMinAge(min(time.Second, cfg.MetadataMaxAge)),
+		kgo.AllowAutoTopicCreation(),
+		kgo.UnknownTopicRetries(-1),
+		// The tracker bounds what is in flight, in events and bytes.
+		kgo.MaxBufferedRecords(1 << 24),
+		kgo.WithHooks(hooks{p}),
+		kgo.WithLogger(kgoLogger{p.log}),
+	}
+	if comp != nil {
+		p.opts = append(p.opts, kgo.WithCompressor(comp))
+	}
+	if cfg.TLS != nil {
+		p.opts = append(p.opts, kgo.DialTLSConfig(cfg.TLS.Clone()))
+	}
+	if cfg.SASL != nil {
+		p.opts = append(p.opts, kgo.SASL(cfg.SASL))
+	}
+	if _, err := p.client(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // DefaultMetadataMaxAge is Config.MetadataMaxAge's default, the Java
 // producer's metadata.max.age.ms.
 const DefaultMetadataMaxAge = 5 * time.Minute
 
-// metadataRetry is how long a cached partition count is used after a
-// refresh of it failed, before the next try.
-const metadataRetry = time.Second
+// MaxRecordBytes is the largest record the publisher accepts.
+func (p *Publisher) MaxRecordBytes() int { return p.cfg.MaxRecordBytes }
 
-// topicMeta is a topic's cached partition count.
-type topicMeta struct {
-	n         int
-	refreshAt int64 // monotonic nanoseconds since born (now) when n is to be read again
+// Transactional reports whether the publisher writes in Kafka transactions.
+func (p *Publisher) Transactional() bool { return p.cfg.ExactlyOnce }
+
+// SetTransactionalID sets the transactional id the next session's client
+// uses.
+func (p *Publisher) SetTransactionalID(id string) {
+	p.clMu.Lock()
+	p.txnID = id
+	p.clMu.Unlock()
 }
 
-// now is the monotonic clock topicMeta.refreshAt is read on.
-func (p *Publisher) now() int64 { return int64(time.Since(p.born)) }
-
-// partitionCount asks the brokers for the topic's partition count (creating
-// the topic through broker auto-creation when it is missing) and caches it
-// for MetadataMaxAge; Session.partitions reads the cache first.
-func (p *Publisher) partitionCount(ctx context.Context, topic string) (int, error) {
-	rctx, cancel := context.WithTimeout(ctx, p.cfg.RequestTimeout)
-	defer cancel()
-	res, err := p.transport.RoundTrip(rctx, p.addr, &metadataAPI.Request{TopicNames: []string{topic}, AllowAutoTopicCreation: true})
+// client returns the Kafka client: a new one when there is none yet, the
+// last was fenced, or the transactional id changed.
+func (p *Publisher) client() (*kgo.Client, error) {
+	p.clMu.Lock()
+	defer p.clMu.Unlock()
+	if p.cl != nil && !p.fenced && p.clTxnID == p.txnID {
+		return p.cl, nil
+	}
+	opts := p.opts
+	if p.cfg.ExactlyOnce && p.txnID != "" {
+		opts = append(slices.Clip(opts), kgo.TransactionalID(p.txnID), kgo.TransactionTimeout(p.cfg.TransactionTimeout))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return 0, fmt.Errorf("metadata for %s: %w", topic, err)
+		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	for _, t := range res.(*metadataAPI.Response).Topics {
-		if t.Name != topic {
-			continue
+	if p.cl != nil {
+		p.cl.Close()
+	}
+	p.cl, p.clTxnID, p.fenced = cl, p.txnID, false
+	return cl, nil
+}
+
+// markFenced replaces the client before the next session: another instance
+// took over the transactional id, and this client can no longer produce.
+func (p *Publisher) markFenced() {
+	p.clMu.Lock()
+	p.fenced = true
+	p.clMu.Unlock()
+}
+
+// Close closes the Kafka client.
+func (p *Publisher) Close() {
+	p.clMu.Lock()
+	defer p.clMu.Unlock()
+	p.cl.Close()
+}
+
+// Ping asks a broker for metadata, to check it is reachable.
+func (p *Publisher) Ping(ctx context.Context) error {
+	cl, err := p.client()
+	if err != nil {
+		return err
+	}
+	return cl.Ping(ctx)
+}
+
+// Fence loads the producer id of the transactional id: the broker bumps
+// its epoch, which fences every older instance with the same id and settles
+// what it left open (commits a transaction it was committing, aborts any
+// other). A relay calls it only once it holds the slot.
+func (p *Publisher) Fence(ctx context.Context) error {
+	p.clMu.Lock()
+	id := p.txnID
+	p.clMu.Unlock()
+	if id == "" {
+		return errors.New("publisher: Fence before SetTransactionalID")
+	}
+	cl, err := p.client()
+	if err != nil {
+		return err
+	}
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		if isFenced(err) {
+			p.markFenced()
 		}
-		if t.ErrorCode != 0 {
-			kerr := kafka.Error(t.ErrorCode)
-			if kerr == kafka.UnknownTopicOrPartition {
-				return 0, &retriable{fmt.Errorf("topic %s does not exist yet (if broker auto-creation is off, create it): %w", topic, kerr)}
+		return fmt.Errorf("init producer id for transactional id %s: %w", id, err)
+	}
+	return nil
+}
+
+// topicLimit is a topic's max.message.bytes, as read at.
+type topicLimit struct {
+	bytes int
+	at    time.Time
+}
+
+// limitRetry is how long a failed DescribeConfigs leaves the default limit
+// in place before the next try.
+const limitRetry = 10 * time.Second
+
+// recordLimit is the largest record the topic takes: MaxRecordBytes, or the
+// topic's max.message.bytes when smaller, read with DescribeConfigs and
+// cached for MetadataMaxAge. A failed read uses MaxRecordBytes (the broker
+// still refuses what is too large) and tries again after limitRetry.
+func (p *Publisher) recordLimit(ctx context.Context, cl *kgo.Client, topic string) int {
+	p.limitsMu.Lock()
+	l, ok := p.limits[topic]
+	p.limitsMu.Unlock()
+	if ok && time.Since(l.at) < p.cfg.MetadataMaxAge {
+		return l.bytes
+	}
+	limit, err := describeMaxMessageBytes(ctx, cl, topic, p.cfg.RequestTimeout)
+	at := time.Now()
+	switch {
+	case err != nil:
+		limit, at = p.cfg.MaxRecordBytes, at.Add(limitRetry-p.cfg.MetadataMaxAge)
+		if ok {
+			limit = l.bytes
+		}
+		p.log.Debug("read max.message.bytes", "topic", topic, "err", err.Error())
+	case limit <= 0 || limit > p.cfg.MaxRecordBytes:
+		limit = p.cfg.MaxRecordBytes
+	}
+	p.limitsMu.Lock()
+	p.limits[topic] = topicLimit{bytes: limit, at: at}
+	p.limitsMu.Unlock()
+	return limit
+}
+
+// batchMaxBytes is kgo's per-topic batch bound: BatchBytes, or less when the
+// topic takes less.
+func (p *Publisher) batchMaxBytes(topic string) int32 {
+	p.limitsMu.Lock()
+	l, ok := p.limits[topic]
+	p.limitsMu.Unlock()
+	if ok && l.bytes < p.cfg.BatchBytes {
+		// The batch framing (61 bytes) is counted against the limit too.
+		return int32(max(l.bytes+128, 1024))
+	}
+	return int32(p.cfg.BatchBytes)
+}
+
+// describeMaxMessageBytes reads a topic's max.message.bytes; 0 when the
+// topic does not exist yet (auto-creation will make it with the broker's).
+func describeMaxMessageBytes(ctx context.Context, cl *kgo.Client, topic string, timeout time.Duration) (int, error) {
+	rctx, cancel := context.WithTimeout(ctx, min(timeout, 10*time.Second))
+	defer cancel()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType = kmsg.ConfigResourceTypeTopic
+	res.ResourceName = topic
+	res.ConfigNames = []string{"max.message.bytes"}
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(rctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range resp.Resources {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			if errors.Is(err, kerr.UnknownTopicOrPartition) {
+				return 0, nil
 			}
-			return 0, fmt.Errorf("metadata for %s: %w", topic, kerr)
+			return 0, err
 		}
-		if len(t.Partitions) == 0 {
-			return 0, &retriable{fmt.Errorf("topic %s has no partitions yet", topic)}
-		}
-		for _, part := range t.Partitions {
-			if part.ErrorCode != 0 || part.LeaderID < 0 {
-				return 0, &retriable{fmt.Errorf("topic %s partition %d has no leader yet", topic, part.PartitionIndex)}
+		for _, c := range r.Configs {
+			if c.Name == "max.message.bytes" && c.Value != nil {
+				return strconv.Atoi(*c.Value)
 			}
 		}
-		p.setPartitions(topic, len(t.Partitions))
-		return len(t.Partitions), nil
 	}
-	return 0, &retriable{fmt.Errorf("metadata for %s: topic missing from the response", topic)}
+	return 0, nil
 }
 
-// setPartitions caches n as topic's partition count for MetadataMaxAge,
-// logging a change: keys then move to other partitions.
-func (p *Publisher) setPartitions(topic string, n int) {
-	p.mu.Lock()
-	old, ok := p.partitions[topic]
-	p.partitions[topic] = topicMeta{n: n, refreshAt: p.now() + int64(p.cfg.MetadataMaxAge)}
-	p.mu.Unlock()
-	if ok && old.n != n {
-		p.log.Warn("topic partition count changed; keys move to other partitions from the next batch on",
-			"topic", topic, "partitions_before", old.n, "partitions", n)
+// partition places a record as the Java client does: murmur2 of its key,
+// or of its id header when it has no key.
+func partition(r *kgo.Record, n int) int {
+	key := r.Key
+	if len(key) == 0 {
+		for _, h := range r.Headers {
+			if h.Key == "id" {
+				key = h.Value
+				break
+			}
+		}
 	}
+	return Partition(key, n)
 }
 
-// refreshPartitions reads a cached count that is due again: one metadata
-// request, and on its failure the cached count for metadataRetry more.
-// Publishing goes on meanwhile; a produce error that means the partition
-// moved drops the count, and the next batch waits for metadata.
-func (p *Publisher) refreshPartitions(ctx context.Context, topic string, cached int) int {
-	n, err := p.partitionCount(ctx, topic)
-	if err == nil {
-		return n
+// headerValue is the value of the first header named key.
+func headerValue(hs []kafka.Header, key string) []byte {
+	for _, h := range hs {
+		if h.Key == key {
+			return h.Value
+		}
 	}
-	p.mu.Lock()
-	if m, ok := p.partitions[topic]; ok && m.n == cached {
-		m.refreshAt = p.now() + int64(min(metadataRetry, p.cfg.MetadataMaxAge))
-		p.partitions[topic] = m
-	}
-	p.mu.Unlock()
-	if ctx.Err() == nil {
-		p.log.Warn("refresh topic partition count failed; using the cached one", "topic", topic, "partitions", cached, "err", err.Error())
-	}
-	return cached
+	return nil
 }
 
-func (p *Publisher) forgetTopic(topic string) {
-	p.mu.Lock()
-	delete(p.partitions, topic)
-	p.mu.Unlock()
+// TimestampRefused reports a broker refusal of a record for its timestamp.
+func TimestampRefused(err error) bool { return errors.Is(err, kerr.InvalidTimestamp) }
+
+// refused reports a broker refusal of a record or batch for what it holds:
+// its size, or a record's timestamp.
+func refused(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) || errors.Is(err, kerr.InvalidTimestamp)
 }
 
-// retriable marks an error worth retrying.
-type retriable struct{ err error }
-
-func (r *retriable) Error() string { return r.err.Error() }
-func (r *retriable) Unwrap() error { return r.err }
-
-// isRetriable reports whether a produce or metadata error may succeed later.
-func isRetriable(err error) bool {
-	var r *retriable
-	if errors.As(err, &r) {
-		return true
-	}
-	var kerr kafka.Error
-	if errors.As(err, &kerr) {
-		return kerr.Temporary() || kerr == kafka.NotLeaderForPartition || kerr == kafka.BrokerNotAvailable
-	}
-	// kafka-go could not route the request from its cached cluster layout
-	// (a leader election or a broker restart): a metadata refresh fixes it.
-	if errors.Is(err, protocol.ErrNoLeader) || errors.Is(err, protocol.ErrNoTopic) || errors.Is(err, protocol.ErrNoPartition) {
-		return true
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) || errors.Is(err, net.ErrClosed) || errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	// kafka-go wraps connection failures in plain errors; treat I/O errors as retriable.
-	msg := err.Error()
-	return strings.Contains(msg, "connection") || strings.Contains(msg, "EOF") || strings.Contains(msg, "broken pipe") || strings.Contains(msg, "i/o timeout")
+// isFenced reports an error meaning another producer took over the
+// transactional id.
+func isFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
 }
 
 // errorKind names an error for the produce-error metric.
 func errorKind(err error) string {
-	var kerr kafka.Error
+	var kerrErr *kerr.Error
+	var netErr net.Error
 	switch {
-	case errors.As(err, &kerr):
-		return strings.ToLower(strings.ReplaceAll(kerr.Title(), " ", "_"))
+	case errors.As(err, &kerrErr):
+		return kerrErr.Message
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
-	case isRetriable(err):
+	case errors.As(err, &netErr), errors.Is(err, net.ErrClosed):
 		return "network"
 	}
 	return "other"
+}
+
+// hooks feed Health, the Observer and the retry log from kgo's events.
+type hooks struct{ p *Publisher }
+
+var (
+	_ kgo.HookBrokerConnect       = hooks{}
+	_ kgo.HookBrokerE2E           = hooks{}
+	_ kgo.HookProduceBatchWritten = hooks{}
+)
+
+func (h hooks) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil {
+		h.p.obs.ProduceError(errorKind(err))
+		h.p.noteFailure(fmt.Errorf("connect to broker %s:%d: %w", meta.Host, meta.Port, err))
+	}
+}
+
+func (h hooks) OnBrokerE2E(meta kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if key != int16(kmsg.Produce) {
+		return
+	}
+	if err := e2e.Err(); err != nil {
+		h.p.obs.ProduceError(errorKind(err))
+		h.p.noteFailure(fmt.Errorf("produce to broker %s:%d: %w", meta.Host, meta.Port, err))
+		return
+	}
+	h.p.obs.ProduceLatency(e2e.DurationE2E())
+}
+
+func (h hooks) OnProduceBatchWritten(_ kgo.BrokerMetadata, topic string, _ int32, m kgo.ProduceBatchMetrics) {
+	h.p.noteSuccess()
+	h.p.obs.Produced(topic, m.NumRecords, m.UncompressedBytes)
+}
+
+// kgoLogger passes kgo's warnings and errors on at DEBUG: the publisher
+// logs what the operator needs itself (noteFailure), and kgo's own lines
+// repeat at every retry.
+type kgoLogger struct{ log *slog.Logger }
+
+func (l kgoLogger) Level() kgo.LogLevel {
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		return kgo.LogLevelWarn
+	}
+	return kgo.LogLevelNone
+}
+
+func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	l.log.Debug("kafka client: "+msg, append([]any{"kgo_level", level.String()}, keyvals...)...)
 }

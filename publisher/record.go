@@ -1,10 +1,11 @@
 package publisher
 
 import (
-	"io"
+	"context"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Record is one Kafka record to publish, tagged with the stream sequence
@@ -27,12 +28,20 @@ type Record struct {
 	// Reserved is what the tracker charged for it; released on ack.
 	Reserved int
 
-	partition int
-	bytes     int // Size, once computed (size)
-	pooled    bool
-	buf       []byte          // backs Key, Value and header values (Buffer)
-	headers   [4]kafka.Header // backs Headers (HeaderBuffer)
-	key, val  bytesReader     // what kafka-go reads Key and Value through
+	bytes   int // Size, once computed (size)
+	pooled  bool
+	buf     []byte              // backs Key, Value and header values (Buffer)
+	headers [4]kafka.Header     // backs Headers (HeaderBuffer)
+	kr      kgo.Record          // what kgo produces (kgoRecord)
+	khdrs   [8]kgo.RecordHeader // backs kr.Headers
+	ref     recordRef           // kr.Context
+	// sent is when the session handed the record to kgo; replaced marks
+	// a record produced in place of a refused one (Config.Reject).
+	sent     time.Time
+	replaced bool
+	// alone marks a suspect sent alone; err is its refusal, if refused.
+	alone bool
+	err   error
 }
 
 // freeRecords holds acknowledged records and their buffers, up to
@@ -99,50 +108,37 @@ func Release(r *Record) {
 	}
 }
 
-// kafkaRecord is r as kafka-go takes it, without an allocation: the readers
-// are reset for every attempt, as a retried request reads them again.
-func (r *Record) kafkaRecord() kafka.Record {
-	kr := kafka.Record{Headers: r.Headers, Time: r.Time}
-	if r.Key != nil {
-		r.key.reset(r.Key)
-		kr.Key = &r.key
-	}
-	if r.Value != nil {
-		r.val.reset(r.Value)
-		kr.Value = &r.val
+// kgoRecord is r as kgo takes it, without an allocation: r's own
+// kgo.Record, its headers copied into the record's header array (and a
+// slice when there are more), and r itself as the Context, through which
+// the promise finds r again (recordOf).
+func (r *Record) kgoRecord() *kgo.Record {
+	kr := &r.kr
+	r.ref.r = r
+	*kr = kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Time, Context: &r.ref}
+	if len(r.Headers) > 0 {
+		hs := r.khdrs[:0]
+		for _, h := range r.Headers {
+			hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		kr.Headers = hs
 	}
 	return kr
 }
 
-// bytesReader is kafka-go's Bytes over a byte slice.
-type bytesReader struct {
-	b   []byte
-	off int
-}
+// recordOf is the Record a kgo.Record made by kgoRecord belongs to.
+func recordOf(kr *kgo.Record) *Record { return kr.Context.(*recordRef).r }
 
-func (b *bytesReader) reset(p []byte) { b.b, b.off = p, 0 }
+// recordRef is a record's kgo.Record's Context, there only so that the
+// promise can find the record: it never ends.
+type recordRef struct{ r *Record }
 
-// Len is the number of bytes left to read.
-func (b *bytesReader) Len() int { return len(b.b) - b.off }
+var _ context.Context = (*recordRef)(nil)
 
-func (b *bytesReader) Read(p []byte) (int, error) {
-	if b.off >= len(b.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, b.b[b.off:])
-	b.off += n
-	return n, nil
-}
-
-// WriteTo lets io.Copy write the bytes without a buffer of its own.
-func (b *bytesReader) WriteTo(w io.Writer) (int64, error) {
-	n, err := w.Write(b.b[b.off:])
-	b.off += n
-	return int64(n), err
-}
-
-// Close does nothing: the bytes belong to the record.
-func (b *bytesReader) Close() error { return nil }
+func (*recordRef) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*recordRef) Done() <-chan struct{}       { return nil }
+func (*recordRef) Err() error                  { return nil }
+func (*recordRef) Value(any) any               { return nil }
 
 // size is Size of the record, computed once: the session needs it when
 // it queues, groups and sends the record, which does not change by then.

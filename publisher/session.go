@@ -4,45 +4,110 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/protocol"
-
-	"github.com/cdc-relay/cdc-relay/internal/backoff"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // ErrSessionClosed is returned by Enqueue after the session stopped.
 var ErrSessionClosed = errors.New("publisher session closed")
 
-// Session publishes the records of one replication session, batch after
-// batch. A terminal Kafka error ends it; Enqueue then returns that error and
-// the stream reconnects, restarting from the confirmed LSN.
+// Session publishes the records of one replication session. kgo keeps each
+// partition's records in order (an idempotent producer, so retries neither
+// reorder nor duplicate them within the session) and the session turns its
+// per-record answers into acknowledgements of a contiguous prefix. A
+// terminal Kafka error ends it; Enqueue then returns that error and the
+// stream reconnects, restarting from the confirmed LSN.
+//
+// With a transactional publisher the records go out in Kafka transactions,
+// each ending at a boundary (Boundary: the end of a PostgreSQL transaction)
+// with the checkpoint record, and the acker learns what committed
+// (TxnAcker.Committed). A session never commits part of a PostgreSQL
+// transaction: at Close or after an error, what is open is aborted.
 type Session struct {
 	p      *Publisher
+	cl     *kgo.Client
+	txnID  string // the client's transactional id, for messages
 	acker  Acker
+	txn    TxnAcker // nil unless transactional
+	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	notify chan struct{}
 
 	mu       sync.Mutex
-	queue    []*Record
-	queuedAt time.Time // when the first record of queue arrived
-	queued   int       // bytes in queue (Size), counted only with a linger
-	spare    []*Record
-	notify   chan struct{}
+	queue    []item
+	spare    []item
 	err      error
 	lastSeq  uint64 // newest enqueued
-	ackedSeq uint64
+	acked    uint64 // contiguous prefix answered
+	slots    []slot // slots[seq&(len-1)] for the seqs after acked
 	ackedCh  chan struct{}
+	commSeq  uint64 // newest seq whose transaction committed
+	bSeq     uint64 // seq of the newest boundary
+	inflight int    // records handed to kgo and not yet answered
+
+	// Only the run goroutine uses these.
+	inTxn     bool
+	txnStart  time.Time
+	txnEvents int
+	produced  uint64 // newest seq handed to kgo
+	boundary  item   // the newest boundary handed over
+	promiseFn func(*kgo.Record, error)
 }
 
-// NewSession starts a session; its goroutine runs until Close or a terminal error.
+// item is a queued record, or (rec nil) the boundary after seq.
+type item struct {
+	rec  *Record
+	seq  uint64
+	end  uint64
+	time time.Time
+}
+
+// slot is one in-flight seq.
+type slot struct {
+	rec      *Record
+	done     bool
+	reserved int
+}
+
+// TxnAcker is what a transactional session also tells its acker: every seq
+// up to upTo is in a committed Kafka transaction.
+type TxnAcker interface {
+	Committed(upTo uint64)
+}
+
+// NewSession starts a session; its goroutine runs until Close or a terminal
+// error. A transactional session needs an acker that is also a TxnAcker;
+// the relay has called Fence first.
 func (p *Publisher) NewSession(ctx context.Context, acker Acker) *Session {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Session{p: p, acker: acker, cancel: cancel, done: make(chan struct{}),
-		notify: make(chan struct{}, 1), ackedCh: make(chan struct{}, 1)}
-	go s.run(ctx)
+	s := &Session{p: p, acker: acker, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		notify: make(chan struct{}, 1), ackedCh: make(chan struct{}, 1), slots: make([]slot, 256)}
+	s.promiseFn = s.promise
+	cl, err := p.client()
+	if err == nil && p.Transactional() {
+		if t, ok := acker.(TxnAcker); ok {
+			s.txn = t
+		} else {
+			err = errors.New("publisher: a transactional session needs a TxnAcker")
+		}
+	}
+	if err != nil {
+		s.err = err
+		close(s.done)
+		return s
+	}
+	s.cl = cl
+	p.clMu.Lock()
+	s.txnID = p.clTxnID
+	p.clMu.Unlock()
+	p.pending.Store(s)
+	go s.run()
 	return s
 }
 
@@ -55,20 +120,57 @@ func (s *Session) Enqueue(r *Record) error {
 		s.mu.Unlock()
 		return err
 	}
-	if s.p.cfg.Linger > 0 { // what lingerFor needs
-		if len(s.queue) == 0 {
-			s.queuedAt = time.Now()
-		}
-		s.queued += r.size()
+	if r.Seq-s.acked > uint64(len(s.slots)) {
+		s.growSlots(r.Seq - s.acked)
 	}
-	s.queue = append(s.queue, r)
+	// Seqs skipped since the last record (none in the relay) count as
+	// answered.
+	for q := s.lastSeq + 1; q < r.Seq; q++ {
+		s.slots[q&uint64(len(s.slots)-1)] = slot{done: true}
+	}
+	s.slots[r.Seq&uint64(len(s.slots)-1)] = slot{rec: r, reserved: r.Reserved}
 	s.lastSeq = r.Seq
+	s.queue = append(s.queue, item{rec: r, seq: r.Seq})
 	s.mu.Unlock()
+	s.wake()
+	return nil
+}
+
+// Boundary says that the record with seq lastSeq ends a PostgreSQL
+// transaction whose commit ends at end. A transactional session may commit
+// its Kafka transaction there, with the checkpoint at end; others ignore it.
+func (s *Session) Boundary(lastSeq, end uint64, commitTime time.Time) {
+	if s.txn == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.err == nil {
+		s.queue = append(s.queue, item{seq: lastSeq, end: end, time: commitTime})
+		s.bSeq = lastSeq
+	}
+	s.mu.Unlock()
+	s.wake()
+}
+
+func (s *Session) wake() {
 	select {
 	case s.notify <- struct{}{}:
 	default:
 	}
-	return nil
+}
+
+// growSlots makes room for n seqs after acked (s.mu held).
+func (s *Session) growSlots(n uint64) {
+	size := len(s.slots)
+	for uint64(size) < n {
+		size *= 2
+	}
+	slots := make([]slot, size)
+	oldMask, newMask := uint64(len(s.slots)-1), uint64(size-1)
+	for q := s.acked + 1; q <= s.lastSeq; q++ {
+		slots[q&newMask] = s.slots[q&oldMask]
+	}
+	s.slots = slots
 }
 
 // Done is closed when the session has stopped: after Close, or after a
@@ -82,11 +184,17 @@ func (s *Session) Err() error {
 	return s.err
 }
 
-// Drain waits until everything enqueued is acknowledged.
+// Drain waits until everything enqueued is acknowledged and, in a
+// transactional session, committed up to the last boundary: records after
+// it belong to a PostgreSQL transaction that has not ended, and are never
+// committed.
 func (s *Session) Drain(ctx context.Context) error {
 	for {
 		s.mu.Lock()
-		done, err := s.ackedSeq >= s.lastSeq, s.err
+		done, err := s.acked >= s.lastSeq, s.err
+		if s.txn != nil {
+			done = s.commSeq >= s.bSeq
+		}
 		s.mu.Unlock()
 		if done {
 			return nil
@@ -103,7 +211,9 @@ func (s *Session) Drain(ctx context.Context) error {
 	}
 }
 
-// Close stops the session and waits for its goroutine; unacknowledged records are dropped.
+// Close stops the session and waits for its goroutine. What kgo still
+// holds is dropped (records not yet answered are published again by the
+// next session, from the confirmed LSN), and an open transaction aborted.
 func (s *Session) Close() {
 	s.cancel()
 	<-s.done
@@ -115,70 +225,227 @@ func (s *Session) fail(err error) {
 		s.err = err
 	}
 	s.mu.Unlock()
+	s.wake()
 }
 
-func (s *Session) run(ctx context.Context) {
+func (s *Session) failed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err != nil
+}
+
+func (s *Session) run() {
 	defer close(s.done)
-	defer s.fail(ErrSessionClosed)
-	linger := s.p.cfg.Linger
-	var timer *time.Timer
-	if linger > 0 {
-		timer = time.NewTimer(linger)
-		timer.Stop()
-		defer timer.Stop()
-	}
-	justSent := false
+	defer s.finish()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
-		// Swap the queue with the spare slice: Enqueue appends to one while
-		// this goroutine publishes the other.
 		s.mu.Lock()
-		if wait := s.lingerFor(linger, justSent); wait > 0 {
-			s.mu.Unlock()
-			timer.Reset(wait)
-			select {
-			case <-ctx.Done():
-				return
-			case <-timer.C:
-			}
-			s.mu.Lock()
-		}
 		batch := s.queue
-		if len(batch) > 0 {
-			s.queue, s.spare = s.spare[:0], nil
-			s.queued = 0
-		}
+		s.queue, s.spare = s.spare[:0], nil
+		err := s.err
 		s.mu.Unlock()
-		justSent = false
-		if len(batch) == 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.notify:
-				continue
-			}
-		}
-		if err := s.publish(ctx, batch); err != nil {
-			if ctx.Err() == nil {
-				s.p.log.Error("kafka publish failed; restarting from the confirmed LSN", "err", err.Error())
-			}
-			s.fail(err)
+		if err != nil {
 			return
 		}
-		last := batch[len(batch)-1].Seq
-		var bytes int64
-		for _, r := range batch {
-			bytes += int64(r.Reserved)
+		s.checkTxnAge()
+		for i := range batch {
+			if s.failed() {
+				break
+			}
+			if it := batch[i]; it.rec != nil {
+				s.produce(it.rec)
+			} else if s.boundaryReached(it) && s.commitDue() {
+				s.commit()
+			}
 		}
-		s.acker.Ack(last, len(batch), bytes)
-		justSent = true
-		for _, r := range batch {
-			Release(r)
-		}
-		s.mu.Lock()
-		s.ackedSeq = last
 		clear(batch)
+		s.mu.Lock()
 		s.spare = batch[:0]
+		idle := len(s.queue) == 0
 		s.mu.Unlock()
+		if s.txn != nil && idle && s.inTxn && s.boundary.seq == s.produced && s.boundary.seq > 0 {
+			// Nothing more waits: commit now, so that latency at low
+			// rates stays near at-least-once.
+			s.commit()
+		}
+		if !idle {
+			continue
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.notify:
+		case <-tick.C:
+			s.checkTxnAge()
+		}
+	}
+}
+
+// boundaryReached records a boundary; false for one whose records are not
+// all produced (cannot happen: boundaries follow their records).
+func (s *Session) boundaryReached(it item) bool {
+	s.boundary = it
+	s.checkTxnAge()
+	return it.seq == s.produced
+}
+
+// commitDue reports whether the open transaction has run long enough, or
+// holds enough records, to commit at this boundary under load.
+func (s *Session) commitDue() bool {
+	return s.inTxn && (s.txnEvents >= s.p.cfg.TxnMaxEvents || time.Since(s.txnStart) >= s.p.cfg.TxnInterval)
+}
+
+// checkTxnAge halts the session when its transaction has been open for the
+// transaction timeout: the coordinator aborts it then, and doing so again
+// on the replay would stall every read_committed consumer in a loop.
+func (s *Session) checkTxnAge() {
+	if !s.inTxn || time.Since(s.txnStart) < s.p.cfg.TransactionTimeout {
+		return
+	}
+	s.fail(&TxnTimeoutError{Events: s.txnEvents, Open: time.Since(s.txnStart).Round(time.Millisecond), Timeout: s.p.cfg.TransactionTimeout})
+}
+
+// TxnTimeoutError is a PostgreSQL transaction that could not be delivered
+// within one Kafka transaction's timeout. It halts the relay.
+type TxnTimeoutError struct {
+	Events  int
+	Open    time.Duration
+	Timeout time.Duration
+}
+
+func (e *TxnTimeoutError) Error() string {
+	return fmt.Sprintf("a Kafka transaction has been open for %s with %d events and its PostgreSQL transaction has not ended: it cannot be delivered within --txn-timeout %s; "+
+		"raise --txn-timeout (at most the broker's transaction.max.timeout.ms, 15 min by default) or run with --delivery at-least-once", e.Open, e.Events, e.Timeout)
+}
+
+// produce hands one record to kgo, after the checks a record needs before
+// it may be produced: its size against its topic's limit, and whether the
+// broker refused it, or a batch holding it, before.
+//
+// A refusal fails every record of the batch, and names none of them. So the
+// session ends (the stream restarts from the confirmed LSN) and the records
+// of that batch become suspects; on the replay each suspect is sent alone,
+// with nothing else in flight, so that the one refused alone is the one at
+// fault (its dead letter takes its place, in order) and the others go on.
+// Within a transaction a refusal makes it abort-only: the one at fault is
+// remembered instead, and dead-lettered up front on the next replay.
+func (s *Session) produce(r *Record) {
+	if limit := s.p.recordLimit(s.ctx, s.cl, r.Topic); r.size() > limit && !r.replaced {
+		s.reject(r, fmt.Errorf("%w: the record is %d bytes, the topic takes at most %d (its max.message.bytes, or --max-record-bytes)", kerr.MessageTooLarge, r.size(), limit))
+		return
+	}
+	switch s.p.refusal(r) {
+	case refusedAlone:
+		s.reject(r, s.p.refusedErr(r))
+		return
+	case suspect:
+		s.sendAlone(r)
+		return
+	}
+	s.send(r)
+}
+
+// sendAlone sends a suspect record in a request of its own and waits for
+// the answer: refused alone, it is at fault.
+func (s *Session) sendAlone(r *Record) {
+	if err := s.cl.Flush(s.ctx); err != nil {
+		return
+	}
+	r.alone = true
+	s.send(r)
+	if err := s.cl.Flush(s.ctx); err != nil {
+		return
+	}
+	if r.err == nil {
+		return
+	}
+	err := r.err
+	s.p.resolve(r, err)
+	if s.txn != nil {
+		s.fail(fmt.Errorf("produce to %s: the broker refused a record (%w); the Kafka transaction is aborted and the record goes to the dead-letter topic on the replay", r.Topic, err))
+		return
+	}
+	s.reject(r, err)
+}
+
+// reject produces what Config.Reject gives in r's place, or fails.
+func (s *Session) reject(r *Record, err error) {
+	if s.p.cfg.Reject == nil || r.replaced {
+		s.fail(fmt.Errorf("produce to %s: %w", r.Topic, err))
+		return
+	}
+	rep, rerr := s.p.cfg.Reject(r, err)
+	if rerr != nil {
+		s.fail(rerr)
+		return
+	}
+	rep.replaced = true
+	s.mu.Lock()
+	s.slots[rep.Seq&uint64(len(s.slots)-1)].rec = rep
+	s.mu.Unlock()
+	s.send(rep)
+}
+
+// send hands r to kgo, in a transaction when the session has them.
+func (s *Session) send(r *Record) {
+	if s.txn != nil && !s.inTxn {
+		if err := s.cl.BeginTransaction(); err != nil {
+			s.fail(fmt.Errorf("begin Kafka transaction: %w", err))
+			return
+		}
+		s.inTxn, s.txnStart, s.txnEvents = true, time.Now(), 0
+	}
+	if r.Seq > s.produced {
+		s.produced = r.Seq
+	}
+	s.txnEvents++
+	s.mu.Lock()
+	s.inflight++
+	s.mu.Unlock()
+	r.sent = time.Now()
+	s.cl.Produce(context.Background(), r.kgoRecord(), s.promiseFn)
+}
+
+// promise receives kgo's answer for one record.
+func (s *Session) promise(kr *kgo.Record, err error) {
+	r := recordOf(kr)
+	s.mu.Lock()
+	s.inflight--
+	s.mu.Unlock()
+	if err != nil {
+		s.failedRecord(r, err)
+		return
+	}
+	if r.Seq == 0 { // the checkpoint record of a transaction
+		return
+	}
+	s.mu.Lock()
+	mask := uint64(len(s.slots) - 1)
+	s.slots[r.Seq&mask].done = true
+	events, bytes, upTo := 0, int64(0), s.acked
+	for upTo < s.lastSeq {
+		sl := &s.slots[(upTo+1)&mask]
+		if !sl.done {
+			break
+		}
+		upTo++
+		events++
+		bytes += int64(sl.reserved)
+		if sl.rec != nil {
+			if !sl.rec.replaced {
+				Release(sl.rec)
+			}
+			sl.rec = nil
+		}
+	}
+	if upTo > s.acked {
+		s.acked = upTo
+		// Under s.mu: acknowledgements reach the acker in order.
+		s.acker.Ack(upTo, events, bytes)
+	}
+	s.mu.Unlock()
+	if events > 0 {
 		select {
 		case s.ackedCh <- struct{}{}:
 		default:
@@ -186,252 +453,171 @@ func (s *Session) run(ctx context.Context) {
 	}
 }
 
-// lingerFor is how long the next request should wait for more records
-// (s.mu held): the rest of the linger since the queue's first record, unless
-// the queue is empty, already fills a request, or its records arrived while
-// the previous request was in flight (justSent): those have waited enough.
-func (s *Session) lingerFor(linger time.Duration, justSent bool) time.Duration {
-	if linger <= 0 || justSent || len(s.queue) == 0 || s.queued >= s.p.cfg.BatchBytes {
-		return 0
+// failedRecord handles a record kgo gave up on.
+func (s *Session) failedRecord(r *Record, err error) {
+	if s.ctx.Err() != nil || errors.Is(err, kgo.ErrAborting) {
+		return // the session is ending; the next one publishes again
 	}
-	return time.Until(s.queuedAt.Add(linger))
-}
-
-// group is one topic partition's records of a batch, in order.
-type group struct {
-	topic     string
-	partition int
-	records   []*Record
-}
-
-// publish writes a batch: partitions in parallel, each partition's records in
-// order, each request retried until it succeeds or fails terminally.
-func (s *Session) publish(ctx context.Context, batch []*Record) error {
-	groups, err := s.group(ctx, batch)
-	if err != nil {
-		return err
+	if r.alone && refused(err) {
+		r.err = err // sendAlone decides
+		return
 	}
-	if len(groups) == 1 {
-		return s.publishGroup(ctx, groups[0])
+	if s.failed() {
+		return
 	}
-	errs := make([]error, len(groups))
-	var wg sync.WaitGroup
-	for i, g := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = s.publishGroup(ctx, g)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-func (s *Session) group(ctx context.Context, batch []*Record) ([]*group, error) {
-	type tp struct {
-		topic     string
-		partition int
-	}
-	index := make(map[tp]*group)
-	var groups []*group
-	now := s.p.now() // once per batch: one topic's records all see one count
-	var (
-		lastTopic string // the previous record's, whose count is lastN
-		lastN     int
-		have      bool
-	)
-	for _, r := range batch {
-		n := lastN
-		if !have || r.Topic != lastTopic {
-			var err error
-			if n, err = s.partitions(ctx, r.Topic, now); err != nil {
-				return nil, err
-			}
-			lastTopic, lastN, have = r.Topic, n, true
-		}
-		key := r.Key
-		if len(key) == 0 {
-			key = headerValue(r.Headers, "id")
-		}
-		r.partition = Partition(key, n)
-		k := tp{r.Topic, r.partition}
-		g := index[k]
-		if g == nil {
-			g = &group{topic: r.Topic, partition: r.partition}
-			index[k] = g
-			groups = append(groups, g)
-		}
-		g.records = append(g.records, r)
-	}
-	return groups, nil
-}
-
-// partitions returns the topic's partition count: from the cache without
-// any retry machinery on the per-record path while it is younger than
-// MetadataMaxAge at now, read again once it is older, else from metadata,
-// retried.
-func (s *Session) partitions(ctx context.Context, topic string, now int64) (int, error) {
-	s.p.mu.RLock()
-	m, ok := s.p.partitions[topic]
-	s.p.mu.RUnlock()
-	if ok && now < m.refreshAt {
-		return m.n, nil
-	}
-	if ok {
-		return s.p.refreshPartitions(ctx, topic, m.n), nil
-	}
-	return s.retry(ctx, func() (int, error) { return s.p.partitionCount(ctx, topic) })
-}
-
-func headerValue(hs []kafka.Header, key string) []byte {
-	for _, h := range hs {
-		if h.Key == key {
-			return h.Value
-		}
-	}
-	return nil
-}
-
-// publishGroup sends one partition's records in requests of at most BatchBytes.
-func (s *Session) publishGroup(ctx context.Context, g *group) error {
-	recs := g.records
-	for len(recs) > 0 {
-		n, size := 0, 0
-		for n < len(recs) {
-			sz := recs[n].size()
-			if n > 0 && size+sz > s.p.cfg.BatchBytes {
-				break
-			}
-			size += sz
-			n++
-		}
-		if err := s.sendChunk(ctx, g.topic, g.partition, recs[:n], false); err != nil {
-			return fmt.Errorf("produce to %s[%d]: %w", g.topic, g.partition, err)
-		}
-		recs = recs[n:]
-	}
-	return nil
-}
-
-// sendChunk writes records to one partition, retrying until it succeeds. A
-// chunk the broker refuses (too large, or a record's timestamp) is split in halves, sent in order;
-// a single refused record goes to Config.Reject, which supplies the record
-// to send instead (a dead letter) or an error.
-func (s *Session) sendChunk(ctx context.Context, topic string, partition int, chunk []*Record, replacement bool) error {
-	size := 0
-	for _, r := range chunk {
-		size += r.size()
-	}
-	_, err := s.retry(ctx, func() (int, error) { return 0, s.produce(ctx, topic, partition, chunk, size) })
-	if err == nil || !refused(err) {
-		return err
-	}
-	if len(chunk) > 1 {
-		half := len(chunk) / 2
-		if err := s.sendChunk(ctx, topic, partition, chunk[:half], replacement); err != nil {
-			return err
-		}
-		return s.sendChunk(ctx, topic, partition, chunk[half:], replacement)
-	}
-	if s.p.cfg.Reject == nil || replacement {
-		return err
-	}
-	rep, rerr := s.p.cfg.Reject(chunk[0], err)
-	if rerr != nil {
-		return rerr
-	}
-	n, perr := s.partitions(ctx, rep.Topic, s.p.now())
-	if perr != nil {
-		return perr
-	}
-	key := rep.Key
-	if len(key) == 0 {
-		key = headerValue(rep.Headers, "id")
-	}
-	return s.sendChunk(ctx, rep.Topic, Partition(key, n), []*Record{rep}, true)
-}
-
-// moved reports an error that means the topic's partitions or their leaders
-// are not where the cached metadata says: the partition count is read again
-// before the next batch.
-func moved(err error) bool {
-	var kerr kafka.Error
-	if errors.As(err, &kerr) {
-		return kerr == kafka.UnknownTopicOrPartition || kerr == kafka.NotLeaderForPartition || kerr == kafka.LeaderNotAvailable
-	}
-	return errors.Is(err, protocol.ErrNoTopic) || errors.Is(err, protocol.ErrNoPartition)
-}
-
-// refused reports a broker refusal of a record or batch for what it holds:
-// its size, or a record's timestamp.
-func refused(err error) bool {
-	return errors.Is(err, kafka.MessageSizeTooLarge) || errors.Is(err, kafka.RecordListTooLarge) || errors.Is(err, kafka.InvalidTimestamp)
-}
-
-func (s *Session) produce(ctx context.Context, topic string, partition int, chunk []*Record, size int) error {
-	records := make([]kafka.Record, len(chunk))
-	for i, r := range chunk {
-		records[i] = r.kafkaRecord()
-	}
-	start := time.Now()
-	res, err := s.p.client.Produce(ctx, &kafka.ProduceRequest{
-		Topic:        topic,
-		Partition:    partition,
-		RequiredAcks: kafka.RequireAll,
-		Records:      kafka.NewRecordReader(records...),
-		Compression:  s.p.cfg.Compression,
-	})
-	if err == nil && res.Error != nil {
-		err = res.Error
-	}
-	if err == nil {
-		for _, rerr := range res.RecordErrors {
-			err = rerr
-			break
-		}
-	}
-	if err != nil {
-		if moved(err) {
-			s.p.forgetTopic(topic)
-		}
+	switch {
+	case isFenced(err):
+		s.p.markFenced()
+		s.fail(fmt.Errorf("produce to %s: another relay with transactional id %s took over (fenced): %w", r.Topic, s.txnID, err))
+	case refused(err) && r.Seq != 0 && !r.replaced:
+		s.p.suspectRecord(r, err)
+		s.p.log.Warn("the broker refused a batch; restarting from the confirmed LSN to send its records one at a time and dead-letter the one at fault", "topic", r.Topic, "err", err.Error())
+		s.fail(fmt.Errorf("produce to %s: %w (the records of the refused batch are sent one at a time after the restart)", r.Topic, err))
+	default:
 		s.p.obs.ProduceError(errorKind(err))
-		return err
+		s.p.log.Error("kafka publish failed; restarting from the confirmed LSN", "topic", r.Topic, "err", err.Error())
+		s.fail(fmt.Errorf("produce to %s: %w", r.Topic, err))
 	}
-	s.p.noteSuccess()
-	s.p.obs.Produced(topic, len(chunk), size, time.Since(start))
-	return nil
 }
 
-// retry runs f until it succeeds, fails terminally, or ctx ends, backing off
-// between attempts and logging failures rate-limited with their count.
-func (s *Session) retry(ctx context.Context, f func() (int, error)) (int, error) {
-	var bo backoff.Backoff
-	warned := false
-	for {
-		n, err := f()
-		if err == nil {
-			if warned {
-				s.p.log.Info("kafka recovered", "consecutive_errors", bo.Attempts())
+// commit ends the open transaction at the newest boundary: the checkpoint
+// record, every record answered, then EndTxn. Only after it succeeded is
+// anything up to the boundary committed for the acker.
+func (s *Session) commit() {
+	b := s.boundary
+	ck, err := s.p.cfg.Checkpoint(b.end, b.time)
+	if err != nil {
+		s.fail(fmt.Errorf("checkpoint record: %w", err))
+		return
+	}
+	ck.Seq, ck.Reserved = 0, 0
+	s.send(ck)
+	if err := s.cl.Flush(s.ctx); err != nil {
+		return // the session is closing: finish aborts
+	}
+	if s.failed() {
+		return
+	}
+	if err := s.cl.EndTransaction(s.ctx, kgo.TryCommit); err != nil {
+		// The outcome may be unknown (the connection died during the
+		// commit): finish aborts through a new epoch, which settles it,
+		// and the next session reads the checkpoint to learn which it was.
+		if isFenced(err) {
+			s.p.markFenced()
+		}
+		s.fail(fmt.Errorf("commit Kafka transaction: %w", err))
+		return
+	}
+	s.inTxn = false
+	s.mu.Lock()
+	s.commSeq = b.seq
+	s.txn.Committed(b.seq)
+	s.mu.Unlock()
+	select {
+	case s.ackedCh <- struct{}{}:
+	default:
+	}
+}
+
+// finish leaves kgo with nothing of this session: records it still holds
+// are failed (they are published again by the next session, in order after
+// nothing of this one), and an open transaction is aborted.
+func (s *Session) finish() {
+	s.fail(ErrSessionClosed)
+	s.p.pending.CompareAndSwap(s, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), s.p.cfg.RequestTimeout+10*time.Second)
+	defer cancel()
+	if err := s.cl.AbortBufferedRecords(ctx); err != nil {
+		s.p.log.Warn("dropping the records kgo still holds", "err", err.Error())
+	}
+	if s.inTxn {
+		if err := s.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+			// A new client's InitProducerID aborts it.
+			if !isFenced(err) {
+				s.p.log.Warn("abort Kafka transaction failed; the next session fences it", "err", err.Error())
 			}
-			return n, nil
+			s.p.markFenced()
 		}
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		s.p.noteFailure(err)
-		if !isRetriable(err) {
-			return 0, err
-		}
-		switch a := bo.Attempts(); {
-		case a < 3 && errors.Is(err, kafka.UnknownTopicOrPartition):
-			// A new topic that broker auto-creation is creating: expected.
-			s.p.log.Debug("waiting for topic creation", "err", err.Error(), "consecutive_errors", a+1)
-		case a < 3 || a%20 == 0:
-			warned = true
-			s.p.log.Warn("kafka error, retrying", "err", err.Error(), "consecutive_errors", a+1)
-		}
-		if werr := bo.Wait(ctx); werr != nil {
-			return 0, werr
+		s.inTxn = false
+	}
+}
+
+// pendingTopics names the topics of the records in flight, for the retry
+// log.
+func (s *Session) pendingTopics() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var topics []string
+	mask := uint64(len(s.slots) - 1)
+	for q := s.acked + 1; q <= s.lastSeq && len(topics) < 8; q++ {
+		if r := s.slots[q&mask].rec; r != nil && !slices.Contains(topics, r.Topic) {
+			topics = append(topics, r.Topic)
 		}
 	}
+	return topics
+}
+
+// refusalState is what the publisher knows of a record the broker refused.
+type refusalState uint8
+
+const (
+	notRefused   refusalState = iota
+	suspect                   // in a refused batch: send it alone
+	refusedAlone              // refused alone: dead-letter it up front
+)
+
+// refusal is a refused record remembered across sessions.
+type refusal struct {
+	state refusalState
+	err   error
+}
+
+// refusalKey names a record across sessions: a hash of its topic, key,
+// value and headers (the records of a replay are built again alike).
+func refusalKey(r *Record) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(r.Topic))
+	h.Write([]byte{0})
+	h.Write(r.Key)
+	h.Write([]byte{0})
+	h.Write(r.Value)
+	for _, hd := range r.Headers {
+		h.Write([]byte(hd.Key))
+		h.Write(hd.Value)
+	}
+	return h.Sum64()
+}
+
+// suspectRecord remembers a record of a refused batch.
+func (p *Publisher) suspectRecord(r *Record, err error) {
+	p.refusedMu.Lock()
+	defer p.refusedMu.Unlock()
+	k := refusalKey(r)
+	if p.refused[k].state == notRefused {
+		p.refused[k] = refusal{state: suspect, err: err}
+	}
+}
+
+// resolve records that r was refused alone.
+func (p *Publisher) resolve(r *Record, err error) {
+	p.refusedMu.Lock()
+	p.refused[refusalKey(r)] = refusal{state: refusedAlone, err: err}
+	p.refusedMu.Unlock()
+}
+
+// refusal says whether the broker refused r before; one map lookup only
+// while some record was refused.
+func (p *Publisher) refusal(r *Record) refusalState {
+	p.refusedMu.Lock()
+	defer p.refusedMu.Unlock()
+	if len(p.refused) == 0 {
+		return notRefused
+	}
+	return p.refused[refusalKey(r)].state
+}
+
+func (p *Publisher) refusedErr(r *Record) error {
+	p.refusedMu.Lock()
+	defer p.refusedMu.Unlock()
+	return p.refused[refusalKey(r)].err
 }

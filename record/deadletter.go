@@ -1,7 +1,6 @@
 package record
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -98,7 +97,7 @@ func Rejected(dlqTopic string, r *publisher.Record, err error) (*publisher.Recor
 	inv := &Invalid{ID: headerOf(r, router.HeaderID), EventType: headerOf(r, router.HeaderEventType),
 		AggregateType: headerOf(r, router.HeaderAggregateType), Kind: ReasonTooLarge}
 	when := r.Time
-	if errors.Is(err, kafka.InvalidTimestamp) {
+	if publisher.TimestampRefused(err) {
 		inv.Kind, when = ReasonTimestamp, time.Time{}
 		inv.Reason = fmt.Sprintf("the broker refused the record for topic %s for its timestamp %s (%v: see the topic's message.timestamp.after.max.ms and before.max.ms); the value is omitted",
 			r.Topic, r.Time.UTC().Format(time.RFC3339Nano), err)

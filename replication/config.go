@@ -59,6 +59,11 @@ type Config struct {
 	// session like an outbox row, with decoder.Row.Other set, for its dead
 	// letter.
 	AllowExtraTables bool
+	// ExactlyOnce (--delivery exactly-once) confirms a transaction only
+	// once its rows are in a committed Kafka transaction
+	// (Tracker.RequireCommit); the session then also gets transaction
+	// boundaries (Bounded) and says what to skip (Skipping).
+	ExactlyOnce bool
 	// Logger receives lifecycle lines. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -26,6 +26,10 @@ type reader struct {
 	msg        decoder.Message
 	tx         Tx
 	inTx       bool
+	bounded    Bounded // sess, when it wants transaction boundaries
+	skipBelow  LSN     // transactions whose commit ends at or below it are skipped
+	skipTx     bool    // the current transaction is skipped
+	skipped    int     // transactions skipped, for the log
 	nextStatus time.Time
 	lastSent   time.Time
 	sentLSN    LSN
@@ -152,16 +156,34 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 	case decoder.KindBegin:
 		r.inTx = true
 		r.tx = Tx{Xid: m.Xid, FinalLSN: LSN(m.FinalLSN), CommitTime: m.CommitTime}
+		// FinalLSN is where the commit record starts: below the end of
+		// every transaction committed before this one ends, so below the
+		// checkpoint exactly when this one is at or below it.
+		r.skipTx = r.tx.FinalLSN < r.skipBelow
 	case decoder.KindCommit:
 		r.inTx = false
 		r.tr.Commit(LSN(m.EndLSN), m.CommitTime)
+		if r.skipTx {
+			r.skipTx = false
+			r.skipped++
+			return nil
+		}
+		if r.bounded != nil {
+			r.bounded.Boundary(r.tr.LastSeq(), LSN(m.EndLSN), m.CommitTime)
+		}
 	case decoder.KindOtherRow:
+		if r.skipTx {
+			return nil
+		}
 		if r.s.cfg.AllowExtraTables {
 			r.s.skipRow(m.Row.Other.Table)
 			return nil
 		}
 		fallthrough // a dead letter: see skipRow
 	case decoder.KindRow:
+		if r.skipTx || !r.inTx && m.Row.Message && LSN(m.Row.LSN) < r.skipBelow {
+			return nil // already in Kafka (exactly-once)
+		}
 		r.s.stats.rowsRead.Add(1)
 		size := RowSize(&m.Row)
 		seq, ok := r.tr.Reserve(size, r.lastRecv)

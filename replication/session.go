@@ -35,6 +35,22 @@ type Session interface {
 	Err() error
 }
 
+// Bounded is a Session that is told where each PostgreSQL transaction ends
+// (exactly-once delivery: a Kafka transaction ends only there). The reader
+// calls Boundary after Tracker.Commit, with the sequence number of the
+// transaction's last row (or of the row before it, for one without rows).
+type Bounded interface {
+	Boundary(lastSeq uint64, end LSN, commitTime time.Time)
+}
+
+// Skipping is a Session that has read, once it held the slot, what is
+// already in Kafka: every transaction whose commit ends at or below
+// SkipBelow is skipped, because the slot may send it again (exactly-once
+// delivery). 0 skips nothing.
+type Skipping interface {
+	SkipBelow() LSN
+}
+
 // NewSessionFunc makes the session for one connection; acknowledgements go to tr.
 type NewSessionFunc func(ctx context.Context, tr *Tracker) (Session, error)
 

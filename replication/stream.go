@@ -229,6 +229,9 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	started := time.Now()
 
 	tr := NewTracker(info.Confirmed, s.cfg.MaxInFlightEvents, s.cfg.MaxInFlightBytes)
+	if s.cfg.ExactlyOnce {
+		tr.RequireCommit()
+	}
 	s.stats.tracker.Store(tr)
 	defer func() { progressed = tr.Confirmed() > info.Confirmed || time.Since(started) >= progressAfter }()
 	sessCtx, cancel := context.WithCancel(context.Background())
@@ -240,6 +243,12 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	defer sess.Close()
 
 	r := reader{s: s, conn: rconn, tr: tr, sess: sess, dec: decoder.NewDecoder(decoder.Config{Tables: s.cfg.Tables, Extra: s.found.ExtraColumns, MessagePrefix: s.found.MessagePrefix, OtherTables: true}), readTimeout: readTimeout}
+	r.bounded, _ = sess.(Bounded)
+	if sk, ok := sess.(Skipping); ok {
+		if r.skipBelow = sk.SkipBelow(); r.skipBelow > info.Confirmed {
+			s.log.Info("exactly-once: transactions up to the checkpoint are in Kafka already and are skipped", "slot_confirmed_lsn", info.Confirmed.String(), "checkpoint_lsn", r.skipBelow.String())
+		}
+	}
 	// Wake a blocked read when shutdown starts, and when Kafka's
 	// acknowledgements moved the confirmed LSN, so that it is reported
 	// within minStatusGap instead of at the next status tick.

@@ -22,11 +22,20 @@ import (
 // one store to the per-event path (no allocation once the ring has grown to
 // the peak in-flight count, at most maxEvents rounded up to a power of two).
 //
+// Under exactly-once delivery (RequireCommit) an acknowledgement only frees
+// room: a transaction is confirmed once its rows are also in a committed
+// Kafka transaction (Committed), so that a transaction larger than the
+// in-flight bound streams through without deadlocking.
+//
 // All methods are safe for concurrent use; the stream calls Reserve, Commit
-// and AdvanceIdle, the publisher calls Ack.
+// and AdvanceIdle, the publisher calls Ack and Committed.
 type Tracker struct {
 	maxEvents int
 	maxBytes  int64
+	// needCommit is set under exactly-once: committed bounds what
+	// confirms, besides acked.
+	needCommit bool
+	committed  uint64
 
 	mu        sync.Mutex
 	events    int   // reserved and not yet acknowledged
@@ -189,12 +198,51 @@ func (t *Tracker) Ack(upTo uint64, events int, bytes int64) {
 	}
 }
 
+// RequireCommit makes confirmation wait for Committed as well as Ack; call
+// it before the tracker is used.
+func (t *Tracker) RequireCommit() {
+	t.mu.Lock()
+	t.needCommit = true
+	t.mu.Unlock()
+}
+
+// Committed records that every event up to upTo is in a committed Kafka
+// transaction (publisher.TxnAcker).
+func (t *Tracker) Committed(upTo uint64) {
+	t.mu.Lock()
+	if upTo > t.committed {
+		t.committed = upTo
+	}
+	before := t.confirmed
+	t.advance()
+	moved := t.confirmed > before
+	t.mu.Unlock()
+	if moved {
+		select {
+		case t.progress <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// LastSeq is the sequence number of the newest reserved event (0 before
+// the first).
+func (t *Tracker) LastSeq() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.last
+}
+
 // Progress is signalled after an Ack moved the confirmed LSN, so the stream
 // can report it without waiting for its next status tick.
 func (t *Tracker) Progress() <-chan struct{} { return t.progress }
 
 func (t *Tracker) advance() {
-	for t.head < len(t.commits) && t.commits[t.head].lastSeq <= t.acked {
+	done := t.acked
+	if t.needCommit && t.committed < done {
+		done = t.committed
+	}
+	for t.head < len(t.commits) && t.commits[t.head].lastSeq <= done {
 		c := t.commits[t.head]
 		if c.end > t.confirmed {
 			t.confirmed = c.end

@@ -45,12 +45,20 @@ type Config struct {
 	MaxRecordBytes    int
 	KafkaBatchBytes   int
 	KafkaCompression  string
-	StatusInterval    time.Duration
-	ReadTimeout       time.Duration
-	ShutdownTimeout   time.Duration
-	HaltLinger        time.Duration
-	KafkaLinger       time.Duration
-	RecreateLostSlot  bool
+	// ExactlyOnce is --delivery exactly-once, with --transactional-id
+	// ("" until the relay id is known: cdc-relay-<relay id>), and the
+	// transaction bounds --txn-interval, --txn-max-events and --txn-timeout.
+	ExactlyOnce      bool
+	TransactionalID  string
+	TxnInterval      time.Duration
+	TxnMaxEvents     int
+	TxnTimeout       time.Duration
+	StatusInterval   time.Duration
+	ReadTimeout      time.Duration
+	ShutdownTimeout  time.Duration
+	HaltLinger       time.Duration
+	KafkaLinger      time.Duration
+	RecreateLostSlot bool
 	// AllowExtraTables accepts a publication that publishes tables besides
 	// the outbox tables (FOR ALL TABLES, TABLES IN SCHEMA, or more listed);
 	// their rows are skipped and counted. Default false: exit 2.
@@ -174,6 +182,11 @@ func buildConfig(v *config.Values) (*Config, error) {
 		SlotPollInterval:  v.Duration("slot-poll-interval"),
 		RecreateLostSlot:  v.Bool("recreate-lost-slot"),
 		AllowExtraTables:  v.Bool("allow-extra-tables"),
+		ExactlyOnce:       v.String("delivery") == "exactly-once",
+		TransactionalID:   v.String("transactional-id"),
+		TxnInterval:       v.Duration("txn-interval"),
+		TxnMaxEvents:      int(v.Int("txn-max-events")),
+		TxnTimeout:        v.Duration("txn-timeout"),
 		SlotFailover:      replication.FailoverMode(v.String("slot-failover")),
 		RegistryCAFile:    v.String("schema-registry-ca-file"),
 	}

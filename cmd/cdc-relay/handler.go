@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
@@ -20,9 +22,16 @@ type handler struct {
 	dlq     string // --dlq-topic: for logs, and the dead letter of a refused record
 	metrics *metrics
 	log     *slog.Logger
+	// skipBelow is what exactly-once delivery found in Kafka when the
+	// session started (replication.Skipping).
+	skipBelow replication.LSN
 }
 
-var _ replication.Session = (*handler)(nil)
+var (
+	_ replication.Session  = (*handler)(nil)
+	_ replication.Bounded  = (*handler)(nil)
+	_ replication.Skipping = (*handler)(nil)
+)
 
 // session returns the handler of one connection: h's settings with the
 // row → record step and the connection's publisher session.
@@ -34,6 +43,7 @@ func (h handler) session(builder *recordpkg.Builder, pub recordSink) *handler {
 // recordSink is what the handler needs of a *publisher.Session.
 type recordSink interface {
 	Enqueue(*publisher.Record) error
+	Boundary(lastSeq, end uint64, commitTime time.Time)
 	Drain(context.Context) error
 	Close()
 	Done() <-chan struct{}
@@ -63,7 +73,7 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 		}
 		h.invalid(inv)
 	}
-	return h.pub.Enqueue(rec)
+	return haltOn(h.pub.Enqueue(rec))
 }
 
 // invalid counts and logs an event sent to the dead-letter topic.
@@ -99,8 +109,30 @@ func (h *handler) Close() { h.pub.Close() }
 // Done is closed when the publisher session stopped on a terminal error.
 func (h *handler) Done() <-chan struct{} { return h.pub.Done() }
 
-// Err is the publisher session's terminal error.
-func (h *handler) Err() error { return h.pub.Err() }
+// Err is the publisher session's terminal error; a PostgreSQL transaction
+// too large for one Kafka transaction halts the relay.
+func (h *handler) Err() error { return haltOn(h.pub.Err()) }
+
+// haltOn marks the publisher errors that halt the relay: a PostgreSQL
+// transaction that cannot be delivered within --txn-timeout (a replay would
+// only time out again).
+func haltOn(err error) error {
+	var tooLong *publisher.TxnTimeoutError
+	if errors.As(err, &tooLong) {
+		return replication.Fatal(err)
+	}
+	return err
+}
+
+// Boundary passes the end of a PostgreSQL transaction on to the publisher
+// session, where a Kafka transaction may end (exactly-once).
+func (h *handler) Boundary(lastSeq uint64, end replication.LSN, commitTime time.Time) {
+	h.pub.Boundary(lastSeq, uint64(end), commitTime)
+}
+
+// SkipBelow is the checkpoint read when the session started
+// (exactly-once); 0 otherwise.
+func (h *handler) SkipBelow() replication.LSN { return h.skipBelow }
 
 // skippedRows counts the rows of other tables skipped under
 // --allow-extra-tables (replication.Deps.OnSkippedRow) and logs the first

@@ -12,6 +12,10 @@ import (
 	"github.com/segmentio/kafka-go/sasl"
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
+	"github.com/twmb/franz-go/pkg/kgo"
+	fsasl "github.com/twmb/franz-go/pkg/sasl"
+	fplain "github.com/twmb/franz-go/pkg/sasl/plain"
+	fscram "github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cdc-relay/cdc-relay/internal/config"
 )
@@ -122,4 +126,32 @@ func registryHTTPClient(c *Config) (*http.Client, error) {
 		return nil, err
 	}
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment}}, nil
+}
+
+// kafkaClientSecurity is the configured TLS and SASL for franz-go, which
+// the publisher and the checkpoint reader use: the TLS config (nil for
+// plain text), the SASL mechanism (nil for none), and both as kgo options.
+func kafkaClientSecurity(c *Config) (*tls.Config, fsasl.Mechanism, []kgo.Opt, error) {
+	var tlsCfg *tls.Config
+	var opts []kgo.Opt
+	if c.KafkaTLS {
+		var err error
+		if tlsCfg, err = tlsConfig(c.KafkaTLSCAFile, c.KafkaTLSCertFile, c.KafkaTLSKeyFile); err != nil {
+			return nil, nil, nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(tlsCfg.Clone()))
+	}
+	var mech fsasl.Mechanism
+	switch c.KafkaSASL {
+	case "plain":
+		mech = fplain.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsMechanism()
+	case "scram-sha-256":
+		mech = fscram.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsSha256Mechanism()
+	case "scram-sha-512":
+		mech = fscram.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsSha512Mechanism()
+	}
+	if mech != nil {
+		opts = append(opts, kgo.SASL(mech))
+	}
+	return tlsCfg, mech, opts, nil
 }

@@ -52,7 +52,7 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 			Name: "cdc_relay_skipped_rows_total", Help: "Inserted rows of tables other than the outbox tables that the publication published and the relay skipped (--allow-extra-tables), by table.",
 		}, []string{"table"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "cdc_relay_produce_latency_seconds", Help: "Latency of one partition produce request.",
+			Name: "cdc_relay_produce_latency_seconds", Help: "Latency of one produce request, from writing it to reading the answer.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -172,11 +172,13 @@ func unixSeconds(t time.Time) float64 {
 }
 
 // Produced implements publisher.Observer.
-func (m *metrics) Produced(topic string, records, bytes int, latency time.Duration) {
+func (m *metrics) Produced(topic string, records, bytes int) {
 	m.published.WithLabelValues(topic).Add(float64(records))
 	m.bytes.Add(float64(bytes))
-	m.latency.Observe(latency.Seconds())
 }
+
+// ProduceLatency implements publisher.Observer.
+func (m *metrics) ProduceLatency(d time.Duration) { m.latency.Observe(d.Seconds()) }
 
 // ProduceError implements publisher.Observer.
 func (m *metrics) ProduceError(kind string) { m.errors.WithLabelValues(kind).Inc() }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/decoder"
@@ -75,16 +75,16 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		}
 	}
 	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log}
-	pub, err := publisher.New(publisher.Config{
-		Brokers:        cfg.KafkaBrokers,
-		Compression:    compression(cfg.KafkaCompression),
-		BatchBytes:     cfg.KafkaBatchBytes,
-		Linger:         cfg.KafkaLinger,
-		MaxRecordBytes: cfg.MaxRecordBytes,
-		Transport:      transport,
-		Reject:         base.rejected,
-		Observer:       m,
-		Logger:         log,
+	pub, err := newPublisher(cfg, base.rejected, m, log, func(end uint64, commit time.Time) (*publisher.Record, error) {
+		server := stats.Server()
+		if server == nil {
+			return nil, errors.New("no server identified yet")
+		}
+		topic, key, value, err := guard.TxnRecord(*server, replication.LSN(end), commit)
+		if err != nil {
+			return nil, err
+		}
+		return &publisher.Record{Topic: topic, Key: key, Value: value, Time: time.Now()}, nil
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
@@ -106,6 +106,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		RecreateLostSlot:  cfg.RecreateLostSlot,
 		SlotFailover:      cfg.SlotFailover,
 		AllowExtraTables:  cfg.AllowExtraTables,
+		ExactlyOnce:       cfg.ExactlyOnce,
 		Logger:            log,
 	}, replication.Deps{
 		// On its first connection the stream reads the server version and
@@ -126,7 +127,16 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 			}
 			return replication.Inspected{ExtraColumns: builder.ExtraColumns(), MessagePrefix: prefix,
 				NewSession: func(sctx context.Context, tr *replication.Tracker) (replication.Session, error) {
-					return base.session(builder, pub.NewSession(sctx, tr)), nil
+					if !cfg.ExactlyOnce {
+						return base.session(builder, pub.NewSession(sctx, tr)), nil
+					}
+					skip, err := exactlyOnceStart(sctx, cfg, pub, guard, stats, log)
+					if err != nil {
+						return nil, err
+					}
+					h := base.session(builder, pub.NewSession(sctx, tr))
+					h.skipBelow = skip
+					return h, nil
 				}}, nil
 		},
 		Guard:        guard,
@@ -183,21 +193,28 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	}()
 	defer func() { stopLag(); <-pollDone }()
 
+	// Under exactly-once the checkpoint is written inside each Kafka
+	// transaction, and nowhere else: a plain write could land after a
+	// transactional one that commits later, and hide it.
 	ckptCtx, stopCkpt := context.WithCancel(context.Background())
 	ckptDone := make(chan struct{})
 	go func() {
 		defer close(ckptDone)
-		guard.Run(ckptCtx, stats)
+		if !cfg.ExactlyOnce {
+			guard.Run(ckptCtx, stats)
+		}
 	}()
 	err = stream.Run(ctx)
 	stopCkpt()
 	<-ckptDone
-	// The last confirmed LSN, at a clean stop and after a halt alike.
-	fctx, cancelFlush := context.WithTimeout(context.Background(), 10*time.Second)
-	if ferr := guard.Flush(fctx, stats); ferr != nil {
-		log.Warn("final checkpoint not written", "checkpoint_topic", cfg.CheckpointTopic, "err", ferr.Error())
+	if !cfg.ExactlyOnce {
+		// The last confirmed LSN, at a clean stop and after a halt alike.
+		fctx, cancelFlush := context.WithTimeout(context.Background(), 10*time.Second)
+		if ferr := guard.Flush(fctx, stats); ferr != nil {
+			log.Warn("final checkpoint not written", "checkpoint_topic", cfg.CheckpointTopic, "err", ferr.Error())
+		}
+		cancelFlush()
 	}
-	cancelFlush()
 	if err != nil {
 		var cerr *ConfigError
 		var ferr *recordpkg.FlagError
@@ -367,18 +384,67 @@ func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-func compression(name string) kafka.Compression {
-	switch name {
-	case "gzip":
-		return kafka.Gzip
-	case "snappy":
-		return kafka.Snappy
-	case "lz4":
-		return kafka.Lz4
-	case "zstd":
-		return kafka.Zstd
+// newPublisher makes the Kafka publisher of run and replay. checkpoint
+// makes the record a Kafka transaction ends with (exactly-once; nil for
+// replay, which is at-least-once).
+func newPublisher(cfg *Config, reject func(*publisher.Record, error) (*publisher.Record, error), obs publisher.Observer, log *slog.Logger,
+	checkpoint func(uint64, time.Time) (*publisher.Record, error)) (*publisher.Publisher, error) {
+	tlsCfg, mech, _, err := kafkaClientSecurity(cfg)
+	if err != nil {
+		return nil, err
 	}
-	return 0
+	return publisher.New(publisher.Config{
+		Brokers:            cfg.KafkaBrokers,
+		Compression:        cfg.KafkaCompression,
+		BatchBytes:         cfg.KafkaBatchBytes,
+		Linger:             cfg.KafkaLinger,
+		MaxRecordBytes:     cfg.MaxRecordBytes,
+		TLS:                tlsCfg,
+		SASL:               mech,
+		Reject:             reject,
+		Observer:           obs,
+		Logger:             log,
+		ExactlyOnce:        cfg.ExactlyOnce && checkpoint != nil,
+		TransactionalID:    cfg.TransactionalID,
+		TransactionTimeout: cfg.TxnTimeout,
+		TxnInterval:        cfg.TxnInterval,
+		TxnMaxEvents:       cfg.TxnMaxEvents,
+		Checkpoint:         checkpoint,
+	})
+}
+
+// exactlyOnceStart runs once the stream holds the slot, before the session
+// reads it: fence every older instance with the transactional id (which
+// settles what they left open), then read the checkpoint with
+// read_committed. It returns the LSN up to which transactions are in Kafka
+// already.
+func exactlyOnceStart(ctx context.Context, cfg *Config, pub *publisher.Publisher, guard *checkpoint.Guard, stats *replication.Stats, log *slog.Logger) (replication.LSN, error) {
+	server := stats.Server()
+	if server == nil {
+		return 0, errors.New("exactly-once: no server identified")
+	}
+	id := cfg.TransactionalID
+	if id == "" {
+		id = "cdc-relay-" + guard.RelayID()
+	}
+	pub.SetTransactionalID(id)
+	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := pub.Fence(fctx); err != nil {
+		switch {
+		case errors.Is(err, kerr.InvalidTransactionTimeout):
+			return 0, replication.Fatal(cfgErr("txn-timeout", "%s is more than the broker's transaction.max.timeout.ms (15 min by default): lower --txn-timeout, or raise the broker's setting", cfg.TxnTimeout))
+		case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+			return 0, replication.Fatal(fmt.Errorf("exactly-once: the relay's principal may not use transactional id %s: grant it WRITE and DESCRIBE on TRANSACTIONAL_ID %s (kafka-acls.sh --transactional-id), or set --transactional-id to one it may use: %w", id, id, err))
+		}
+		return 0, err
+	}
+	skip, err := guard.SkipBelow(fctx, *server)
+	if err != nil {
+		return 0, err
+	}
+	log.Info("exactly-once: fenced older instances and read the checkpoint", "transactional_id", id, "checkpoint_lsn", skip.String())
+	return skip, nil
 }
 
 // isGap reports whether err means events may be missing from Kafka: the

@@ -532,8 +532,7 @@ func (r *replayer) run(ctx context.Context) int {
 		fmt.Fprintf(r.stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
 		return exitConfig
 	}
-	transport, err := kafkaTransport(cfg)
-	if err != nil {
+	if _, err := kafkaTransport(cfg); err != nil {
 		fmt.Fprintf(r.stderr, "cdc-relay: --kafka-tls: %v\n", err)
 		return exitConfig
 	}
@@ -589,23 +588,13 @@ func (r *replayer) run(ctx context.Context) int {
 
 	h := &handler{builder: builder, halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: r.log}
 	acker := newReplayAcker(r.stdout, cfg.MaxInFlightEvents, cfg.MaxInFlightBytes)
-	pub, err := publisher.New(publisher.Config{
-		Brokers:        cfg.KafkaBrokers,
-		Compression:    compression(cfg.KafkaCompression),
-		BatchBytes:     cfg.KafkaBatchBytes,
-		Linger:         cfg.KafkaLinger,
-		MaxRecordBytes: cfg.MaxRecordBytes,
-		Transport:      transport,
-		Reject: func(rec *publisher.Record, err error) (*publisher.Record, error) {
-			dl, rerr := h.rejected(rec, err)
-			if rerr == nil {
-				acker.rejected(rec.Seq, cfg.DLQTopic, headerText(dl, recordpkg.HeaderError))
-			}
-			return dl, rerr
-		},
-		Observer: m,
-		Logger:   r.log,
-	})
+	pub, err := newPublisher(cfg, func(rec *publisher.Record, err error) (*publisher.Record, error) {
+		dl, rerr := h.rejected(rec, err)
+		if rerr == nil {
+			acker.rejected(rec.Seq, cfg.DLQTopic, headerText(dl, recordpkg.HeaderError))
+		}
+		return dl, rerr
+	}, m, r.log, nil)
 	if err != nil {
 		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
 		return exitConfig

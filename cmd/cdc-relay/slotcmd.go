@@ -69,7 +69,10 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 // newGuard is the relay's checkpoint for cfg; readOnly creates nothing
 // (check).
 func newGuard(cfg *Config, transport *kafka.Transport, log *slog.Logger, readOnly bool) *checkpoint.Guard {
-	return checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, cfg.CheckpointTopic), RelayID: cfg.RelayID,
+	// The same TLS and SASL as transport: kafkaTransport already loaded
+	// them without an error.
+	_, _, kopts, _ := kafkaClientSecurity(cfg)
+	return checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, kopts, cfg.CheckpointTopic), RelayID: cfg.RelayID,
 		Slot: cfg.Slot, Publication: cfg.Publication, Tables: tableNames(cfg.Tables), Version: version, RecreateInvalidated: cfg.RecreateLostSlot,
 		ReadOnly: readOnly, Logger: log})
 }
