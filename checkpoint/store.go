@@ -170,7 +170,9 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 			return nil, fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
 		}
 		var ferr error
-		fs.EachError(func(_ string, p int32, err error) { ferr = fmt.Errorf("read checkpoint topic %s partition %d: %w", s.topic, p, err) })
+		fs.EachError(func(_ string, p int32, err error) {
+			ferr = fmt.Errorf("read checkpoint topic %s partition %d: %w", s.topic, p, err)
+		})
 		if ferr != nil {
 			return nil, ferr
 		}

@@ -21,12 +21,12 @@ type fakeSink struct{ enqueued []*publisher.Record }
 
 var _ recordSink = (*fakeSink)(nil)
 
-func (f *fakeSink) Enqueue(r *publisher.Record) error { f.enqueued = append(f.enqueued, r); return nil }
+func (f *fakeSink) Enqueue(r *publisher.Record) error  { f.enqueued = append(f.enqueued, r); return nil }
 func (f *fakeSink) Boundary(uint64, uint64, time.Time) {}
-func (f *fakeSink) Drain(context.Context) error       { return nil }
-func (f *fakeSink) Close()                            {}
-func (f *fakeSink) Done() <-chan struct{}             { return nil }
-func (f *fakeSink) Err() error                        { return nil }
+func (f *fakeSink) Drain(context.Context) error        { return nil }
+func (f *fakeSink) Close()                             {}
+func (f *fakeSink) Done() <-chan struct{}              { return nil }
+func (f *fakeSink) Err() error                         { return nil }
 
 // TestHandlerMarksRegistryRefusalFatal: the record step reports a registry
 // that refuses a registration (4xx) as a *record.HaltError, and the handler
