@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // propertySeedEnv overrides the crash-consistency test's random seed.
@@ -26,8 +27,27 @@ const propertySeedEnv = "CDC_RELAY_PROPERTY_SEED"
 // aggregate are in the aggregate's commit order, and the slot's
 // confirmed_flush_lsn reaches the end of the WAL. The schedule comes from a
 // seed printed at the start and in every failure; set CDC_RELAY_PROPERTY_SEED
-// to replay it.
+// to replay it. At-least-once delivery repeats events after a kill: the test
+// reports how many.
 func TestCrashConsistency(t *testing.T) {
+	crashConsistency(t, 20, nil)
+}
+
+// TestCrashConsistencyExactlyOnce is the same test with --delivery
+// exactly-once, 10 kills and 2–3 Kafka outages, read by a read_committed
+// consumer: every committed event arrives exactly once (0 lost, 0
+// duplicates), in commit order per aggregate.
+func TestCrashConsistencyExactlyOnce(t *testing.T) {
+	dups, records := crashConsistency(t, 10, []string{"--delivery", "exactly-once"}, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if dups != 0 {
+		t.Fatalf("%d duplicates in %d records under --delivery exactly-once, read with read_committed", dups, records)
+	}
+}
+
+// crashConsistency runs the crash test with kills SIGKILLs and the relay
+// flags extra, read by a consumer with opts; it returns the duplicates and
+// the records read.
+func crashConsistency(t *testing.T, kills int, extra []string, opts ...kgo.Opt) (dups, records int) {
 	seed := propertySeed(t)
 	t.Logf("seed %d (replay with %s=%d)", seed, propertySeedEnv, seed)
 	t.Cleanup(func() {
@@ -39,9 +59,10 @@ func TestCrashConsistency(t *testing.T) {
 	f := newFixture(t, "")
 	cr := &crashRun{t: t, seed: seed, f: f, log: newDeliveryLog()}
 	cr.conn = connect(t)
-	cr.consumer = consume(t, "^"+regexp.QuoteMeta(f.topicPrefix)+`\..*`)
+	cr.consumer = consume(t, "^"+regexp.QuoteMeta(f.topicPrefix)+`\..*`, opts...)
+	args := f.args(extra...)
 
-	plan := newCrashPlan(rand.New(rand.NewPCG(seed, 0xc0ffee)), 20)
+	plan := newCrashPlan(rand.New(rand.NewPCG(seed, 0xc0ffee)), kills)
 	t.Logf("seed %d: plan: %s", seed, plan)
 
 	brokerDown := false
@@ -54,7 +75,7 @@ func TestCrashConsistency(t *testing.T) {
 		}
 	})
 
-	cr.relay = startRelay(t, f.args())
+	cr.relay = startRelay(t, args)
 	cr.until(60*time.Second, "the first relay to stream", func() bool {
 		v, err := cr.relay.metric("cdc_relay_active")
 		return err == nil && v == 1
@@ -62,7 +83,7 @@ func TestCrashConsistency(t *testing.T) {
 	load := startBackgroundLoad(t, f, loadOptions{Writers: 4, AggregatesPerWriter: 10, MaxTxRows: 30, Seed: seed})
 
 	// The schedule: the waits are drawn from the seed; they are the chaos, not synchronisation.
-	kills := 0
+	killed := 0
 	for i, st := range plan.steps {
 		timer := time.NewTimer(st.wait)
 		<-timer.C
@@ -75,14 +96,14 @@ func TestCrashConsistency(t *testing.T) {
 			cr.checkAlive()
 			at := time.Now()
 			cr.relay.kill()
-			kills++
+			killed++
 			confirmed := cr.confirmed()
 			cr.killLSNs = append(cr.killLSNs, confirmed)
-			if kills < plan.kills {
-				cr.relay = startRelay(t, f.args())
+			if killed < plan.kills {
+				cr.relay = startRelay(t, args)
 			}
 			t.Logf("seed %d: %6.1fs kill %2d (step %d, took %s): confirmed_flush_lsn %X, %d ids delivered so far", seed,
-				time.Since(began).Seconds(), kills, i, time.Since(at).Round(time.Millisecond), confirmed, len(cr.log.first))
+				time.Since(began).Seconds(), killed, i, time.Since(at).Round(time.Millisecond), confirmed, len(cr.log.first))
 		case stepBrokerStop:
 			brokerDown = true
 			at := time.Now()
@@ -114,7 +135,7 @@ func TestCrashConsistency(t *testing.T) {
 	}
 
 	// A final relay delivers the rest.
-	cr.relay = startRelay(t, f.args())
+	cr.relay = startRelay(t, args)
 	finalStart := time.Now()
 	ok := cr.poll(120*time.Second, func() bool {
 		cr.log.update(cr.consumer)
@@ -141,7 +162,7 @@ func TestCrashConsistency(t *testing.T) {
 	cr.log.update(cr.consumer)
 
 	cr.checkDeliveries(committed)
-	dups := cr.log.records - len(cr.log.first)
+	dups = cr.log.records - len(cr.log.first)
 	advanced := 0 // kills after which the slot had moved on since the previous one: the relays made progress
 	for i := 1; i < len(cr.killLSNs); i++ {
 		if cr.killLSNs[i] > cr.killLSNs[i-1] {
@@ -149,7 +170,8 @@ func TestCrashConsistency(t *testing.T) {
 		}
 	}
 	t.Logf("seed %d: %.1fs: %d events, %d records in Kafka, %d duplicates after %d kills (confirmed LSN advanced between %d of them) and %d Kafka outages",
-		seed, time.Since(began).Seconds(), len(committed), cr.log.records, dups, kills, advanced, plan.outages)
+		seed, time.Since(began).Seconds(), len(committed), cr.log.records, dups, killed, advanced, plan.outages)
+	return dups, cr.log.records
 }
 
 // propertySeed returns CDC_RELAY_PROPERTY_SEED, or a random seed.
@@ -317,8 +339,23 @@ func (cr *crashRun) describeMissing(committed []committedEvent) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d of %d committed ids never reached Kafka (%d records consumed); confirmed_flush_lsn now %X, after each kill %X; first missing:",
 		len(missing), len(committed), cr.log.records, cr.confirmed(), cr.killLSNs)
+	// Whether a read_uncommitted consumer sees them tells a record never
+	// written from one a read_committed consumer does not return.
+	raw := consume(cr.t, "^"+regexp.QuoteMeta(cr.f.topicPrefix)+`\..*`)
+	rawIDs := map[string]record{}
+	cr.poll(30*time.Second, func() bool {
+		raw.mu.Lock()
+		defer raw.mu.Unlock()
+		for _, r := range raw.recs {
+			rawIDs[r.Headers["id"]] = r
+		}
+		return len(raw.recs) >= cr.log.records
+	})
 	for _, e := range missing[:min(len(missing), 10)] {
 		fmt.Fprintf(&b, "\n  id %d aggregate %s seq %d writer %d, its commit ends at or before %X", e.ID, e.Aggregate, e.Seq, e.Writer, e.TxEnd)
+		if r, ok := rawIDs[strconv.FormatInt(e.ID, 10)]; ok {
+			fmt.Fprintf(&b, "; read_uncommitted sees it at partition %d offset %d", r.Partition, r.Offset)
+		}
 	}
 	return b.String()
 }
