@@ -50,6 +50,7 @@ type Session struct {
 	commSeq  uint64 // newest seq whose transaction committed
 	bSeq     uint64 // seq of the newest boundary
 	inflight int    // records handed to kgo and not yet answered
+	answered chan struct{} // signalled when inflight drops to 0
 
 	// Only the run goroutine uses these.
 	inTxn     bool
@@ -87,7 +88,7 @@ type TxnAcker interface {
 func (p *Publisher) NewSession(ctx context.Context, acker Acker) *Session {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &Session{p: p, acker: acker, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		notify: make(chan struct{}, 1), ackedCh: make(chan struct{}, 1), slots: make([]slot, 256)}
+		notify: make(chan struct{}, 1), ackedCh: make(chan struct{}, 1), answered: make(chan struct{}, 1), slots: make([]slot, 256)}
 	s.promiseFn = s.promise
 	cl, err := p.client()
 	if err == nil && p.Transactional() {
@@ -354,7 +355,7 @@ func (s *Session) sendAlone(r *Record) {
 	}
 	r.alone = true
 	s.send(r)
-	if err := s.cl.Flush(s.ctx); err != nil {
+	if err := s.cl.Flush(s.ctx); err != nil || !s.allAnswered() {
 		return
 	}
 	if r.err == nil {
@@ -412,6 +413,12 @@ func (s *Session) promise(kr *kgo.Record, err error) {
 	r := recordOf(kr)
 	s.mu.Lock()
 	s.inflight--
+	if s.inflight == 0 {
+		select {
+		case s.answered <- struct{}{}:
+		default:
+		}
+	}
 	s.mu.Unlock()
 	if err != nil {
 		s.failedRecord(r, err)
@@ -495,7 +502,10 @@ func (s *Session) commit() {
 	if err := s.cl.Flush(s.ctx); err != nil {
 		return // the session is closing: finish aborts
 	}
-	if s.failed() {
+	// Flush waits for the records kgo buffered; one that failed before it
+	// was buffered (refused by the client itself) is answered on its own.
+	// Every record must be answered, and none failed, before the commit.
+	if !s.allAnswered() || s.failed() {
 		return
 	}
 	if err := s.cl.EndTransaction(s.ctx, kgo.TryCommit); err != nil {
@@ -516,6 +526,24 @@ func (s *Session) commit() {
 	select {
 	case s.ackedCh <- struct{}{}:
 	default:
+	}
+}
+
+// allAnswered waits until kgo has answered every record handed to it; false
+// when the session is closing.
+func (s *Session) allAnswered() bool {
+	for {
+		s.mu.Lock()
+		n := s.inflight
+		s.mu.Unlock()
+		if n == 0 {
+			return true
+		}
+		select {
+		case <-s.ctx.Done():
+			return false
+		case <-s.answered:
+		}
 	}
 }
 
