@@ -101,13 +101,18 @@ type Observer interface {
 	// ProduceError is called for each failed request or record, with a
 	// short kind.
 	ProduceError(kind string)
+	// Stages is called for each acknowledged record with Record.Read set:
+	// from reading its row to handing it to the client, and from there to
+	// the broker's acknowledgement.
+	Stages(readToProduce, produceToAck time.Duration)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Produced(string, int, int)    {}
-func (nopObserver) ProduceLatency(time.Duration) {}
-func (nopObserver) ProduceError(string)          {}
+func (nopObserver) Produced(string, int, int)           {}
+func (nopObserver) ProduceLatency(time.Duration)        {}
+func (nopObserver) ProduceError(string)                 {}
+func (nopObserver) Stages(time.Duration, time.Duration) {}
 
 // Publisher owns the Kafka client and what it knows of the topics.
 // Sessions share it, one at a time.

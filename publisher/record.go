@@ -27,6 +27,10 @@ type Record struct {
 	Seq uint64
 	// Reserved is what the tracker charged for it; released on ack.
 	Reserved int
+	// Read, when set, is when the record's row was read: the publisher then
+	// reports the record's stages to Observer.Stages (the relay sets it on
+	// a sample of the records).
+	Read time.Time
 
 	bytes   int // Size, once computed (size)
 	pooled  bool

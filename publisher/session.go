@@ -404,7 +404,9 @@ func (s *Session) send(r *Record) {
 	s.mu.Lock()
 	s.inflight++
 	s.mu.Unlock()
-	r.sent = time.Now()
+	if !r.Read.IsZero() {
+		r.sent = time.Now()
+	}
 	s.cl.Produce(context.Background(), r.kgoRecord(), s.promiseFn)
 }
 
@@ -426,6 +428,9 @@ func (s *Session) promise(kr *kgo.Record, err error) {
 	}
 	if r.Seq == 0 { // the checkpoint record of a transaction
 		return
+	}
+	if !r.Read.IsZero() {
+		s.p.obs.Stages(r.sent.Sub(r.Read), time.Since(r.sent))
 	}
 	s.mu.Lock()
 	mask := uint64(len(s.slots) - 1)

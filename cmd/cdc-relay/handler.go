@@ -25,7 +25,13 @@ type handler struct {
 	// skipBelow is what exactly-once delivery found in Kafka when the
 	// session started (replication.Skipping).
 	skipBelow replication.LSN
+	// lastTx is the transaction of the previous row, whose commit-to-read
+	// time is observed once.
+	lastTx replication.LSN
 }
+
+// stageSample is how often a record's stages are timed: every 16th.
+const stageSample = 16
 
 var (
 	_ replication.Session  = (*handler)(nil)
@@ -55,6 +61,18 @@ type recordSink interface {
 func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication.Tx, row *decoder.Row) error {
 	rec := publisher.NewRecord()
 	rec.Seq, rec.Reserved = seq, size
+	if tx.FinalLSN != h.lastTx || seq%stageSample == 0 {
+		now := time.Now()
+		if tx.FinalLSN != h.lastTx {
+			h.lastTx = tx.FinalLSN
+			if !tx.CommitTime.IsZero() && h.metrics != nil {
+				h.metrics.commitToRead.Observe(now.Sub(tx.CommitTime).Seconds())
+			}
+		}
+		if seq%stageSample == 0 {
+			rec.Read = now
+		}
+	}
 	inv, err := h.builder.Build(ctx, rec, tx.CommitTime, row)
 	if err != nil {
 		publisher.Release(rec)

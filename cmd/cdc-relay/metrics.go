@@ -20,6 +20,11 @@ type metrics struct {
 	skipped   *prometheus.CounterVec
 	latency   prometheus.Histogram
 	errors    *prometheus.CounterVec
+	// stages times a sample of the events from commit to acknowledgement:
+	// commit_to_read per transaction, read_to_produce and produce_to_ack
+	// per sampled record.
+	stages                                    *prometheus.HistogramVec
+	commitToRead, readToProduce, produceToAck prometheus.Observer
 	// registryRequests counts HTTP requests to the schema registry by status
 	// class; registryCache counts encoder lookups by result (hit or miss).
 	registryRequests *prometheus.CounterVec
@@ -58,7 +63,12 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cdc_relay_produce_errors_total", Help: "Failed produce attempts, by kind.",
 		}, []string{"kind"}),
+		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "cdc_relay_stage_seconds", Help: "Time an event spends in each stage, sampled: commit_to_read (the commit time to the relay reading the transaction's first row), read_to_produce (to handing its record to the Kafka client) and produce_to_ack (to the broker's acknowledgement).",
+			Buckets: prometheus.ExponentialBuckets(0.00025, 1.5, 30),
+		}, []string{"stage"}),
 	}
+	m.commitToRead, m.readToProduce, m.produceToAck = m.stages.WithLabelValues("commit_to_read"), m.stages.WithLabelValues("read_to_produce"), m.stages.WithLabelValues("produce_to_ack")
 	m.registryRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cdc_relay_schema_registry_requests_total", Help: "HTTP requests to the schema registry, by result (2xx, 4xx, 5xx, error).",
 	}, []string{"result"})
@@ -66,7 +76,7 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 		Name: "cdc_relay_schema_cache_lookups_total", Help: "Schema id lookups per event, by result: hit (cached, no registry request) or miss.",
 	}, []string{"result"})
 	m.cacheHit, m.cacheMiss = m.registryCache.WithLabelValues("hit"), m.registryCache.WithLabelValues("miss")
-	reg.MustRegister(m.published, m.bytes, m.dlq, m.skipped, m.latency, m.errors, m.registryRequests, m.registryCache,
+	reg.MustRegister(m.published, m.bytes, m.dlq, m.skipped, m.latency, m.errors, m.stages, m.registryRequests, m.registryCache,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_backpressure", Help: "1 while the reader waits for in-flight room: Kafka is slower than the WAL and PostgreSQL holds the WAL."}, func() float64 {
 			return boolFloat(stats.Backpressure())
 		}),
@@ -175,6 +185,12 @@ func unixSeconds(t time.Time) float64 {
 func (m *metrics) Produced(topic string, records, bytes int) {
 	m.published.WithLabelValues(topic).Add(float64(records))
 	m.bytes.Add(float64(bytes))
+}
+
+// Stages implements publisher.Observer.
+func (m *metrics) Stages(readToProduce, produceToAck time.Duration) {
+	m.readToProduce.Observe(readToProduce.Seconds())
+	m.produceToAck.Observe(produceToAck.Seconds())
 }
 
 // ProduceLatency implements publisher.Observer.
