@@ -30,7 +30,7 @@ func TestEndToEnd(t *testing.T) {
 	consumerDLQ := prefix + ".loyalty-dlq"
 	createTopic(t, topic, 3)
 	createTopic(t, consumerDLQ, 1)
-	execDoc(t, url, "outbox_uuid.sql")
+	execDoc(t, url, "outbox.sql")
 
 	relayArgv := relayArgs(url, s, prefix, relayDLQ)
 	relays := []*proc{startRelay(t, url, s, relayArgv)}
@@ -176,7 +176,7 @@ func TestEndToEndTableless(t *testing.T) {
 	prefix := "m" + s
 	topic := prefix + ".Order"
 	createTopic(t, topic, 3)
-	execDoc(t, url, "outbox_uuid.sql")
+	execDoc(t, url, "outbox.sql")
 	execSQL(t, url, `CREATE TABLE written (seq bigserial PRIMARY KEY, id uuid NOT NULL, aggregate_id text NOT NULL, mode text NOT NULL, traceparent text NOT NULL, amount bigint NOT NULL);
 		CREATE TABLE applied (seq bigserial PRIMARY KEY, id text NOT NULL, aggregate_id text NOT NULL, order_id text NOT NULL, traceparent text NOT NULL, amount bigint NOT NULL)`)
 
