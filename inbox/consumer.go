@@ -297,4 +297,3 @@ func (c *Consumer[T]) commit(ctx context.Context, reader *kafka.Reader, offs *of
 	offs.committed(m)
 	return nil
 }
-
