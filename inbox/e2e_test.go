@@ -22,7 +22,18 @@ import (
 // exactly one bonus accrual, every cancellation exactly one reversal, in
 // order, and the duplicates that reached the consumers were counted and
 // skipped.
-func TestEndToEnd(t *testing.T) {
+func TestEndToEnd(t *testing.T) { endToEnd(t) }
+
+// TestEndToEndBatch is TestEndToEnd with the consumers running 100 events
+// per transaction (Config.BatchSize).
+func TestEndToEndBatch(t *testing.T) { endToEnd(t, "--batch-size", "100") }
+
+// TestEndToEndSQL is TestEndToEnd with the consumers applying events
+// through database/sql (Config.SQLDB, SQLHandler).
+func TestEndToEndSQL(t *testing.T) { endToEnd(t, "--database-sql") }
+
+// endToEnd is TestEndToEnd with extra flags for the loyalty consumers.
+func endToEnd(t *testing.T, loyaltyFlags ...string) {
 	url := newDB(t)
 	s := suffix()
 	prefix := "e" + s
@@ -36,6 +47,7 @@ func TestEndToEnd(t *testing.T) {
 	relays := []*proc{startRelay(t, url, s, relayArgv)}
 	loyaltyArgs := []string{"--pg-url", url, "--kafka-brokers", broker.Addr(), "--schema-registry-url", registry.URL(),
 		"--topics", topic, "--consumer", consumer, "--dlq-topic", consumerDLQ, "--session-timeout", "6s", "--workers", "4"}
+	loyaltyArgs = append(loyaltyArgs, loyaltyFlags...)
 	consumers := []*proc{start(t, "loyalty-a", loyaltyBin, append(loyaltyArgs, "--setup")...)}
 	waitFor(t, 60*time.Second, "the loyalty tables", func() bool {
 		n, _ := queryInt(url, "SELECT count(*) FROM pg_tables WHERE tablename = 'loyalty_effects'")
