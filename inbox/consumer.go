@@ -189,6 +189,7 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		}()
 	}
 
+	filter := newTxnFilter(cfg.Brokers, cfg.ReadUncommitted)
 	var runErr error
 	fb := backoff.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax}
 	for {
@@ -210,6 +211,20 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 			continue
 		}
 		fb.Reset()
+		hide, err := c.hidden(ctx, filter, m)
+		if err != nil {
+			break // ctx ended
+		}
+		if hide { // an aborted transaction's record or a marker: done at once
+			k := tp{m.Topic, m.Partition}
+			if offs.done(k, offs.fetched(k, m.Offset), m.Offset) {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+			continue
+		}
 		j := job{msg: m, epoch: offs.fetched(tp{m.Topic, m.Partition}, m.Offset)}
 		q := queues[c.worker(m)]
 		select {
@@ -243,6 +258,26 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 	reader.Close()
 	dlq.Close()
 	return runErr
+}
+
+// hidden asks filter whether m is hidden from a read_committed consumer,
+// retrying until it knows; an error means ctx ended.
+func (c *Consumer[T]) hidden(ctx context.Context, filter *txnFilter, m kafka.Message) (bool, error) {
+	b := backoff.Backoff{Min: c.cfg.RetryMin, Max: c.cfg.RetryMax}
+	for {
+		hide, err := filter.skip(ctx, m)
+		if err == nil {
+			return hide, nil
+		}
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		c.log.Warn("kafka transaction filter failed; retrying", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset,
+			"error", err, "consecutive_errors", b.Attempts()+1)
+		if err := b.Wait(ctx); err != nil {
+			return false, err
+		}
+	}
 }
 
 // worker picks the worker for a record: hash(key) % Workers, so an
