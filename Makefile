@@ -51,7 +51,7 @@ unit:
 	$(UNIT_GO) $(UNIT_PKGS)
 	$(UNIT_GO) -skip '$(UNIT_SKIP_SCHEMAREGISTRY)' ./schemaregistry/
 	$(UNIT_GO) -skip '^TestWrite' ./outbox/
-	$(UNIT_GO) -run '^TestOffsets' ./inbox/
+	$(UNIT_GO) -run '^(TestOffsets|TestDecodeKey)' ./inbox/
 	$(UNIT_GO) -run '$(UNIT_RUN_CMD)' ./cmd/cdc-relay/
 
 demo: setup build
