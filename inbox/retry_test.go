@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
 // orderRecords returns n OrderCreated records with ids id-0.. and keys
@@ -185,5 +187,52 @@ func TestBatchPoison(t *testing.T) {
 	st := r.c.Stats()
 	if st.Batches < 1 || st.Processed != n-1 || st.DeadLettered != 1 {
 		t.Errorf("stats = %+v, want batches, %d processed, 1 dead-lettered", st, n-1)
+	}
+}
+
+// TestTxOptions: Config.TxOptions sets every event's transaction, with pgx
+// and with database/sql (SQLDB, SQLHandler), in batches too: the handler
+// sees the isolation level it asked for, and the mark INSERT ran first.
+func TestTxOptions(t *testing.T) {
+	url := newDB(t)
+	execSQL(t, url, "CREATE TABLE effects (consumer text, event_id text, isolation text)")
+	topic := "tx" + suffix()
+	createTopic(t, topic, 1)
+	produce(t, topic, orderRecords(t, topic, 20, func(i int) string { return fmt.Sprintf("k%d", i%3) }))
+	const q = "INSERT INTO effects SELECT $1, $2, current_setting('transaction_isolation')"
+	pgxCfg := baseConfig(t, url, topic, func(ctx context.Context, tx pgx.Tx, ev *Event[map[string]any]) error {
+		_, err := tx.Exec(ctx, q, "pgx", ev.ID)
+		return err
+	})
+	pgxCfg.TxOptions = pgx.TxOptions{IsoLevel: pgx.Serializable}
+	pgxCfg.BatchSize = 10
+	sqlCfg := baseConfig[map[string]any](t, url, topic, nil)
+	sqlCfg.DB, sqlCfg.Handler = nil, nil
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	sqlCfg.SQLDB = db
+	sqlCfg.SQLHandler = func(ctx context.Context, tx *sql.Tx, ev *Event[map[string]any]) error {
+		_, err := tx.ExecContext(ctx, q, "sql", ev.ID)
+		return err
+	}
+	sqlCfg.TxOptions = pgx.TxOptions{IsoLevel: pgx.RepeatableRead}
+	runConsumer(t, pgxCfg)
+	runConsumer(t, sqlCfg)
+	waitFor(t, 90*time.Second, "both consumers done", func() bool {
+		return committed(t, pgxCfg.Consumer, topic)[0] == 20 && committed(t, sqlCfg.Consumer, topic)[0] == 20
+	})
+	for consumer, want := range map[string]string{"pgx": "serializable", "sql": "repeatable read"} {
+		if n := mustInt(t, url, "SELECT count(*) FROM effects WHERE consumer = $1 AND isolation = $2", consumer, want); n != 20 {
+			t.Errorf("%s: %d effects ran at %s, want 20", consumer, n, want)
+		}
+		if n := mustInt(t, url, "SELECT count(DISTINCT event_id) FROM effects WHERE consumer = $1", consumer); n != 20 {
+			t.Errorf("%s: %d distinct events applied, want 20", consumer, n)
+		}
+	}
+	if n := mustInt(t, url, "SELECT count(*) FROM processed_messages WHERE consumer = $1", sqlCfg.Consumer); n != 20 {
+		t.Errorf("database/sql consumer: %d marks, want 20", n)
 	}
 }
