@@ -3,6 +3,8 @@ package inbox
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// quiet drops the benchmarks' consumer logs, which would interleave with
+// the benchmark lines.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // BenchmarkThroughput consumes a topic of 10000 events (3 partitions, 1000
 // aggregates) from the start with N workers; each event is one transaction:
@@ -46,7 +52,7 @@ func BenchmarkThroughput(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				c, err := New(Config[map[string]any]{
 					Consumer: "bench_" + suffix(), Brokers: []string{broker.Addr()}, Topics: []string{topic},
-					RegistryURL: registry.URL(), DB: pool, MaxAttempts: 1, Workers: workers, SessionTimeout: 6 * time.Second,
+					RegistryURL: registry.URL(), DB: pool, MaxAttempts: 1, Workers: workers, SessionTimeout: 6 * time.Second, Logger: quiet,
 					Handler: func(ctx context.Context, tx pgx.Tx, ev *Event[map[string]any]) error {
 						_, err := tx.Exec(ctx, "INSERT INTO effects VALUES ($1, $2, $3)", ev.ID, ev.AggregateID, ev.Value["amount_cents"])
 						return err
@@ -170,7 +176,7 @@ func BenchmarkBatchSize(b *testing.B) {
 		var first atomic.Int64 // UnixNano of the first handler call
 		c, err := New(Config[map[string]any]{
 			Consumer: name, Brokers: []string{broker.Addr()}, Topics: []string{topic},
-			RegistryURL: registry.URL(), DB: pool, Workers: workers, BatchSize: batch, SessionTimeout: 6 * time.Second,
+			RegistryURL: registry.URL(), DB: pool, Workers: workers, BatchSize: batch, SessionTimeout: 6 * time.Second, Logger: quiet,
 			Handler: func(ctx context.Context, tx pgx.Tx, ev *Event[map[string]any]) error {
 				first.CompareAndSwap(0, time.Now().UnixNano())
 				_, err := tx.Exec(ctx, "INSERT INTO effects VALUES ($1, $2, $3, $4)", name, ev.ID, ev.AggregateID, ev.Value["amount_cents"])
