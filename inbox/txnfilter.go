@@ -81,6 +81,11 @@ func (f *txnFilter) classify(ctx context.Context, k tp, offset int64) (*txnWindo
 		if err == nil {
 			err = res.Error
 		}
+		if errors.Is(err, kafka.OffsetOutOfRange) && next == offset {
+			// Deleted by retention since the reader fetched it: nothing
+			// left to classify, and no marker is ever handed over alone.
+			return &txnWindow{from: offset, to: offset + 1, hidden: map[int64]bool{}}, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read_committed filter: fetch %s/%d at %d: %w", k.topic, k.partition, next, err)
 		}
