@@ -83,7 +83,8 @@ func (f *txnFilter) classify(ctx context.Context, k tp, offset int64) (*txnWindo
 		}
 		if errors.Is(err, kafka.OffsetOutOfRange) && next == offset {
 			// Deleted by retention since the reader fetched it: nothing
-			// left to classify, and no marker is ever handed over alone.
+			// left to classify; it passes (a marker then goes to the DLQ
+			// as no_id, an aborted record is applied).
 			return &txnWindow{from: offset, to: offset + 1, hidden: map[int64]bool{}}, nil
 		}
 		if err != nil {
