@@ -1,11 +1,14 @@
 package inbox
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,6 +169,8 @@ func TestBatchPoison(t *testing.T) {
 		return nil
 	})
 	cfg.BatchSize, cfg.Workers, cfg.MaxAttempts = 100, 1, 2
+	logs := &lockedBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil)) // INFO and up
 	r := runConsumer(t, cfg)
 	waitFor(t, 120*time.Second, "every offset committed", func() bool { return committed(t, cfg.Consumer, topic)[0] == n })
 	if got := mustInt(t, url, "SELECT count(*) FROM effects"); got != n-1 {
@@ -188,6 +193,31 @@ func TestBatchPoison(t *testing.T) {
 	if st.Batches < 1 || st.Processed != n-1 || st.DeadLettered != 1 {
 		t.Errorf("stats = %+v, want batches, %d processed, 1 dead-lettered", st, n-1)
 	}
+	// The group join and the partitions assigned are logged at INFO.
+	out := logs.String()
+	for _, want := range []string{`level=INFO msg="kafka reader: Joined group`, `level=INFO msg="kafka reader: subscribed to topics and partitions`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the consumer's log lacks %s", want)
+		}
+	}
+}
+
+// lockedBuffer is a log destination safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestTxOptions: Config.TxOptions sets every event's transaction, with pgx
