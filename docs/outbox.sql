@@ -1,6 +1,8 @@
--- The outbox table cdc-relay reads by default (--table public.outbox).
--- Apply it once per database; write events in the same transaction as the
--- business change:
+-- The outbox table cdc-relay reads by default (--table public.outbox), and
+-- the one the Go package github.com/cdc-relay/cdc-relay/outbox writes, the
+-- demo and the examples use: one DDL for all of them. Apply it once per
+-- database; it also holds the helper functions below. Write events in the
+-- same transaction as the business change:
 --
 --   BEGIN;
 --   UPDATE orders SET status = 'PLACED' WHERE id = $1;
@@ -8,11 +10,22 @@
 --   VALUES ('Order', $1, 'OrderCreated', $2::jsonb, '{"traceparent": "..."}');
 --   COMMIT;
 --
+-- The id is the event id: the relay publishes its text as the `id` header,
+-- the key consumers deduplicate on. The Go package sets it (a UUIDv7, time
+-- ordered, known before the commit); SQL like the INSERT above leaves it to
+-- the default, gen_random_uuid() (PostgreSQL 13+, no extension).
+--
+-- An existing table with a bigserial id keeps working with the relay: see
+-- docs/outbox_bigserial.sql, the documented alternative. Apply that file
+-- before this one (this one's CREATE TABLE IF NOT EXISTS then leaves the
+-- table alone and adds the functions); the Go package needs a column that
+-- takes a UUID's text for its ids (outbox.Config.Columns.ID).
+--
 -- The relay reads rows from the replication slot, never from the table, so
 -- the application may DELETE rows right after inserting them to keep the
 -- table small: the publication only publishes INSERTs.
 CREATE TABLE IF NOT EXISTS public.outbox (
-    id             bigserial PRIMARY KEY,
+    id             uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
     aggregate_type text        NOT NULL,
     aggregate_id   text        NOT NULL,
     event_type     text        NOT NULL,
@@ -34,7 +47,7 @@ CREATE TABLE IF NOT EXISTS public.outbox (
 -- may be created, attached, detached and dropped while the relay streams.
 --
 --   CREATE TABLE IF NOT EXISTS public.outbox (
---       id             bigserial,
+--       id             uuid        NOT NULL DEFAULT gen_random_uuid(),
 --       aggregate_type text        NOT NULL,
 --       aggregate_id   text        NOT NULL,
 --       event_type     text        NOT NULL,
@@ -91,7 +104,7 @@ $$;
 -- event (dead-letter topic, or a halt with --on-invalid halt).
 --
 --   CREATE TABLE IF NOT EXISTS public.outbox (
---       id             bigserial PRIMARY KEY,
+--       id             uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
 --       aggregate_type text        NOT NULL,
 --       aggregate_id   text        NOT NULL,
 --       event_type     text        NOT NULL,

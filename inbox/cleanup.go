@@ -35,20 +35,20 @@ func (c *Consumer[T]) Cleanup(ctx context.Context, olderThan time.Duration) (int
 	age := fmt.Sprintf("%d microseconds", olderThan.Microseconds())
 	var total int64
 	for {
-		tx, err := c.cfg.DB.Begin(ctx)
+		tx, err := c.begin(ctx)
 		if err != nil {
 			return total, fmt.Errorf("inbox: cleanup: %w", err)
 		}
-		tag, err := tx.Exec(ctx, q, c.cfg.Consumer, age, c.cfg.CleanupBatch)
+		n, err := tx.exec(ctx, q, c.cfg.Consumer, age, c.cfg.CleanupBatch)
 		if err == nil {
-			err = tx.Commit(ctx)
+			err = tx.commit(ctx)
 		}
 		if err != nil {
-			tx.Rollback(context.WithoutCancel(ctx))
+			tx.rollback(ctx)
 			return total, fmt.Errorf("inbox: cleanup: %w", err)
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(c.cfg.CleanupBatch) {
+		total += n
+		if n < int64(c.cfg.CleanupBatch) {
 			return total, nil
 		}
 	}

@@ -2,27 +2,42 @@ package inbox
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// DB begins the transaction each event is processed in. A *pgxpool.Pool
-// satisfies it; it must be safe for concurrent use by Workers goroutines.
+// DB begins the transaction each event (or batch) is processed in. A
+// *pgxpool.Pool satisfies it; it must be safe for concurrent use by Workers
+// goroutines.
 type DB interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
 // Handler applies one event's business effect inside tx, the transaction
 // that also holds the event's processed_messages mark. It must not commit
 // or roll back tx. A returned error rolls back the effect and the mark; the
 // event is tried again (with backoff) up to MaxAttempts times, then goes to
-// the dead-letter topic.
+// the dead-letter topic. A transient error (see Transient) is retried
+// without counting toward MaxAttempts.
 type Handler[T any] func(ctx context.Context, tx pgx.Tx, ev *Event[T]) error
 
-// Config configures a Consumer. Consumer, Brokers, Topics, RegistryURL,
-// DB, Handler and MaxAttempts are required.
+// SQLHandler is Handler for database/sql: tx is a *sql.Tx of Config.SQLDB.
+type SQLHandler[T any] func(ctx context.Context, tx *sql.Tx, ev *Event[T]) error
+
+// Key formats of Config.KeyFormat: the relay's --key-format.
+const (
+	KeyString     = "string"      // the aggregate id's text (the default)
+	KeyJSON       = "json"        // a JSON string literal, or a number for an integer column
+	KeyJSONSchema = "json-schema" // {"schema":...,"payload":...}
+	KeyAvro       = "avro"        // 0x00, a 4-byte schema id, an Avro string
+)
+
+// Config configures a Consumer. Consumer, Brokers, Topics, RegistryURL and
+// either DB and Handler (pgx) or SQLDB and SQLHandler (database/sql) are
+// required.
 type Config[T any] struct {
 	// Consumer names this consumer: the consumer column of
 	// processed_messages (each consumer deduplicates on its own) and the
@@ -38,13 +53,50 @@ type Config[T any] struct {
 	// RegistryURL is the Confluent-compatible schema registry the writer
 	// schemas are fetched from by id (cached). Required.
 	RegistryURL string
-	// DB begins the per-event transactions. Required.
+	// DB begins the per-event transactions (pgx). DB and Handler, or
+	// SQLDB and SQLHandler, are required.
 	DB DB
-	// Handler applies an event. Required.
+	// Handler applies an event in a pgx.Tx of DB.
 	Handler Handler[T]
+	// SQLDB begins the per-event transactions with database/sql (any
+	// PostgreSQL driver), for SQLHandler.
+	SQLDB *sql.DB
+	// SQLHandler applies an event in a *sql.Tx of SQLDB.
+	SQLHandler SQLHandler[T]
+	// TxOptions apply to every event's (or batch's) transaction, e.g.
+	// pgx.TxOptions{IsoLevel: pgx.Serializable}. A read-only AccessMode is
+	// refused by New: the mark is an INSERT. With SQLDB, IsoLevel maps to
+	// sql.TxOptions.Isolation and DeferrableMode is not available. Default:
+	// the server's defaults (read committed).
+	TxOptions pgx.TxOptions
+	// KeyFormat is how the relay wrote the record key (its --key-format):
+	// KeyString (default), KeyJSON, KeyJSONSchema or KeyAvro. Event.AggregateID
+	// is the decoded aggregate id; Event.Key keeps the raw bytes. It is not
+	// guessed: a string key "42" and a JSON key 42 look alike. A key that
+	// does not decode goes to the dead-letter topic (ReasonBadKey).
+	KeyFormat string
 	// MaxAttempts is how often a failing event is tried before it goes to
-	// the dead-letter topic; at least 1. Required.
+	// the dead-letter topic. Transient errors do not count. Default 5.
 	MaxAttempts int
+	// TransientTimeout bounds how long one event's transient errors
+	// (serialization failures, deadlocks, Transient) are retried without
+	// counting: after it, the next failure counts as an attempt, so a
+	// deterministic "transient" error cannot hold a key forever. Lost
+	// connections (the database is down) are waited out without bound.
+	// Default 10 minutes.
+	TransientTimeout time.Duration
+	// BatchSize runs up to BatchSize events of one worker (those already
+	// queued) in one database transaction: for each its mark, and its
+	// handler only if the mark is new; the batch's offsets are done at
+	// commit. Any failure rolls the batch back and its events are retried
+	// one by one, so a poison event holds no other back. Default 1; try
+	// 100 when the database round trips are the bottleneck.
+	BatchSize int
+	// ReadUncommitted makes the reader see records of open and aborted
+	// Kafka transactions (isolation level read_uncommitted). Default false:
+	// read_committed, so an aborted transaction's records never reach the
+	// handler.
+	ReadUncommitted bool
 	// Workers process events concurrently; an aggregate (the record key)
 	// always goes to the same worker, hash(key) % Workers, so its events
 	// are applied in order. Default 4.
@@ -86,20 +138,42 @@ func (c *Config[T]) validate() error {
 	switch {
 	case c.Consumer == "":
 		return &ConfigError{"Consumer", "empty: name the consumer (it scopes deduplication and is the default group id)"}
-	case c.Handler == nil:
-		return &ConfigError{"Handler", "nil: give the function that applies an event"}
-	case c.MaxAttempts < 1:
-		return &ConfigError{"MaxAttempts", "must be at least 1 (attempts before the dead-letter topic)"}
+	case c.Handler == nil && c.SQLHandler == nil:
+		return &ConfigError{"Handler", "nil: give the function that applies an event (or SQLHandler with SQLDB)"}
+	case c.Handler != nil && c.SQLHandler != nil:
+		return &ConfigError{"SQLHandler", "set together with Handler: give one, Handler with DB or SQLHandler with SQLDB"}
+	case c.MaxAttempts < 0:
+		return &ConfigError{"MaxAttempts", "negative: give the attempts before the dead-letter topic (default 5)"}
+	case c.BatchSize < 0:
+		return &ConfigError{"BatchSize", "negative: give the events per transaction (default 1)"}
+	case c.TxOptions.AccessMode == pgx.ReadOnly:
+		return &ConfigError{"TxOptions", "AccessMode read only: the mark is an INSERT, use read write (the default)"}
+	case c.KeyFormat != "" && c.KeyFormat != KeyString && c.KeyFormat != KeyJSON && c.KeyFormat != KeyJSONSchema && c.KeyFormat != KeyAvro:
+		return &ConfigError{"KeyFormat", "\"" + c.KeyFormat + "\": want string, json, json-schema or avro (the relay's --key-format)"}
 	case len(c.Brokers) == 0:
 		return &ConfigError{"Brokers", "empty: give the Kafka bootstrap brokers"}
 	case len(c.Topics) == 0:
 		return &ConfigError{"Topics", "empty: give the topics to read"}
 	case c.RegistryURL == "":
 		return &ConfigError{"RegistryURL", "empty: give the schema registry URL"}
-	case c.DB == nil:
+	case c.Handler != nil && c.DB == nil:
 		return &ConfigError{"DB", "nil: give a *pgxpool.Pool (or any DB)"}
+	case c.SQLHandler != nil && c.SQLDB == nil:
+		return &ConfigError{"SQLDB", "nil: give the *sql.DB SQLHandler's transactions come from"}
 	case c.Workers < 0:
 		return &ConfigError{"Workers", "negative"}
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 5
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 1
+	}
+	if c.TransientTimeout <= 0 {
+		c.TransientTimeout = 10 * time.Minute
+	}
+	if c.KeyFormat == "" {
+		c.KeyFormat = KeyString
 	}
 	if c.GroupID == "" {
 		c.GroupID = c.Consumer

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
@@ -25,9 +24,12 @@ type Consumer[T any] struct {
 	log     *slog.Logger
 	schemas *schemas
 	markSQL string
-	table   string
+	// markBatchSQL inserts the marks of a batch ($2, a text[]) and returns
+	// the new ones.
+	markBatchSQL string
+	table        string
 
-	processed, duplicates, retries, deadLettered atomic.Int64
+	processed, duplicates, retries, transientRetries, deadLettered, batches atomic.Int64
 }
 
 // Stats counts what a Consumer did since it was created.
@@ -36,8 +38,14 @@ type Stats struct {
 	Processed int64
 	// Duplicates skipped because their mark was already there.
 	Duplicates int64
-	// Retries of failed attempts.
+	// Retries of failed attempts, transient or not.
 	Retries int64
+	// TransientRetries of the Retries did not count toward MaxAttempts: a
+	// serialization failure, a deadlock, a lost connection, an error marked
+	// with Transient.
+	TransientRetries int64
+	// Batches committed with more than one event (Config.BatchSize).
+	Batches int64
 	// DeadLettered events sent to the dead-letter topic.
 	DeadLettered int64
 }
@@ -58,12 +66,15 @@ func New[T any](cfg Config[T]) (*Consumer[T], error) {
 		schemas: newSchemas(cfg.RegistryURL),
 		table:   table,
 		markSQL: "INSERT INTO " + table + " (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+		markBatchSQL: "INSERT INTO " + table + " (consumer, message_id) SELECT $1, m FROM unnest($2::text[]) AS m " +
+			"ON CONFLICT DO NOTHING RETURNING message_id",
 	}, nil
 }
 
 // Stats returns the counters.
 func (c *Consumer[T]) Stats() Stats {
-	return Stats{Processed: c.processed.Load(), Duplicates: c.duplicates.Load(), Retries: c.retries.Load(), DeadLettered: c.deadLettered.Load()}
+	return Stats{Processed: c.processed.Load(), Duplicates: c.duplicates.Load(), Retries: c.retries.Load(),
+		TransientRetries: c.transientRetries.Load(), DeadLettered: c.deadLettered.Load(), Batches: c.batches.Load()}
 }
 
 // job is one fetched record on its way through a worker.
@@ -73,7 +84,8 @@ type job struct {
 }
 
 // Run consumes until ctx is cancelled or the reader fails, and returns nil
-// after a cancellation. Each event is processed in one transaction:
+// after a cancellation. Each event (or batch, Config.BatchSize) is
+// processed in one transaction:
 // the mark INSERT (ON CONFLICT DO NOTHING), the handler unless the mark was
 // already there, the commit. Only then is the event done, and Kafka offsets
 // are committed only up to the contiguous prefix of done offsets per
@@ -82,7 +94,12 @@ type job struct {
 // return the done prefix has been committed (within 10 s).
 func (c *Consumer[T]) Run(ctx context.Context) error {
 	cfg := &c.cfg
+	isolation := kafka.ReadCommitted
+	if cfg.ReadUncommitted {
+		isolation = kafka.ReadUncommitted
+	}
 	reader := kafka.NewReader(kafka.ReaderConfig{
+		IsolationLevel:         isolation,
 		Brokers:                cfg.Brokers,
 		GroupID:                cfg.GroupID,
 		GroupTopics:            cfg.Topics,
@@ -98,8 +115,11 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		ReadBackoffMax:         time.Second,
 		WatchPartitionChanges:  true,
 		PartitionWatchInterval: 2 * time.Second,
+		Logger: kafka.LoggerFunc(func(msg string, args ...any) {
+			c.readerLog(fmt.Sprintf(msg, args...))
+		}),
 		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			c.log.Debug("kafka reader: " + fmt.Sprintf(msg, args...))
+			c.log.Warn("kafka reader: " + fmt.Sprintf(msg, args...))
 		}),
 	})
 	dlq := &kafka.Writer{
@@ -123,18 +143,34 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		workers.Add(1)
 		go func(q <-chan job) {
 			defer workers.Done()
+			done := func(j job) {
+				if offs.done(tp{j.msg.Topic, j.msg.Partition}, j.epoch, j.msg.Offset) {
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
+			}
+			batch := make([]job, 0, cfg.BatchSize)
 			for j := range q {
+				// The batch: this job and those already queued behind it.
+				batch = append(batch[:0], j)
+			more:
+				for len(batch) < cfg.BatchSize {
+					select {
+					case next, ok := <-q:
+						if !ok {
+							break more
+						}
+						batch = append(batch, next)
+					default:
+						break more
+					}
+				}
 				if workCtx.Err() != nil {
 					continue // shutting down: not done, fetched again later
 				}
-				if c.handle(workCtx, dlq, j) {
-					if offs.done(tp{j.msg.Topic, j.msg.Partition}, j.epoch, j.msg.Offset) {
-						select {
-						case wake <- struct{}{}:
-						default:
-						}
-					}
-				}
+				c.work(workCtx, dlq, batch, done)
 			}
 		}(queues[i])
 	}
@@ -153,6 +189,7 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		}()
 	}
 
+	filter := newTxnFilter(cfg.Brokers, cfg.ReadUncommitted)
 	var runErr error
 	fb := backoff.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax}
 	for {
@@ -174,6 +211,20 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 			continue
 		}
 		fb.Reset()
+		hide, err := c.hidden(ctx, filter, m)
+		if err != nil {
+			break // ctx ended
+		}
+		if hide { // an aborted transaction's record or a marker: done at once
+			k := tp{m.Topic, m.Partition}
+			if offs.done(k, offs.fetched(k, m.Offset), m.Offset) {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+			continue
+		}
 		j := job{msg: m, epoch: offs.fetched(tp{m.Topic, m.Partition}, m.Offset)}
 		q := queues[c.worker(m)]
 		select {
@@ -207,6 +258,26 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 	reader.Close()
 	dlq.Close()
 	return runErr
+}
+
+// hidden asks filter whether m is hidden from a read_committed consumer,
+// retrying until it knows; an error means ctx ended.
+func (c *Consumer[T]) hidden(ctx context.Context, filter *txnFilter, m kafka.Message) (bool, error) {
+	b := backoff.Backoff{Min: c.cfg.RetryMin, Max: c.cfg.RetryMax}
+	for {
+		hide, err := filter.skip(ctx, m)
+		if err == nil {
+			return hide, nil
+		}
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		c.log.Warn("kafka transaction filter failed; retrying", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset,
+			"error", err, "consecutive_errors", b.Attempts()+1)
+		if err := b.Wait(ctx); err != nil {
+			return false, err
+		}
+	}
 }
 
 // worker picks the worker for a record: hash(key) % Workers, so an
@@ -260,107 +331,4 @@ func (c *Consumer[T]) commit(ctx context.Context, reader *kafka.Reader, offs *of
 	}
 	offs.committed(m)
 	return nil
-}
-
-// handle processes one record until it is done: applied, skipped as a
-// duplicate, or dead-lettered. It returns false only when ctx ended first.
-func (c *Consumer[T]) handle(ctx context.Context, dlq *kafka.Writer, j job) bool {
-	m := j.msg
-	ev := &Event[T]{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, AggregateID: string(m.Key), Headers: make(map[string]string, len(m.Headers))}
-	for _, h := range m.Headers {
-		ev.Headers[h.Key] = string(h.Value)
-	}
-	ev.ID, ev.Type, ev.AggregateType = ev.Headers["id"], ev.Headers["event_type"], ev.Headers["aggregate_type"]
-	if ev.ID == "" {
-		return c.deadLetter(ctx, dlq, ev, m, ReasonNoID+": the record has no id header to deduplicate on", 0)
-	}
-	// Decode once; a registry outage is waited out, never dead-lettered.
-	b := backoff.Backoff{Min: c.cfg.RetryMin, Max: c.cfg.RetryMax}
-	if m.Value == nil {
-		ev.Null = true
-	} else {
-		for {
-			id, err := decode(c.schemas, m.Value, &ev.Value)
-			if err == nil {
-				ev.SchemaID = int(id)
-				break
-			}
-			var de *decodeError
-			if errors.As(err, &de) {
-				return c.deadLetter(ctx, dlq, ev, m, err.Error(), 0)
-			}
-			c.log.Warn("schema registry unavailable; retrying", "error", err, "consecutive_errors", b.Attempts()+1)
-			if b.Wait(ctx) != nil {
-				return false
-			}
-		}
-	}
-	b.Reset()
-	for attempt := 1; ; attempt++ {
-		ev.Attempt = attempt
-		dup, handlerErr, err := c.process(ctx, ev)
-		switch {
-		case err == nil && handlerErr == nil:
-			if dup {
-				c.duplicates.Add(1)
-				if c.cfg.OnDuplicate != nil {
-					c.cfg.OnDuplicate(ev)
-				}
-			} else {
-				c.processed.Add(1)
-			}
-			return true
-		case ctx.Err() != nil:
-			return false
-		case handlerErr != nil && attempt >= c.cfg.MaxAttempts:
-			return c.deadLetter(ctx, dlq, ev, m, ReasonHandler+": "+handlerErr.Error(), attempt)
-		case handlerErr != nil:
-			c.log.Warn("handler failed; retrying", "id", ev.ID, "event_type", ev.Type, "attempt", attempt, "max_attempts", c.cfg.MaxAttempts, "error", handlerErr)
-		default:
-			// The database failed, not the event: retry without counting.
-			attempt--
-			c.log.Warn("database error; retrying", "id", ev.ID, "error", err, "consecutive_errors", b.Attempts()+1)
-		}
-		c.retries.Add(1)
-		if b.Wait(ctx) != nil {
-			return false
-		}
-	}
-}
-
-// process runs one attempt: mark, handler, commit. dup reports a mark that
-// was already there; handlerErr is the handler's failure, err the
-// database's.
-func (c *Consumer[T]) process(ctx context.Context, ev *Event[T]) (dup bool, handlerErr, err error) {
-	tx, err := c.cfg.DB.Begin(ctx)
-	if err != nil {
-		return false, nil, fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	tag, err := tx.Exec(ctx, c.markSQL, c.cfg.Consumer, ev.ID)
-	if err != nil {
-		return false, nil, fmt.Errorf("insert mark: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		// Processed before (or by a concurrent delivery that committed
-		// first: the INSERT waited for it). Nothing to apply.
-		return true, nil, nil
-	}
-	if herr := c.callHandler(ctx, tx, ev); herr != nil {
-		return false, herr, nil
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return false, nil, fmt.Errorf("commit: %w", err)
-	}
-	return false, nil, nil
-}
-
-// callHandler runs the handler, turning a panic into an error.
-func (c *Consumer[T]) callHandler(ctx context.Context, tx pgx.Tx, ev *Event[T]) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
-		}
-	}()
-	return c.cfg.Handler(ctx, tx, ev)
 }

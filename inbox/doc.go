@@ -2,23 +2,30 @@
 // Kafka consumer for the topics cdc-relay writes.
 //
 // In: records from a kafka-go consumer group (FetchMessage, explicit
-// commits, never auto-commit), their Confluent-framed Avro values decoded
-// with the writer schema that srclient fetches by id (cached) into the
-// caller's Go type or a map (hamba/avro). Out: one database transaction per
-// event holding the mark INSERT INTO processed_messages (consumer,
-// message_id) ON CONFLICT DO NOTHING and, unless the mark was already there,
-// the Handler's work; only after that transaction commits is the event
-// done, and Kafka offsets are committed only as the contiguous prefix of
-// done offsets per partition. At-least-once delivery thus becomes an effect
+// commits, never auto-commit), read_committed by default (the records of
+// aborted Kafka transactions and the markers are hidden), their keys
+// decoded as the relay's --key-format says (Config.KeyFormat), their
+// Confluent-framed Avro values decoded with the writer schema that srclient
+// fetches by id (cached) into the caller's Go type or a map (hamba/avro).
+// Out: one database transaction per event, or per batch of queued events
+// (Config.BatchSize), pgx or database/sql, with Config.TxOptions, holding
+// the mark INSERT INTO processed_messages (consumer, message_id) ON
+// CONFLICT DO NOTHING and, unless the mark was already there, the
+// Handler's work; only after that transaction commits is the event done,
+// and Kafka offsets are committed only as the contiguous prefix of done
+// offsets per partition. At-least-once delivery thus becomes an effect
 // applied exactly once per consumer, and a crash never skips an event.
 //
 // Events are spread over Workers by hash(key) % Workers, so one aggregate's
 // events are applied in order. A failing event is retried with backoff and,
-// after MaxAttempts, written to the dead-letter topic with the error and
-// its offset moves on; a value that cannot be decoded (bad magic byte,
-// unknown schema id) goes there at once. Database and registry outages are
-// waited out, not dead-lettered. Cleanup deletes old marks in bounded
-// batches. The DDL is docs/inbox.sql.
+// after MaxAttempts (default 5), written to the dead-letter topic with the
+// error and its offset moves on; a value that cannot be decoded (bad magic
+// byte, unknown schema id) goes there at once. Serialization failures,
+// deadlocks, lost connections and errors marked with Transient do not count
+// toward MaxAttempts (for at most TransientTimeout per event); database and
+// registry outages are waited out, not dead-lettered. Redrive runs the
+// consumer's own dead letters again through the same path. Cleanup deletes
+// old marks in bounded batches. The DDL is docs/inbox.sql.
 //
 // The package owns the reader, the dead-letter writer and its goroutines
 // for the duration of Run; the caller owns the DB pool.

@@ -22,7 +22,18 @@ import (
 // exactly one bonus accrual, every cancellation exactly one reversal, in
 // order, and the duplicates that reached the consumers were counted and
 // skipped.
-func TestEndToEnd(t *testing.T) {
+func TestEndToEnd(t *testing.T) { endToEnd(t) }
+
+// TestEndToEndBatch is TestEndToEnd with the consumers running 100 events
+// per transaction (Config.BatchSize).
+func TestEndToEndBatch(t *testing.T) { endToEnd(t, "--batch-size", "100") }
+
+// TestEndToEndSQL is TestEndToEnd with the consumers applying events
+// through database/sql (Config.SQLDB, SQLHandler).
+func TestEndToEndSQL(t *testing.T) { endToEnd(t, "--database-sql") }
+
+// endToEnd is TestEndToEnd with extra flags for the loyalty consumers.
+func endToEnd(t *testing.T, loyaltyFlags ...string) {
 	url := newDB(t)
 	s := suffix()
 	prefix := "e" + s
@@ -30,12 +41,13 @@ func TestEndToEnd(t *testing.T) {
 	consumerDLQ := prefix + ".loyalty-dlq"
 	createTopic(t, topic, 3)
 	createTopic(t, consumerDLQ, 1)
-	execDoc(t, url, "outbox_uuid.sql")
+	execDoc(t, url, "outbox.sql")
 
 	relayArgv := relayArgs(url, s, prefix, relayDLQ)
 	relays := []*proc{startRelay(t, url, s, relayArgv)}
 	loyaltyArgs := []string{"--pg-url", url, "--kafka-brokers", broker.Addr(), "--schema-registry-url", registry.URL(),
 		"--topics", topic, "--consumer", consumer, "--dlq-topic", consumerDLQ, "--session-timeout", "6s", "--workers", "4"}
+	loyaltyArgs = append(loyaltyArgs, loyaltyFlags...)
 	consumers := []*proc{start(t, "loyalty-a", loyaltyBin, append(loyaltyArgs, "--setup")...)}
 	waitFor(t, 60*time.Second, "the loyalty tables", func() bool {
 		n, _ := queryInt(url, "SELECT count(*) FROM pg_tables WHERE tablename = 'loyalty_effects'")
@@ -176,7 +188,7 @@ func TestEndToEndTableless(t *testing.T) {
 	prefix := "m" + s
 	topic := prefix + ".Order"
 	createTopic(t, topic, 3)
-	execDoc(t, url, "outbox_uuid.sql")
+	execDoc(t, url, "outbox.sql")
 	execSQL(t, url, `CREATE TABLE written (seq bigserial PRIMARY KEY, id uuid NOT NULL, aggregate_id text NOT NULL, mode text NOT NULL, traceparent text NOT NULL, amount bigint NOT NULL);
 		CREATE TABLE applied (seq bigserial PRIMARY KEY, id text NOT NULL, aggregate_id text NOT NULL, order_id text NOT NULL, traceparent text NOT NULL, amount bigint NOT NULL)`)
 

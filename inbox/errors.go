@@ -24,6 +24,8 @@ const (
 	// ReasonUndecodable: the Avro body does not decode with its writer
 	// schema, or not into the consumer's Go type.
 	ReasonUndecodable = "undecodable"
+	// ReasonBadKey: the key does not decode as Config.KeyFormat says.
+	ReasonBadKey = "bad_key"
 	// ReasonNoID: the record has no `id` header to deduplicate on.
 	ReasonNoID = "no_id"
 	// ReasonHandler: the handler failed MaxAttempts times.

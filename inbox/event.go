@@ -8,8 +8,11 @@ type Event[T any] struct {
 	Type string
 	// AggregateType is the `aggregate_type` header.
 	AggregateType string
-	// AggregateID is the record key.
+	// AggregateID is the aggregate id: the record key decoded as
+	// Config.KeyFormat says (the relay's --key-format).
 	AggregateID string
+	// Key is the record key's raw bytes.
+	Key []byte
 	// Headers holds every header of the record (the last value of a
 	// repeated name), including the three above and e.g. traceparent.
 	Headers map[string]string
@@ -25,6 +28,9 @@ type Event[T any] struct {
 	Topic     string
 	Partition int
 	Offset    int64
-	// Attempt counts the tries of this event in this process, from 1.
+	// Attempt counts the tries of this event in this process, from 1;
+	// transient failures do not count.
 	Attempt int
+
+	rejected string // Redrive: why prepare refused it
 }

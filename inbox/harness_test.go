@@ -114,7 +114,7 @@ func newDB(t testing.TB) string {
 	return url
 }
 
-// execDoc runs a DDL file of docs/ (e.g. outbox_uuid.sql) in the database.
+// execDoc runs a DDL file of docs/ (e.g. outbox.sql) in the database.
 func execDoc(t testing.TB, url, name string) {
 	t.Helper()
 	ddl, err := os.ReadFile(filepath.Join(root, "docs", name))

@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"database/sql"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -272,9 +273,14 @@ func TestResumeFromEarliestUnprocessed(t *testing.T) {
 func TestNewConfigErrors(t *testing.T) {
 	h := func(context.Context, pgx.Tx, *Event[map[string]any]) error { return nil }
 	valid := Config[map[string]any]{Consumer: "c", Brokers: []string{"b:9092"}, Topics: []string{"t"}, RegistryURL: "http://r",
-		DB: newPool(t, pg.URL("")), Handler: h, MaxAttempts: 1}
-	if _, err := New(valid); err != nil {
+		DB: newPool(t, pg.URL("")), Handler: h}
+	c, err := New(valid)
+	if err != nil {
 		t.Fatalf("valid config: %v", err)
+	}
+	if got := c.cfg; got.MaxAttempts != 5 || got.BatchSize != 1 || got.TransientTimeout != 10*time.Minute || got.KeyFormat != KeyString || got.ReadUncommitted {
+		t.Errorf("defaults: MaxAttempts %d, BatchSize %d, TransientTimeout %s, KeyFormat %q, ReadUncommitted %v; want 5, 1, 10m, string, false",
+			got.MaxAttempts, got.BatchSize, got.TransientTimeout, got.KeyFormat, got.ReadUncommitted)
 	}
 	for _, c := range []struct {
 		field string
@@ -282,7 +288,15 @@ func TestNewConfigErrors(t *testing.T) {
 	}{
 		{"Consumer", func(c *Config[map[string]any]) { c.Consumer = "" }},
 		{"Handler", func(c *Config[map[string]any]) { c.Handler = nil }},
-		{"MaxAttempts", func(c *Config[map[string]any]) { c.MaxAttempts = 0 }},
+		{"BatchSize", func(c *Config[map[string]any]) { c.BatchSize = -1 }},
+		{"TxOptions", func(c *Config[map[string]any]) { c.TxOptions = pgx.TxOptions{AccessMode: pgx.ReadOnly} }},
+		{"KeyFormat", func(c *Config[map[string]any]) { c.KeyFormat = "protobuf" }},
+		{"SQLHandler", func(c *Config[map[string]any]) {
+			c.SQLHandler = func(context.Context, *sql.Tx, *Event[map[string]any]) error { return nil }
+		}},
+		{"SQLDB", func(c *Config[map[string]any]) {
+			c.Handler, c.SQLHandler = nil, func(context.Context, *sql.Tx, *Event[map[string]any]) error { return nil }
+		}},
 		{"MaxAttempts", func(c *Config[map[string]any]) { c.MaxAttempts = -2 }},
 		{"Brokers", func(c *Config[map[string]any]) { c.Brokers = nil }},
 		{"Topics", func(c *Config[map[string]any]) { c.Topics = nil }},

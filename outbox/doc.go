@@ -11,8 +11,14 @@
 //
 // Every event gets a UUIDv7 id unless it carries one: the relay's `id`
 // header and the key consumers deduplicate on. Table mode therefore needs an
-// id column that takes a UUID (docs/outbox_uuid.sql); Config.Table and
-// Config.Columns name other tables and columns, like the relay's `columns:`.
+// id column that takes a UUID: docs/outbox.sql, the table the relay reads
+// by default; Config.Table and Config.Columns name other tables and
+// columns, like the relay's `columns:`.
+//
+// Only a transaction is accepted, and the compiler checks it: Write and
+// WriteBatch take a pgx.Tx, WriteSQL and WriteBatchSQL a *sql.Tx. A pool or
+// a connection would commit the event on its own, outside the business
+// change.
 // A Propagator adds traceparent and tracestate from the context without a
 // dependency on OpenTelemetry. With Config.Schemas, payloads are checked
 // with the relay's own Avro encoder before anything is written, so an event

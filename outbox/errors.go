@@ -9,7 +9,7 @@ import "errors"
 // type's schema or an event type without a schema. Nothing was written.
 var ErrInvalidEvent = errors.New("outbox: invalid event")
 
-// ErrNotTx is returned when the tx argument is not something Write can run
-// a statement in: a pgx.Tx (anything with pgx's Exec method) or a *sql.Tx
-// (anything with ExecContext), and not a *sql.DB.
-var ErrNotTx = errors.New("outbox: tx must be a pgx.Tx or *sql.Tx")
+// ErrNotTx is returned for a nil transaction. Anything but a transaction
+// (a pool, a connection, a *sql.DB) is refused by the compiler already:
+// Write and WriteBatch take a pgx.Tx, WriteSQL and WriteBatchSQL a *sql.Tx.
+var ErrNotTx = errors.New("outbox: tx must be an open pgx.Tx or *sql.Tx")

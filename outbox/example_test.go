@@ -71,7 +71,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer tx.Rollback()
-	ids, err := w.WriteBatch(ctx, tx, []outbox.Event{
+	ids, err := w.WriteBatchSQL(ctx, tx, []outbox.Event{
 		{AggregateType: "Order", AggregateID: "o-1", EventType: "OrderCreated", Payload: []byte(`{"order_id": "o-1"}`)},
 		{AggregateType: "Order", AggregateID: "o-2", EventType: "OrderCreated", Payload: []byte(`{"order_id": "o-2"}`)},
 	})

@@ -5,39 +5,36 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5"
 )
 
-// Tx is the caller's open transaction, the one that also holds the
-// business change: a pgx.Tx or a *sql.Tx (database/sql with the pgx stdlib
-// driver or any PostgreSQL driver). Anything with pgx's
-// Exec(ctx, sql, args...) (pgconn.CommandTag, error) or database/sql's
-// ExecContext(ctx, query, args...) (sql.Result, error) is accepted, except a
-// *sql.DB, which would commit the event on its own.
-type Tx any
+// The transaction is checked by the compiler: Write and WriteBatch take a
+// pgx.Tx, WriteSQL and WriteBatchSQL a *sql.Tx. A *pgxpool.Pool, a
+// *pgx.Conn or a *sql.DB has no Commit of its own transaction and does not
+// compile in their place: each statement it ran would commit on its own,
+// outside the business change, which is what the outbox exists to prevent.
 
-type pgxExecer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
+// execer runs one statement in the caller's transaction.
+type execer func(ctx context.Context, query string, args []any) error
 
-type sqlExecer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-// exec runs one statement in tx.
-func exec(ctx context.Context, tx Tx, query string, args []any) error {
-	switch t := tx.(type) {
-	case *sql.DB:
-		return fmt.Errorf("%w: got *sql.DB, which commits each statement on its own; pass the *sql.Tx of the business change", ErrNotTx)
-	case pgxExecer:
-		_, err := t.Exec(ctx, query, args...)
-		return err
-	case sqlExecer:
-		_, err := t.ExecContext(ctx, query, args...)
-		return err
-	case nil:
-		return fmt.Errorf("%w: got nil", ErrNotTx)
-	default:
-		return fmt.Errorf("%w: got %T", ErrNotTx, tx)
+// pgxExec runs statements in tx.
+func pgxExec(tx pgx.Tx) (execer, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("%w: got a nil pgx.Tx", ErrNotTx)
 	}
+	return func(ctx context.Context, query string, args []any) error {
+		_, err := tx.Exec(ctx, query, args...)
+		return err
+	}, nil
+}
+
+// sqlExec runs statements in tx.
+func sqlExec(tx *sql.Tx) (execer, error) {
+	if tx == nil {
+		return nil, fmt.Errorf("%w: got a nil *sql.Tx", ErrNotTx)
+	}
+	return func(ctx context.Context, query string, args []any) error {
+		_, err := tx.ExecContext(ctx, query, args...)
+		return err
+	}, nil
 }

@@ -3,8 +3,8 @@ package outbox
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -160,26 +160,46 @@ func slicesContainEmpty(s []string) bool {
 // defaultWriter is the zero Config: rows into public.outbox.
 var defaultWriter, _ = New(Config{})
 
-// Write writes ev into public.outbox (default column names, an id column
-// of type uuid: docs/outbox_uuid.sql) inside tx and returns its id. See
-// Writer.Write.
-func Write(ctx context.Context, tx Tx, ev Event) (string, error) {
+// Write writes ev into public.outbox (default column names, the table of
+// docs/outbox.sql) inside tx and returns its id. See Writer.Write.
+func Write(ctx context.Context, tx pgx.Tx, ev Event) (string, error) {
 	return defaultWriter.Write(ctx, tx, ev)
 }
 
 // WriteBatch writes evs into public.outbox inside tx and returns their ids.
 // See Writer.WriteBatch.
-func WriteBatch(ctx context.Context, tx Tx, evs []Event) ([]string, error) {
+func WriteBatch(ctx context.Context, tx pgx.Tx, evs []Event) ([]string, error) {
 	return defaultWriter.WriteBatch(ctx, tx, evs)
+}
+
+// WriteSQL is Write for database/sql: tx is the *sql.Tx of the business
+// change (the pgx stdlib driver or any PostgreSQL driver).
+func WriteSQL(ctx context.Context, tx *sql.Tx, ev Event) (string, error) {
+	return defaultWriter.WriteSQL(ctx, tx, ev)
+}
+
+// WriteBatchSQL is WriteBatch for database/sql.
+func WriteBatchSQL(ctx context.Context, tx *sql.Tx, evs []Event) ([]string, error) {
+	return defaultWriter.WriteBatchSQL(ctx, tx, evs)
 }
 
 // Write writes ev inside tx, the transaction of the business change, and
 // returns its id (ev.ID, or a new UUIDv7). The event exists only if tx
-// commits. An event the relay would reject is an ErrInvalidEvent and
-// nothing is written; a database error leaves tx as PostgreSQL does (an
-// aborted transaction must be rolled back).
-func (w *Writer) Write(ctx context.Context, tx Tx, ev Event) (string, error) {
-	ids, err := w.WriteBatch(ctx, tx, []Event{ev})
+// commits. Only a transaction compiles here: a *pgxpool.Pool or *pgx.Conn
+// would commit the event on its own. An event the relay would reject is an
+// ErrInvalidEvent and nothing is written; a database error leaves tx as
+// PostgreSQL does (an aborted transaction must be rolled back).
+func (w *Writer) Write(ctx context.Context, tx pgx.Tx, ev Event) (string, error) {
+	return first(w.WriteBatch(ctx, tx, []Event{ev}))
+}
+
+// WriteSQL is Write for database/sql; a *sql.DB does not compile in place
+// of the *sql.Tx.
+func (w *Writer) WriteSQL(ctx context.Context, tx *sql.Tx, ev Event) (string, error) {
+	return first(w.WriteBatchSQL(ctx, tx, []Event{ev}))
+}
+
+func first(ids []string, err error) (string, error) {
 	if err != nil {
 		return "", err
 	}
@@ -189,7 +209,24 @@ func (w *Writer) Write(ctx context.Context, tx Tx, ev Event) (string, error) {
 // WriteBatch writes evs inside tx with one statement (one more per 10922
 // events) and returns their ids in order. The relay publishes them in this
 // order. If any event is invalid, nothing is written.
-func (w *Writer) WriteBatch(ctx context.Context, tx Tx, evs []Event) ([]string, error) {
+func (w *Writer) WriteBatch(ctx context.Context, tx pgx.Tx, evs []Event) ([]string, error) {
+	ex, err := pgxExec(tx)
+	if err != nil {
+		return nil, err
+	}
+	return w.writeBatch(ctx, ex, evs)
+}
+
+// WriteBatchSQL is WriteBatch for database/sql.
+func (w *Writer) WriteBatchSQL(ctx context.Context, tx *sql.Tx, evs []Event) ([]string, error) {
+	ex, err := sqlExec(tx)
+	if err != nil {
+		return nil, err
+	}
+	return w.writeBatch(ctx, ex, evs)
+}
+
+func (w *Writer) writeBatch(ctx context.Context, tx execer, evs []Event) ([]string, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
@@ -286,7 +323,7 @@ func (w *Writer) prepare(ctx context.Context, ev *Event) (row, error) {
 	return r, nil
 }
 
-func (w *Writer) insertRows(ctx context.Context, tx Tx, rows []row) error {
+func (w *Writer) insertRows(ctx context.Context, tx execer, rows []row) error {
 	var b strings.Builder
 	b.Grow(len(w.insert) + len(rows)*8*w.ncols)
 	b.WriteString(w.insert)
@@ -317,10 +354,7 @@ func (w *Writer) insertRows(ctx context.Context, tx Tx, rows []row) error {
 		}
 		b.WriteByte(')')
 	}
-	if err := exec(ctx, tx, b.String(), args); err != nil {
-		if errors.Is(err, ErrNotTx) {
-			return err
-		}
+	if err := tx(ctx, b.String(), args); err != nil {
 		return fmt.Errorf("outbox: insert %d events: %w", len(rows), err)
 	}
 	return nil
@@ -340,7 +374,7 @@ type message struct {
 // emitSQL emits one transactional message per array element, in order.
 const emitSQL = `SELECT count(pg_logical_emit_message(true, $1::text, m.content)) FROM unnest($2::text[]) WITH ORDINALITY AS m(content, n)`
 
-func (w *Writer) emit(ctx context.Context, tx Tx, rows []row) error {
+func (w *Writer) emit(ctx context.Context, tx execer, rows []row) error {
 	contents := make([]string, len(rows))
 	for i, r := range rows {
 		var buf bytes.Buffer
@@ -356,10 +390,7 @@ func (w *Writer) emit(ctx context.Context, tx Tx, rows []row) error {
 		}
 		contents[i] = strings.TrimSuffix(buf.String(), "\n")
 	}
-	if err := exec(ctx, tx, emitSQL, []any{w.cfg.Prefix, contents}); err != nil {
-		if errors.Is(err, ErrNotTx) {
-			return err
-		}
+	if err := tx(ctx, emitSQL, []any{w.cfg.Prefix, contents}); err != nil {
 		return fmt.Errorf("outbox: emit %d messages: %w", len(rows), err)
 	}
 	return nil

@@ -72,15 +72,23 @@ func connect(t *testing.T) *pgx.Conn {
 	return conn
 }
 
-// newTable creates an outbox table from docs/outbox_uuid.sql under a new name.
+// newTable creates an outbox table from docs/outbox.sql (its table only,
+// not the functions) under a new name.
 func newTable(t *testing.T, conn *pgx.Conn) string {
 	t.Helper()
-	ddl, err := os.ReadFile("../docs/outbox_uuid.sql")
+	ddl, err := os.ReadFile("../docs/outbox.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
+	create := string(ddl)
+	start := strings.Index(create, "CREATE TABLE IF NOT EXISTS public.outbox (")
+	end := strings.Index(create[start:], ");")
+	if start < 0 || end < 0 {
+		t.Fatal("docs/outbox.sql has no CREATE TABLE public.outbox")
+	}
+	create = create[start : start+end+2]
 	name := "outbox_" + suffix()
-	if _, err := conn.Exec(context.Background(), strings.ReplaceAll(string(ddl), "public.outbox", "public."+name)); err != nil {
+	if _, err := conn.Exec(context.Background(), strings.ReplaceAll(create, "public.outbox", "public."+name)); err != nil {
 		t.Fatal(err)
 	}
 	return name
@@ -166,8 +174,8 @@ func TestWriteDatabaseSQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Write(ctx, db, order("o-1", 1)); !errors.Is(err, outbox.ErrNotTx) {
-		t.Fatalf("Write with a *sql.DB: err = %v, want ErrNotTx", err)
+	if _, err := w.WriteSQL(ctx, nil, order("o-1", 1)); !errors.Is(err, outbox.ErrNotTx) {
+		t.Fatalf("WriteSQL with a nil *sql.Tx: err = %v, want ErrNotTx", err)
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -177,11 +185,11 @@ func TestWriteDatabaseSQL(t *testing.T) {
 	ev := order("o-1", 1)
 	ev.ID = given
 	ev.Payload = json.RawMessage(`{"order_id": "o-1", "nested": {"a": [1, 2]}}`)
-	id, err := w.Write(ctx, tx, ev)
+	id, err := w.WriteSQL(ctx, tx, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := w.WriteBatch(ctx, tx, []outbox.Event{order("o-2", 2), order("o-3", 3)})
+	ids, err := w.WriteBatchSQL(ctx, tx, []outbox.Event{order("o-2", 2), order("o-3", 3)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +446,7 @@ func TestWriteMessage(t *testing.T) {
 	db, _ := sql.Open("pgx", dbURL)
 	defer db.Close()
 	stx, _ := db.BeginTx(ctx, nil)
-	id4, err := w.Write(ctx, stx, order("o-4", 4))
+	id4, err := w.WriteSQL(ctx, stx, order("o-4", 4))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@
 //
 //	orders --pg-url postgres://... [--setup] [--orders 100] [--rate 50] [--cancel-every 3] [--mode table|message]
 //
-// --setup creates the orders table and the outbox table (docs/outbox_uuid.sql)
+// --setup creates the orders table and the outbox table (docs/outbox.sql)
 // if missing. --mode message writes the same events, with the same code, as
 // transactional logical decoding messages (outbox.ModeMessage, PostgreSQL
 // 14+): the outbox table then stays empty (a relay serving only such
@@ -56,7 +56,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.pgURL, "pg-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL of the orders database (default $DATABASE_URL)")
 	flag.BoolVar(&o.setup, "setup", false, "create the orders and outbox tables if missing")
-	flag.StringVar(&o.outboxSQL, "outbox-sql", "docs/outbox_uuid.sql", "DDL of the outbox table, for --setup")
+	flag.StringVar(&o.outboxSQL, "outbox-sql", "docs/outbox.sql", "DDL of the outbox table, for --setup")
 	flag.StringVar(&o.schemasDir, "schemas-dir", "testdata/schemas", "the relay's .avsc files: payloads are validated against them")
 	flag.IntVar(&o.orders, "orders", 100, "orders to place; 0 places orders until SIGTERM")
 	flag.Float64Var(&o.rate, "rate", 50, "orders per second; 0 is as fast as possible")

@@ -97,7 +97,7 @@ func run(ctx context.Context, bin string, orders int, mode string) error {
 	if err != nil {
 		return err
 	}
-	ddl, err := os.ReadFile("docs/outbox_uuid.sql")
+	ddl, err := os.ReadFile("docs/outbox.sql")
 	if err != nil {
 		return err
 	}

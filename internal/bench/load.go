@@ -56,7 +56,7 @@ type loadInfo struct {
 	Seconds      float64 `json:"load_seconds"`
 }
 
-// prepareDatabase creates the database, the outbox table (docs/outbox.sql)
+// prepareDatabase creates the database, the outbox table (docs/outbox_bigserial.sql)
 // and the publication, and sizes the payload padding.
 func prepareDatabase(ctx context.Context, svc *services, o options) (*database, error) {
 	ddl, err := os.ReadFile(o.outboxSQL)

@@ -86,7 +86,7 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.relayBin, "relay", "bin/cdc-relay", "cdc-relay binary to measure (make build)")
 	fs.StringVar(&o.schemasDir, "schemas-dir", "testdata/schemas", "directory of .avsc files for the relay")
-	fs.StringVar(&o.outboxSQL, "outbox-sql", "docs/outbox.sql", "DDL of the outbox table")
+	fs.StringVar(&o.outboxSQL, "outbox-sql", "docs/outbox_bigserial.sql", "DDL of the outbox table (bigserial ids: the drains are checked by id)")
 	fs.IntVar(&o.rows, "rows", 200000, "rows in the backlog")
 	fs.IntVar(&o.txSize, "tx-size", 1000, "rows per transaction")
 	fs.IntVar(&o.payloadBytes, "payload-bytes", 300, "approximate size of one jsonb payload (its text form)")

@@ -56,7 +56,7 @@ func newConsumer(broker, registryURL string) (*consumer, error) {
 func (c *consumer) await(ctx context.Context, want []written) error {
 	byID := map[string]written{}
 	for _, w := range want {
-		byID[strconv.FormatInt(w.id, 10)] = w
+		byID[w.id] = w
 	}
 	for !c.allSeen(want) {
 		fs := c.client.PollFetches(ctx)
@@ -145,7 +145,7 @@ func (c *consumer) decode(value []byte) (string, error) {
 // allSeen reports whether every written event has arrived.
 func (c *consumer) allSeen(want []written) bool {
 	for _, w := range want {
-		if c.seen[strconv.FormatInt(w.id, 10)] == 0 {
+		if c.seen[w.id] == 0 {
 			return false
 		}
 	}
@@ -156,8 +156,8 @@ func (c *consumer) allSeen(want []written) bool {
 func (c *consumer) missing(want []written) string {
 	var ids []string
 	for _, w := range want {
-		if c.seen[strconv.FormatInt(w.id, 10)] == 0 {
-			ids = append(ids, fmt.Sprintf("%d (%s)", w.id, w.eventType))
+		if c.seen[w.id] == 0 {
+			ids = append(ids, fmt.Sprintf("%s (%s)", w.id, w.eventType))
 		}
 	}
 	return fmt.Sprintf("%d of %d missing: %s", len(ids), len(want), strings.Join(ids, ", "))

@@ -54,7 +54,7 @@ type order struct {
 
 // written is one outbox row the writer committed.
 type written struct {
-	id          int64
+	id          string // the uuid the table's default gave it
 	aggregateID string
 	eventType   string
 	valid       bool // false for the event meant for the dead-letter topic
@@ -153,7 +153,7 @@ func insertTx(ctx context.Context, conn *pgx.Conn, rows []row) ([]written, error
 		}
 		out[i] = written{aggregateID: r.aggregateID, eventType: r.eventType, valid: r.valid}
 		if err := tx.QueryRow(ctx, `INSERT INTO public.outbox (aggregate_type, aggregate_id, event_type, payload, headers)
-			VALUES ('Order', $1, $2, $3::jsonb, $4::jsonb) RETURNING id`,
+			VALUES ('Order', $1, $2, $3::jsonb, $4::jsonb) RETURNING id::text`,
 			r.aggregateID, r.eventType, string(payload), string(headers)).Scan(&out[i].id); err != nil {
 			return nil, fmt.Errorf("insert %s: %w", r.eventType, err)
 		}
@@ -165,9 +165,9 @@ func insertTx(ctx context.Context, conn *pgx.Conn, rows []row) ([]written, error
 	if !rows[0].valid {
 		note = "  (invalid on purpose: amount_cents is a string)"
 	}
-	ids := fmt.Sprintf("ids %d-%d", out[0].id, out[len(out)-1].id)
+	ids := fmt.Sprintf("ids %s..%s", out[0].id[:8], out[len(out)-1].id[:8])
 	if len(out) == 1 {
-		ids = fmt.Sprintf("id %d", out[0].id)
+		ids = "id " + out[0].id[:8]
 	}
 	fmt.Printf("writer      committed %s: %s x%d, trace %s%s\n", ids, rows[0].eventType, len(rows), traceID, note)
 	return out, nil

@@ -1,0 +1,179 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Letter is one record of the consumer's dead-letter topic, as a Redrive
+// filter sees it.
+type Letter struct {
+	// ID, Type and AggregateType are the original record's id, event_type
+	// and aggregate_type headers.
+	ID, Type, AggregateType string
+	// Topic, Partition and Offset locate the original record.
+	Topic     string
+	Partition int
+	Offset    int64
+	// Error is the reason it was dead-lettered (the error header).
+	Error string
+	// DLQPartition and DLQOffset locate the letter in the DLQ topic.
+	DLQPartition int
+	DLQOffset    int64
+}
+
+// RedriveStats counts what a Redrive did.
+type RedriveStats struct {
+	// Read letters of the DLQ topic, up to its end when Redrive began.
+	Read int
+	// Skipped by the filter, or written by another consumer.
+	Skipped int
+	// Applied: the handler ran and its transaction committed.
+	Applied int
+	// Duplicates: the mark was there (applied before, by Run or an earlier
+	// Redrive); nothing ran.
+	Duplicates int
+	// Failed letters: the handler failed MaxAttempts times again, or the
+	// record still cannot be decoded. They stay in the DLQ topic.
+	Failed int
+}
+
+// Redrive reads the consumer's dead-letter topic (Config.DLQTopic) from its
+// start to its end at the call, and runs each letter that this consumer
+// wrote and filter accepts (nil: all) through the same path as Run: decode,
+// mark, handler, commit, with the same retries. It does not re-publish to
+// the source topic, which every other consumer group would see again. An
+// event applied once is never applied again: a second Redrive, or a letter
+// whose event was meanwhile applied, finds its mark and counts a duplicate.
+// A letter that fails again stays in the DLQ, where it already is; Redrive
+// writes nothing to Kafka and commits no offsets. It may run while Run
+// runs.
+func (c *Consumer[T]) Redrive(ctx context.Context, filter func(Letter) bool) (RedriveStats, error) {
+	var st RedriveStats
+	topic := c.cfg.DLQTopic
+	conn, err := kafka.DialContext(ctx, "tcp", c.cfg.Brokers[0])
+	if err != nil {
+		return st, fmt.Errorf("inbox: redrive: dial: %w", err)
+	}
+	parts, err := conn.ReadPartitions(topic)
+	conn.Close()
+	if err != nil {
+		return st, fmt.Errorf("inbox: redrive: partitions of %s: %w", topic, err)
+	}
+	for _, p := range parts {
+		if err := c.redrivePartition(ctx, topic, p.ID, filter, &st); err != nil {
+			return st, err
+		}
+	}
+	c.log.Info("redrive done", "dlq_topic", topic, "read", st.Read, "skipped", st.Skipped, "applied", st.Applied,
+		"duplicates", st.Duplicates, "failed", st.Failed)
+	return st, nil
+}
+
+func (c *Consumer[T]) redrivePartition(ctx context.Context, topic string, partition int, filter func(Letter) bool, st *RedriveStats) error {
+	lc, err := kafka.DialLeader(ctx, "tcp", c.cfg.Brokers[0], topic, partition)
+	if err != nil {
+		return fmt.Errorf("inbox: redrive: dial the leader of %s/%d: %w", topic, partition, err)
+	}
+	first, last, err := lc.ReadOffsets()
+	lc.Close()
+	if err != nil {
+		return fmt.Errorf("inbox: redrive: offsets of %s/%d: %w", topic, partition, err)
+	}
+	if first >= last {
+		return nil
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.cfg.Brokers, Topic: topic, Partition: partition,
+		MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 250 * time.Millisecond})
+	defer r.Close()
+	if err := r.SetOffset(first); err != nil {
+		return fmt.Errorf("inbox: redrive: %w", err)
+	}
+	for {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			return fmt.Errorf("inbox: redrive: read %s/%d: %w", topic, partition, err)
+		}
+		st.Read++
+		c.redriveLetter(ctx, m, filter, st)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if m.Offset >= last-1 {
+			return nil
+		}
+	}
+}
+
+// redriveLetter runs one letter.
+func (c *Consumer[T]) redriveLetter(ctx context.Context, m kafka.Message, filter func(Letter) bool, st *RedriveStats) {
+	orig, l, ours := unwrapLetter(m, c.cfg.Consumer)
+	if !ours || (filter != nil && !filter(l)) {
+		st.Skipped++
+		return
+	}
+	ev, ok := c.prepare(ctx, nil, orig, false)
+	if !ok {
+		if ctx.Err() == nil {
+			c.log.Warn("redrive: letter still cannot be processed; it stays in the dead-letter topic",
+				"id", l.ID, "dlq_offset", l.DLQOffset, "reason", ev.rejected)
+			st.Failed++
+		}
+		return
+	}
+	dup, err := c.retry(ctx, ev)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("redrive: letter failed again; it stays in the dead-letter topic",
+				"id", l.ID, "dlq_offset", l.DLQOffset, "attempts", ev.Attempt, "error", err)
+			st.Failed++
+		}
+		return
+	}
+	if dup {
+		st.Duplicates++
+	} else {
+		st.Applied++
+	}
+}
+
+// unwrapLetter returns the original record of a dead letter (its headers
+// without those deadLetter added, its topic, partition and offset), the
+// Letter, and whether consumer wrote it.
+func unwrapLetter(m kafka.Message, consumer string) (kafka.Message, Letter, bool) {
+	l := Letter{DLQPartition: m.Partition, DLQOffset: m.Offset}
+	orig := kafka.Message{Key: m.Key, Value: m.Value}
+	var from string
+	for _, h := range m.Headers {
+		v := string(h.Value)
+		switch h.Key {
+		case HeaderConsumer:
+			from = v
+		case HeaderTopic:
+			l.Topic = v
+		case HeaderPartition:
+			l.Partition, _ = strconv.Atoi(v)
+		case HeaderOffset:
+			l.Offset, _ = strconv.ParseInt(v, 10, 64)
+		case HeaderAttempts:
+		case HeaderError:
+			l.Error = v
+		default:
+			orig.Headers = append(orig.Headers, h)
+			switch h.Key {
+			case "id":
+				l.ID = v
+			case "event_type":
+				l.Type = v
+			case "aggregate_type":
+				l.AggregateType = v
+			}
+		}
+	}
+	orig.Topic, orig.Partition, orig.Offset = l.Topic, l.Partition, l.Offset
+	return orig, l, from == consumer
+}

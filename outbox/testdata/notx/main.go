@@ -1,0 +1,5 @@
+// Package main is replaced by TestWriteRefusesPool through a build
+// overlay: each case compiles its own body here.
+package main
+
+func main() {}
