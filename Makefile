@@ -45,8 +45,8 @@ UNIT_PKGS := ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./checkp
 # schemaregistry: every test but those against the real registry.
 UNIT_SKIP_SCHEMAREGISTRY := ^(TestPreflightRecordStrategy|TestPreflightTopicRecordStrategy|TestPreflightTopicStrategy|TestPreflightIncompatibleBackward|TestCompatibilityLevels|TestCompatibleChangeRegistersNewVersion|TestEncoderWireFormat|TestEncoderWaitsForRegistry)$$
 # cmd/cdc-relay: settings, --help and _FILE of every command, the deploy
-# files, the readiness, alert and handler logic.
-UNIT_RUN_CMD := ^(TestDefaults|TestPrecedenceFlagEnvYAMLDefault|TestEnvConfigPath|TestSeveralTables|TestBoolFlags|TestJSONNeedsNoRegistry|TestBadSettingsNameTheField|TestUnknownYAMLKey|TestRedact|TestVersionAndUnknownCommand|TestKafkaSecuritySettings|TestSlotFailoverSettings|TestAllowExtraTablesSetting|TestHelpEveryCommand|TestFileEnvEveryCommand|TestEnvAndFileEnvBothSet|TestYAMLNestedTypo|TestUnknownFlagSuggestion|TestReplayHelp|TestReplayActionFlags|TestKubernetesManifests|TestGrafanaDashboard|TestComposeUsesRealSettings|TestLagRate|TestAlertEvaluator|TestKafkaDegraded|TestReadinessOnlyWhileStreaming|TestHandlerMarksRegistryRefusalFatal)$$
+# files, the readiness, alert and handler logic, tail's settings and output rules.
+UNIT_RUN_CMD := ^(TestDefaults|TestPrecedenceFlagEnvYAMLDefault|TestEnvConfigPath|TestSeveralTables|TestBoolFlags|TestJSONNeedsNoRegistry|TestBadSettingsNameTheField|TestUnknownYAMLKey|TestRedact|TestVersionAndUnknownCommand|TestKafkaSecuritySettings|TestSlotFailoverSettings|TestAllowExtraTablesSetting|TestHelpEveryCommand|TestFileEnvEveryCommand|TestEnvAndFileEnvBothSet|TestYAMLNestedTypo|TestUnknownFlagSuggestion|TestReplayHelp|TestReplayActionFlags|TestKubernetesManifests|TestGrafanaDashboard|TestComposeUsesRealSettings|TestLagRate|TestAlertEvaluator|TestKafkaDegraded|TestReadinessOnlyWhileStreaming|TestHandlerMarksRegistryRefusalFatal|TestTailFormat|TestTailSettings)$$
 unit:
 	$(UNIT_GO) $(UNIT_PKGS)
 	$(UNIT_GO) -skip '$(UNIT_SKIP_SCHEMAREGISTRY)' ./schemaregistry/
