@@ -43,6 +43,9 @@ const (
 	tailFromOffsets
 )
 
+// tailStartNames name the starts in tail's log.
+var tailStartNames = [...]string{tailFromEnd: "end", tailFromBeginning: "beginning", tailFromTime: "since", tailFromOffsets: "offset"}
+
 // tailSetupTimeout bounds each request tail makes before reading (listing
 // topics and offsets) and each schema lookup.
 const tailSetupTimeout = 30 * time.Second
@@ -319,6 +322,7 @@ func (t *tailer) run(ctx context.Context, stdout io.Writer, f *tailFormatter) er
 		return nil
 	}
 	t.cl.AddConsumePartitions(add)
+	t.log.Info("reading", "topics", t.describeTopics(), "partitions", len(remaining), "from", tailStartNames[t.o.start], "follow", t.o.follow)
 	if t.o.follow {
 		var wg sync.WaitGroup
 		refreshCtx, cancel := context.WithCancel(ctx)
