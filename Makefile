@@ -4,7 +4,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build setup test test-debezium unit demo bench bench-debezium latency microbench fuzz vet clean example bench-inbox
+.PHONY: all build setup setup-demo test test-debezium unit demo bench bench-debezium latency microbench fuzz vet clean example bench-inbox
 
 all: build
 
@@ -16,6 +16,10 @@ build:
 # schema registry binary; idempotent, fast when everything is there.
 setup:
 	bash scripts/setup.sh
+
+# Only what the demo runs: PostgreSQL 15, the Kafka jars and the registry.
+setup-demo:
+	bash scripts/setup.sh --demo
 
 # Every test, against real PostgreSQL 15 (and 13, 14, 16, 17, 18 in TestMatrix
 # and the failover tests), Apache Kafka 4.x and the registry.
@@ -54,7 +58,7 @@ unit:
 	$(UNIT_GO) -run '^TestOffsets' ./inbox/
 	$(UNIT_GO) -run '$(UNIT_RUN_CMD)' ./cmd/cdc-relay/
 
-demo: setup build
+demo: setup-demo build
 	$(GO) run ./internal/demo --relay bin/cdc-relay
 
 # The drain benchmark (relay vs pg_recvlogical) and the Go microbenchmarks.
