@@ -13,7 +13,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -21,6 +23,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
+	"github.com/cdc-relay/cdc-relay/internal/testca"
 )
 
 // tailLine is one line tail printed.
@@ -425,5 +433,74 @@ func TestTailPositions(t *testing.T) {
 		if l.Topic == topic && l.Offset != 6 {
 			t.Errorf("from the end: printed offset %d of %s, want 6", l.Offset, topic)
 		}
+	}
+}
+
+// TestTailKafkaSecurity: tail reads with run's Kafka settings: SASL PLAIN
+// and SCRAM (the password from CDC_RELAY_KAFKA_SASL_PASSWORD_FILE), SASL
+// over TLS, and mutual TLS; a wrong password is exit 1 saying so, and the
+// password never shows.
+func TestTailKafkaSecurity(t *testing.T) {
+	ca := testca.New(t)
+	serverCert, serverKey := ca.Issue(t, "kafka", "127.0.0.1", "localhost")
+	clientCert, clientKey := ca.Issue(t, "cdc-relay")
+	password := "tail-pw-" + randSuffix()
+	sb, err := kafkatest.Start(kafkatest.Options{
+		SASLUsers: map[string]string{"relay": password},
+		TLS:       &kafkatest.TLS{CertPEM: serverCert, KeyPEM: serverKey, CAPEM: ca.PEM, ClientAuth: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	dir := t.TempDir()
+	caFile, certFile, keyFile, passwordFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem"), filepath.Join(dir, "password")
+	for path, data := range map[string][]byte{caFile: ca.PEM, certFile: clientCert, keyFile: clientKey, passwordFile: []byte(password + "\n")} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topic := "tail-secure-" + randSuffix()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(sb.SASLAddr()), kgo.SASL(scram.Auth{User: "relay", Pass: password}.AsSha512Mechanism()),
+		kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("k-1"), Value: []byte(`{"secure": true}`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	withTLS := []string{"--kafka-tls", "--kafka-tls-ca-file", caFile}
+	for _, tc := range []struct {
+		name  string
+		addr  string
+		flags []string
+		fail  string
+	}{
+		{"PLAIN over SASL_PLAINTEXT", sb.SASLAddr(), []string{"--kafka-sasl-mechanism", "plain"}, ""},
+		{"SCRAM-SHA-256 over SASL_SSL", sb.SASLSSLAddr(), append([]string{"--kafka-sasl-mechanism", "scram-sha-256"}, withTLS...), ""},
+		{"mutual TLS over SSL", sb.SSLAddr(), append([]string{"--kafka-tls-cert-file", certFile, "--kafka-tls-key-file", keyFile}, withTLS...), ""},
+		{"SCRAM-SHA-512 wrong password", sb.SASLAddr(), []string{"--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-password", "wrong-" + password}, "SASL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("CDC_RELAY_KAFKA_SASL_USERNAME", "relay")
+			t.Setenv("CDC_RELAY_KAFKA_SASL_PASSWORD_FILE", passwordFile)
+			args := append([]string{"--kafka-brokers", tc.addr, "--from-beginning", topic}, tc.flags...)
+			lines, stderr, code := runTailCmd(t, args...)
+			if strings.Contains(stderr, password) {
+				t.Errorf("the SASL password shows in tail's output")
+			}
+			if tc.fail != "" {
+				if code != exitFailed || !strings.Contains(stderr, tc.fail) {
+					t.Errorf("exit %d, stderr %s; want 1 naming %s", code, stderr, tc.fail)
+				}
+				return
+			}
+			if code != exitOK || len(lines) != 1 || lines[0].Key != "k-1" || string(lines[0].Value) != `{"secure":true}` {
+				t.Errorf("exit %d, lines %+v, stderr %s", code, lines, stderr)
+			}
+		})
 	}
 }
