@@ -4,7 +4,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build setup test test-debezium unit demo bench bench-debezium latency microbench fuzz vet clean example bench-inbox
+.PHONY: all build setup setup-demo test test-debezium unit demo bench bench-debezium latency microbench fuzz vet clean example bench-inbox
 
 all: build
 
@@ -16,6 +16,10 @@ build:
 # schema registry binary; idempotent, fast when everything is there.
 setup:
 	bash scripts/setup.sh
+
+# Only what the demo runs: PostgreSQL 15, the Kafka jars and the registry.
+setup-demo:
+	bash scripts/setup.sh --demo
 
 # Every test, against real PostgreSQL 15 (and 13, 14, 16, 17, 18 in TestMatrix
 # and the failover tests), Apache Kafka 4.x and the registry.
@@ -45,8 +49,8 @@ UNIT_PKGS := ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./checkp
 # schemaregistry: every test but those against the real registry.
 UNIT_SKIP_SCHEMAREGISTRY := ^(TestPreflightRecordStrategy|TestPreflightTopicRecordStrategy|TestPreflightTopicStrategy|TestPreflightIncompatibleBackward|TestCompatibilityLevels|TestCompatibleChangeRegistersNewVersion|TestEncoderWireFormat|TestEncoderWaitsForRegistry)$$
 # cmd/cdc-relay: settings, --help and _FILE of every command, the deploy
-# files, the readiness, alert and handler logic.
-UNIT_RUN_CMD := ^(TestDefaults|TestPrecedenceFlagEnvYAMLDefault|TestEnvConfigPath|TestSeveralTables|TestBoolFlags|TestJSONNeedsNoRegistry|TestBadSettingsNameTheField|TestUnknownYAMLKey|TestRedact|TestVersionAndUnknownCommand|TestKafkaSecuritySettings|TestSlotFailoverSettings|TestAllowExtraTablesSetting|TestHelpEveryCommand|TestFileEnvEveryCommand|TestEnvAndFileEnvBothSet|TestYAMLNestedTypo|TestUnknownFlagSuggestion|TestReplayHelp|TestReplayActionFlags|TestKubernetesManifests|TestGrafanaDashboard|TestComposeUsesRealSettings|TestLagRate|TestAlertEvaluator|TestKafkaDegraded|TestReadinessOnlyWhileStreaming|TestHandlerMarksRegistryRefusalFatal)$$
+# files, the readiness, alert and handler logic, tail's settings and output rules.
+UNIT_RUN_CMD := ^(TestDefaults|TestPrecedenceFlagEnvYAMLDefault|TestEnvConfigPath|TestSeveralTables|TestBoolFlags|TestJSONNeedsNoRegistry|TestBadSettingsNameTheField|TestUnknownYAMLKey|TestRedact|TestVersionAndUnknownCommand|TestKafkaSecuritySettings|TestSlotFailoverSettings|TestAllowExtraTablesSetting|TestHelpEveryCommand|TestFileEnvEveryCommand|TestEnvAndFileEnvBothSet|TestYAMLNestedTypo|TestUnknownFlagSuggestion|TestReplayHelp|TestReplayActionFlags|TestKubernetesManifests|TestGrafanaDashboard|TestComposeUsesRealSettings|TestLagRate|TestAlertEvaluator|TestKafkaDegraded|TestReadinessOnlyWhileStreaming|TestHandlerMarksRegistryRefusalFatal|TestTailFormat|TestTailSettings)$$
 unit:
 	$(UNIT_GO) $(UNIT_PKGS)
 	$(UNIT_GO) -skip '$(UNIT_SKIP_SCHEMAREGISTRY)' ./schemaregistry/
@@ -54,7 +58,7 @@ unit:
 	$(UNIT_GO) -run '^(TestOffsets|TestDecodeKey)' ./inbox/
 	$(UNIT_GO) -run '$(UNIT_RUN_CMD)' ./cmd/cdc-relay/
 
-demo: setup build
+demo: setup-demo build
 	$(GO) run ./internal/demo --relay bin/cdc-relay
 
 # The drain benchmark (relay vs pg_recvlogical) and the Go microbenchmarks.

@@ -13,4 +13,8 @@
 // known at startup so an incompatible schema stops the relay before it
 // produces anything. Encoder and Append are safe for concurrent use; an
 // already-seen pair costs no lock and no allocation.
+//
+// For readers (cdc-relay tail), SchemaByID fetches a writer schema by the
+// id a value names, and AppendJSON turns an Avro body back into plain JSON
+// by the reverse of the encoder's rules.
 package schemaregistry

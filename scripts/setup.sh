@@ -14,7 +14,22 @@
 #   - the CloudEvents Python SDK in a virtualenv, $CACHE/venv-cloudevents.
 # CACHE is ${CDC_RELAY_CACHE:-$HOME/.cache/cdc-relay}. Every step is skipped
 # when its result is already there, so a second run takes well under a second.
+#
+# setup.sh --demo installs only what `make demo` runs: postgresql-15 (and
+# Java/Maven for the broker), the Kafka jars and the schema registry; not
+# kcat, the other PostgreSQL majors or the Python virtualenv, which only
+# tests use (`make test` runs setup.sh without it, and scripts/debezium.sh).
 set -euo pipefail
+
+demo=""
+case "${1:-}" in
+"") ;;
+--demo) demo=1 ;;
+*)
+	echo "setup: unknown argument ${1}: use --demo (only what make demo runs) or nothing (everything make test needs)" >&2
+	exit 2
+	;;
+esac
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${CDC_RELAY_CACHE:-${HOME:?HOME is not set; set CDC_RELAY_CACHE}/.cache/cdc-relay}
@@ -57,13 +72,19 @@ fi
 [ -x /usr/lib/postgresql/15/bin/initdb ] || { echo "setup: /usr/lib/postgresql/15/bin/initdb is missing" >&2; exit 1; }
 
 pkgs=()
-installed kcat || pkgs+=(kcat)
-command -v unzip >/dev/null || pkgs+=(unzip)
-command -v xz >/dev/null || pkgs+=(xz-utils)
+if [ -z "$demo" ]; then
+	installed kcat || pkgs+=(kcat)
+	command -v unzip >/dev/null || pkgs+=(unzip)
+	command -v xz >/dev/null || pkgs+=(xz-utils)
+fi
 command -v java >/dev/null || pkgs+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || pkgs+=(maven)
 [ ${#pkgs[@]} -eq 0 ] || apt_install "${pkgs[@]}"
-say "Debian packages ok (postgresql-15, kcat, java, mvn)"
+if [ -n "$demo" ]; then
+	say "Debian packages ok (postgresql-15, java, mvn)"
+else
+	say "Debian packages ok (postgresql-15, kcat, java, mvn)"
+fi
 
 # --- Kafka broker jars -------------------------------------------------------
 step="resolving Kafka jars"
@@ -91,6 +112,12 @@ else
 	fi
 	mv "$registry.tmp" "$registry"
 	say "schema registry ok ($registry)"
+fi
+
+if [ -n "$demo" ]; then
+	step="finishing"
+	say "done for the demo (cache: $cache); make setup installs what the tests need besides"
+	exit 0
 fi
 
 # --- PostgreSQL 13-18 server binaries ----------------------------------------

@@ -43,6 +43,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return slotCommand(args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(args[1:], getenv, stdout, stderr)
+	case "tail":
+		return tailCommand(args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "cdc-relay", version)
 		return exitOK
@@ -50,7 +52,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		usage(stdout)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "cdc-relay: unknown command %q: use run, check, status, schemas, slot, healthcheck or version\n", args[0])
+	fmt.Fprintf(stderr, "cdc-relay: unknown command %q: use run, check, status, tail, schemas, slot, healthcheck or version\n", args[0])
 	return exitConfig
 }
 
@@ -65,6 +67,8 @@ Usage:
                           after the slot was lost: create it again and record the accepted gap in the checkpoint topic
   cdc-relay replay        re-publish outbox rows chosen by --since or --from-id, to repair a gap (cdc-relay replay -h)
   cdc-relay status        print the slot's state and lag from pg_replication_slots (--json)
+  cdc-relay tail [TOPIC...]
+                          print the records of the relay's topics and the DLQ as JSON lines, values decoded
   cdc-relay version       print the version
   cdc-relay healthcheck   exit 0 when the relay on --metrics-addr answers /healthz (for Docker HEALTHCHECK)
 

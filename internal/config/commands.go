@@ -128,7 +128,44 @@ resolves as there; the relay must be stopped, so that the slot is not in use.`,
 	},
 }
 
+// Tail is cdc-relay tail.
+var Tail = &Command{
+	Name: "cdc-relay tail",
+	Usage: `Usage: cdc-relay tail [flags] [TOPIC...]
+
+Prints the records of Kafka topics, one JSON object per line: topic,
+partition, offset, timestamp (RFC 3339), key, headers (an object; a name
+that repeats gets an array of its values), value, schema_id and subject.
+A Confluent-framed value (or key) is decoded through the registry to plain
+JSON, whatever schema id it names; a JSON value is embedded as JSON; other
+UTF-8 is a string; anything else is {"base64": "..."}. schema_id and
+subject are the value's (null when it is not framed). Keys are read as
+--key-format says the relay writes them: string keys stay strings.
+
+With no TOPIC, it reads every topic of the cluster that --topic-template
+can name, and the --dlq-topic. It reads committed records only
+(read_committed), joins no consumer group and commits nothing.
+
+It starts at the end of each partition and prints what arrives (as with
+--follow), or with --from-beginning, --since or --offset it prints what
+the partitions held when it started and exits, unless --follow keeps it
+reading. --count N stops after N records. Exit codes: 0 done or
+interrupted, 1 Kafka or the registry failed, 2 bad settings.`,
+	Args:     "TOPIC",
+	Settings: []string{"config", "kafka-brokers", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password", "schema-registry-url", "schema-registry-ca-file", "topic-template", "dlq-topic", "key-format"},
+	Required: []string{"kafka-brokers"},
+	Registry: Relay,
+	Actions: []Action{
+		{Name: "from-beginning", Bool: true, Help: "start at the first record of each partition"},
+		{Name: "since", Arg: "TIME", Help: "start at the first record whose timestamp is at or after TIME: RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m)"},
+		{Name: "offset", Arg: "P:O[,P:O...]", Help: "read only partition P, from offset O (for each TOPIC)"},
+		{Name: "count", Arg: "N", Help: "stop after N records"},
+		{Name: "follow", Bool: true, Help: "keep reading new records (and new topics and partitions) until SIGINT or SIGTERM"},
+		{Name: "pretty", Bool: true, Help: "a layout for people: a line per record, then its key, headers and indented value"},
+	},
+}
+
 // Commands are every command that resolves settings, for tests and docs.
 func Commands() []*Command {
-	return []*Command{Run, Check, Status, SchemasCheck, Healthcheck, Replay, SlotRecreate}
+	return []*Command{Run, Check, Status, SchemasCheck, Healthcheck, Replay, SlotRecreate, Tail}
 }

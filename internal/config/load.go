@@ -27,6 +27,10 @@ type Command struct {
 	// Actions are its flags that are not configuration: read from the
 	// command line only, never from env or YAML.
 	Actions []Action
+	// Args names the arguments it takes besides flags (TOPIC), for
+	// messages; "" means none, and an argument is an error. Flags and
+	// arguments may come in any order.
+	Args string
 	// Registry declares the settings.
 	Registry *Registry
 }
@@ -59,6 +63,7 @@ type Values struct {
 	vals    map[string]string
 	source  map[string]Source
 	actions map[string]string
+	args    []string
 	file    *File
 }
 
@@ -75,7 +80,7 @@ func Load(cmd *Command, args []string, getenv func(string) string, help io.Write
 	if err != nil {
 		return nil, err
 	}
-	v := &Values{cmd: cmd, vals: map[string]string{}, source: map[string]Source{}, actions: p.actions}
+	v := &Values{cmd: cmd, vals: map[string]string{}, source: map[string]Source{}, actions: p.actions, args: p.args}
 	// --config first: the YAML file is the fallback of every other setting.
 	if cmd.takes("config") {
 		path, src, err := v.fromFlagOrEnv("config", p, getenv, log)
@@ -199,6 +204,10 @@ func (v *Values) Action(name string) (string, bool) {
 	a, ok := v.actions[name]
 	return a, ok
 }
+
+// Args returns the arguments given besides flags, in order (only a
+// command with Args takes any).
+func (v *Values) Args() []string { return v.args }
 
 // ActionBool reports whether a true/false action flag is true.
 func (v *Values) ActionBool(name string) bool { a, _ := v.Action(name); return a == "true" }

@@ -12,6 +12,7 @@ import (
 type parsed struct {
 	settings map[string]string
 	actions  map[string]string
+	args     []string // the arguments that are not flags (Command.Args)
 }
 
 // value is every flag's flag.Value: it keeps the text, for the setting's
@@ -69,14 +70,30 @@ func parse(cmd *Command, args []string) (*parsed, error) {
 		bools[a.Name] = a.Bool
 		values = append(values, f)
 	}
-	if err := fs.Parse(joinBoolArgs(args, bools)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, ErrHelp
+	rest := joinBoolArgs(args, bools, cmd.Args != "")
+	for {
+		before := rest
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, ErrHelp
+			}
+			return nil, cmd.flagError(err)
 		}
-		return nil, cmd.flagError(err)
-	}
-	if fs.NArg() > 0 {
-		return nil, &Error{Msg: fmt.Sprintf("unexpected argument %q: %s takes flags only, e.g. --%s (%s --help lists them)", fs.Arg(0), cmd.Name, cmd.firstFlag(), cmd.Name)}
+		if fs.NArg() == 0 {
+			break
+		}
+		if cmd.Args == "" {
+			return nil, &Error{Msg: fmt.Sprintf("unexpected argument %q: %s takes flags only, e.g. --%s (%s --help lists them)", fs.Arg(0), cmd.Name, cmd.firstFlag(), cmd.Name)}
+		}
+		// The flag package stops at the first argument: keep it and read
+		// the flags after it, unless "--" ended the flags.
+		rest = fs.Args()
+		if used := len(before) - len(rest); used > 0 && before[used-1] == "--" {
+			p.args = append(p.args, rest...)
+			break
+		}
+		p.args = append(p.args, rest[0])
+		rest = rest[1:]
 	}
 	for _, f := range values {
 		if f.err != nil {
@@ -137,10 +154,12 @@ func (c *Command) firstFlag() string {
 
 // joinBoolArgs turns "--flag value" of a true/false flag into
 // "--flag=value": the flag package would take a bare boolean flag and leave
-// the value as an argument. The commands take no arguments, so a word after
-// such a flag is its value, and a wrong one is refused naming the flag. The
-// value of any other flag is passed over, even when it starts with a dash.
-func joinBoolArgs(args []string, bools map[string]bool) []string {
+// the value as an argument. A command without arguments takes none, so a
+// word after such a flag is its value, and a wrong one is refused naming
+// the flag; for a command with arguments (takesArgs) only true or false is
+// the flag's value, any other word an argument. The value of any other flag
+// is passed over, even when it starts with a dash.
+func joinBoolArgs(args []string, bools map[string]bool, takesArgs bool) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -154,7 +173,7 @@ func joinBoolArgs(args []string, bools map[string]bool) []string {
 		}
 		isBool, known := bools[name]
 		switch {
-		case known && isBool && !strings.HasPrefix(args[i+1], "-"):
+		case known && isBool && !strings.HasPrefix(args[i+1], "-") && (!takesArgs || args[i+1] == "true" || args[i+1] == "false"):
 			out = append(out, a+"="+args[i+1])
 			i++
 		case known && !isBool:
