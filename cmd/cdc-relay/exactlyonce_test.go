@@ -10,9 +10,17 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestDeliverySettings: --delivery takes at-least-once (the default) or
@@ -66,4 +74,324 @@ func TestDeliverySettings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// exactlyOnce are the flags of a relay in exactly-once mode, everything
+// else at its default (the transactional id is cdc-relay-<relay id>, so
+// two relays on one slot share it).
+var exactlyOnce = []string{"--delivery", "exactly-once"}
+
+// fenceLine is the line a relay logs once it has fenced the older
+// instances (InitProducerID) and read the checkpoint.
+const fenceLine = `msg="exactly-once: fenced older instances and read the checkpoint"`
+
+// fencedReports are the lines, in out, in which a relay says that another
+// instance fenced it (its own fence line aside).
+func fencedReports(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		low := strings.ToLower(l)
+		if strings.Contains(l, fenceLine) {
+			continue
+		}
+		if strings.Contains(low, "fenced") || strings.Contains(low, "invalid_producer_epoch") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// tally is a lean independent consumer: franz-go with the harness's
+// options, keeping only what these tests check, per id header: how often
+// each id arrived and whether, per aggregate, ids arrived in increasing
+// order. consume() keeps every record whole, which for the hundreds of
+// thousands of records here would take hundreds of MB of the test process
+// on a machine the relay's own memory bound is measured on.
+type tally struct {
+	t         *testing.T
+	committed bool // read_committed
+
+	mu       sync.Mutex
+	seen     map[int64]int
+	last     map[string]int64 // aggregate → newest id seen
+	dups     int
+	disorder []string
+	records  int
+}
+
+// consumeTally starts a tally of every topic matching topicRegex, with
+// read_committed when committed is set (read_uncommitted otherwise, what
+// was written at all, aborted transactions included).
+func consumeTally(t *testing.T, topicRegex string, committed bool) *tally {
+	t.Helper()
+	opts := []kgo.Opt{kgo.SeedBrokers(broker.Addr()), kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250 * time.Millisecond), kgo.MetadataMaxAge(time.Second),
+		kgo.FetchMaxWait(250 * time.Millisecond)}
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	} else {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ty := &tally{t: t, committed: committed, seen: map[int64]int{}, last: map[string]int64{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			fetches := cl.PollFetches(ctx)
+			ty.mu.Lock()
+			fetches.EachRecord(func(r *kgo.Record) {
+				ty.records++
+				var idh []byte
+				for _, h := range r.Headers {
+					if h.Key == "id" {
+						idh = h.Value
+					}
+				}
+				id, err := strconv.ParseInt(string(idh), 10, 64)
+				if err != nil {
+					ty.disorder = append(ty.disorder, fmt.Sprintf("record %s[%d]@%d without a numeric id header", r.Topic, r.Partition, r.Offset))
+					return
+				}
+				ty.seen[id]++
+				if ty.seen[id] > 1 {
+					ty.dups++
+					return
+				}
+				// One aggregate is one key, so one partition, read in
+				// offset order: ids must increase.
+				k := string(r.Key)
+				if id < ty.last[k] && len(ty.disorder) < 5 {
+					ty.disorder = append(ty.disorder, fmt.Sprintf("aggregate %s: event %d after event %d (%s[%d]@%d)", k, id, ty.last[k], r.Topic, r.Partition, r.Offset))
+				}
+				ty.last[k] = max(ty.last[k], id)
+			})
+			ty.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); cl.Close(); <-done })
+	return ty
+}
+
+// countIn counts the distinct ids seen in [lo, hi].
+func (ty *tally) countIn(lo, hi int64) int {
+	ty.mu.Lock()
+	defer ty.mu.Unlock()
+	n := 0
+	if hi-lo+1 < int64(len(ty.seen)) {
+		for id := lo; id <= hi; id++ {
+			if ty.seen[id] > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	for id := range ty.seen {
+		if id >= lo && id <= hi {
+			n++
+		}
+	}
+	return n
+}
+
+// dupsIn counts the deliveries beyond the first of the ids in [lo, hi].
+func (ty *tally) dupsIn(lo, hi int64) int {
+	ty.mu.Lock()
+	defer ty.mu.Unlock()
+	n := 0
+	for id, c := range ty.seen {
+		if id >= lo && id <= hi && c > 1 {
+			n += c - 1
+		}
+	}
+	return n
+}
+
+// has reports whether every id in ids was seen.
+func (ty *tally) has(ids []int64) bool {
+	ty.mu.Lock()
+	defer ty.mu.Unlock()
+	for _, id := range ids {
+		if ty.seen[id] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// checkExactlyOnce fails the test unless every id in ids arrived exactly
+// once, nothing else arrived, and each aggregate's ids came in order.
+func (ty *tally) checkExactlyOnce(ids []int64) {
+	ty.t.Helper()
+	ty.mu.Lock()
+	defer ty.mu.Unlock()
+	for _, d := range ty.disorder {
+		ty.t.Error(d)
+	}
+	want := make(map[int64]bool, len(ids))
+	lost := 0
+	for _, id := range ids {
+		want[id] = true
+		if ty.seen[id] == 0 {
+			if lost < 5 {
+				ty.t.Errorf("event %d lost", id)
+			}
+			lost++
+		}
+	}
+	extra := 0
+	for id := range ty.seen {
+		if !want[id] {
+			extra++
+		}
+	}
+	ty.t.Logf("read_committed: %d events committed, %d records, %d distinct ids, %d lost, %d duplicates, %d not committed in PostgreSQL",
+		len(ids), ty.records, len(ty.seen), lost, ty.dups, extra)
+	if lost > 0 || ty.dups > 0 || extra > 0 || len(ty.disorder) > 0 {
+		ty.t.Fatalf("not exactly once: %d lost, %d duplicates, %d ids PostgreSQL did not commit, %d out of order", lost, ty.dups, extra, len(ty.disorder))
+	}
+}
+
+// bigTxSQL inserts $1 outbox rows in one statement, generated by the
+// server: OrderCreated events of 16 aggregates, ids in generate_series
+// order.
+const bigTxSQL = `WITH ins AS (INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload)
+SELECT 'Order', a, 'OrderCreated', jsonb_build_object('order_id', a, 'customer_id', 'c-' || g, 'status', 'PENDING', 'amount_cents', g,
+	'currency', 'EUR', 'items', jsonb_build_array(jsonb_build_object('sku', 'sku-' || g, 'quantity', 1, 'unit_price_cents', g)), 'created_at', 1700000000000)
+FROM generate_series(1, $1::int) g, LATERAL (SELECT '00000000-0000-4000-8000-' || lpad((g %% 16)::text, 12, '0') AS a) x
+RETURNING id)
+SELECT min(id), max(id), count(*) FROM ins`
+
+// bigTx commits n rows in one PostgreSQL transaction and returns the range
+// of their ids.
+func (f *fixture) bigTx(n int) (lo, hi int64) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	conn := f.connect()
+	var count int
+	if err := conn.QueryRow(ctx, fmt.Sprintf(bigTxSQL, f.table), n).Scan(&lo, &hi, &count); err != nil {
+		f.t.Fatalf("insert %d rows: %v", n, err)
+	}
+	if count != n || hi-lo+1 != int64(n) {
+		f.t.Fatalf("the transaction holds %d rows with ids %d..%d, want %d contiguous ids", count, lo, hi, n)
+	}
+	return lo, hi
+}
+
+// idRange lists lo..hi.
+func idRange(lo, hi int64) []int64 {
+	ids := make([]int64, 0, hi-lo+1)
+	for id := lo; id <= hi; id++ {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// vmHWM reads a process's peak resident set size (VmHWM) in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^VmHWM:\s+(\d+) kB$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	}
+	kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return kb << 10
+}
+
+// TestExactlyOnceLargeTransaction: one PostgreSQL transaction of 1,000,000
+// rows, far over the in-flight bounds (50,000 events, 64 MiB by default),
+// streams through a single Kafka transaction: room is freed at each produce
+// ack, so it neither deadlocks nor is buffered whole. Until that Kafka
+// transaction commits a read_committed consumer sees none of it; then it
+// sees every row exactly once, in order per aggregate. The relay's peak RSS
+// stays under the memory bound: the soft limit the relay sets from
+// --max-in-flight-bytes (1.25 × it + 48 MiB, 128 MiB by default, README),
+// plus 32 MiB for what that limit does not cover (goroutine stacks, kgo's
+// and pgx's buffers outside the heap, and the collector's lag behind it).
+func TestExactlyOnceLargeTransaction(t *testing.T) {
+	const rows = 1_000_000
+	const maxInFlightBytes = 64 << 20 // the default, unset below
+	const bound = maxInFlightBytes + maxInFlightBytes/4 + memoryOverhead + 32<<20
+	f := newFixture(t, "")
+	rc := consumeTally(t, "^"+f.topicPrefix+`\..*`, true)
+	ru := consumeTally(t, "^"+f.topicPrefix+`\..*`, false)
+	r := startRelay(t, f.args(append(exactlyOnce, "--log-level", "info")...))
+	r.waitStreaming(60 * time.Second)
+	waitFor(t, 60*time.Second, "the fence line", func() bool { return outputCount(r, fenceLine) == 1 })
+
+	// A first small transaction: the topic exists and the pipeline runs.
+	conn := f.connect()
+	warm, err := f.insertTx(context.Background(), conn, []event{{AggregateType: "Order", AggregateID: uuidFor(1), EventType: "OrderCreated", Payload: orderCreated(uuidFor(1), 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the first event read_committed", func() bool { return rc.has(warm) })
+	base, err := r.metric("cdc_relay_events_published_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	began := time.Now()
+	lo, hi := f.bigTx(rows)
+	inserted := time.Now()
+	t.Logf("%d rows inserted and committed in %s (ids %d..%d)", rows, inserted.Sub(began).Round(time.Millisecond), lo, hi)
+
+	// While the relay has not had every row acknowledged, its Kafka
+	// transaction cannot have committed (EndTxn comes after the last ack):
+	// read_committed must see none of it, though read_uncommitted does.
+	var openSamples, firstUncommitted int
+	var firstSeen, allAcked time.Time
+	waitFor(t, 3*time.Minute, "every row read_committed", func() bool {
+		seenRC := rc.countIn(lo, hi) // before the metric: the order matters
+		published, err := r.metric("cdc_relay_events_published_total")
+		if err != nil {
+			select {
+			case <-r.done:
+				t.Fatalf("the relay exited (code %d) during the transaction", r.exitCode)
+			default:
+			}
+			return false
+		}
+		if published < base+rows {
+			if seenRC > 0 {
+				t.Fatalf("read_committed saw %d rows of the transaction while the relay had %d of %d acknowledged: part of an open Kafka transaction is visible",
+					seenRC, int(published-base), rows)
+			}
+			if n := ru.countIn(lo, hi); n > 0 {
+				openSamples++
+				if firstSeen.IsZero() {
+					firstSeen, firstUncommitted = time.Now(), n
+				}
+			}
+		} else if allAcked.IsZero() {
+			allAcked = time.Now()
+		}
+		return seenRC == rows
+	})
+	done := time.Now()
+	t.Logf("first rows read_uncommitted %s after the commit; all acknowledged after %s; all read_committed after %s; %d samples of an open transaction with rows in Kafka (first: %d rows)",
+		firstSeen.Sub(inserted).Round(time.Millisecond), allAcked.Sub(inserted).Round(time.Millisecond), done.Sub(inserted).Round(time.Millisecond), openSamples, firstUncommitted)
+	if openSamples == 0 {
+		t.Fatal("never saw the Kafka transaction open with rows in it (read_uncommitted), so read_committed's blindness to it went unchecked")
+	}
+	rc.checkExactlyOnce(append(warm, idRange(lo, hi)...))
+
+	peak := vmHWM(t, r.Pid())
+	t.Logf("relay peak RSS (VmHWM) %.1f MiB, bound %.1f MiB", float64(peak)/(1<<20), float64(bound)/(1<<20))
+	if peak > bound {
+		t.Fatalf("relay peak RSS %.1f MiB is over the bound %.1f MiB (1.25 × --max-in-flight-bytes + 48 MiB + 32 MiB)", float64(peak)/(1<<20), float64(bound)/(1<<20))
+	}
+	if n := strings.Count(r.Output(), "level=WARN") + strings.Count(r.Output(), "level=ERROR"); n > 0 {
+		t.Fatalf("%d warnings or errors during the transaction:\n%s", n, tailString(r.Output(), 3000))
+	}
+	stillRunning(t, r)
 }
