@@ -495,3 +495,85 @@ func TestExactlyOnceZombieFenced(t *testing.T) {
 	stillRunning(t, standby)
 	stillRunning(t, zombie)
 }
+
+// TestExactlyOnceReplicasNoFencing: the shipped two-replica Deployment (the
+// settings of deploy/k8s's ConfigMap, with --delivery exactly-once) runs
+// for a minute under a steady load. The slot is the leader lock: the
+// standby, which only ever gets "slot is active", never fences (it never
+// logs the fence line, which follows InitProducerID), the active one fences
+// once, at its start, and is never fenced nor reconnects. Everything
+// arrives exactly once, read_committed.
+func TestExactlyOnceReplicasNoFencing(t *testing.T) {
+	f := newFixture(t, "")
+	// The ConfigMap's relay.yaml, as both pods read it; the fixture's flags
+	// override its names and addresses (a flag beats the file), and the log
+	// is text so that the harness reads it.
+	var relayYAML string
+	for _, doc := range yamlDocs(t, "../../deploy/k8s/configmap.yaml") {
+		if y, ok := dig(doc, "data", "relay.yaml").(string); ok {
+			relayYAML = y
+		}
+	}
+	if !strings.Contains(relayYAML, "on-invalid:") {
+		t.Fatalf("no relay.yaml in deploy/k8s/configmap.yaml")
+	}
+	cfgPath := t.TempDir() + "/relay.yaml"
+	if err := os.WriteFile(cfgPath, []byte(relayYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := f.args(append([]string{"--config", cfgPath, "--log-format", "text"}, exactlyOnce...)...)
+	c := consume(t, "^"+f.topicPrefix+`\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	active := startRelay(t, args)
+	active.waitStreaming(60 * time.Second)
+	waitFor(t, 60*time.Second, "the active relay's fence line", func() bool { return outputCount(active, fenceLine) == 1 })
+	standby := startRelay(t, args)
+	waitStandby(t, standby)
+	w := startPublishing(t, f, active)
+
+	reconnects := func(r *relay) float64 {
+		v, err := r.metric("cdc_relay_reconnects_total")
+		if err != nil {
+			return 0 // no reconnect yet: the family is empty
+		}
+		return v
+	}
+	start := time.Now()
+	checks := 0
+	waitFor(t, 3*time.Minute, "a minute under load with two replicas", func() bool {
+		checks++
+		stillRunning(t, active)
+		stillRunning(t, standby)
+		if n := outputCount(standby, fenceLine); n != 0 {
+			t.Fatalf("the standby fenced (%d fence lines) while the active relay held the slot", n)
+		}
+		if n := outputCount(active, fenceLine); n != 1 {
+			t.Fatalf("the active relay fenced %d times, want once at its start", n)
+		}
+		for _, r := range []*relay{active, standby} {
+			if l := fencedReports(r.Output()); len(l) > 0 {
+				t.Fatalf("a replica reports being fenced: %s", l[0])
+			}
+		}
+		if strings.Contains(active.Output(), "cause=kafka") {
+			t.Fatalf("the active relay reconnected with cause kafka")
+		}
+		if v := reconnects(active); v != 0 {
+			t.Fatalf("the active relay reconnected %v times", v)
+		}
+		if v, err := standby.metric("cdc_relay_active"); err != nil || v != 0 {
+			t.Fatalf("standby cdc_relay_active = %v (%v), want 0", v, err)
+		}
+		return time.Since(start) >= time.Minute
+	})
+	t.Logf("%d checks over %s; the writer committed %d events", checks, time.Since(start).Round(time.Millisecond), w.committed())
+	checkStandbyRetries(t, standby, 20)
+	ids := w.finish(t)
+	recs := c.waitIDs(2*time.Minute, ids)
+	if dups := checkDelivery(t, recs, ids); dups != 0 || len(recs) != len(ids) {
+		t.Fatalf("read_committed: %d records for %d events, %d duplicates; want each exactly once", len(recs), len(ids), dups)
+	}
+	t.Logf("read_committed: %d events, each exactly once", len(ids))
+	if n := outputCount(standby, fenceLine) + outputCount(active, fenceLine); n != 1 {
+		t.Fatalf("%d fence lines in all, want 1", n)
+	}
+}
