@@ -328,7 +328,12 @@ func TestExactlyOnceLargeTransaction(t *testing.T) {
 	f := newFixture(t, "")
 	rc := consumeTally(t, "^"+f.topicPrefix+`\..*`, true)
 	ru := consumeTally(t, "^"+f.topicPrefix+`\..*`, false)
-	r := startRelay(t, f.args(append(exactlyOnce, "--log-level", "info")...))
+	// --txn-timeout 3m: on this shared 2-CPU machine the relay took 49 s
+	// from the first record to the last ack of the 1M rows (Avro, with
+	// PostgreSQL and the broker on the same CPUs), too close to the default
+	// 60 s, which would halt it (by design) instead of testing the memory
+	// bound.
+	r := startRelay(t, f.args(append(exactlyOnce, "--log-level", "info", "--txn-timeout", "3m")...))
 	r.waitStreaming(60 * time.Second)
 	waitFor(t, 60*time.Second, "the fence line", func() bool { return outputCount(r, fenceLine) == 1 })
 
