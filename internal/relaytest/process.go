@@ -160,3 +160,24 @@ func (p *Process) Terminate() int {
 	p.Cmd.Process.Signal(syscall.SIGTERM)
 	return p.Wait(60 * time.Second)
 }
+
+// Freeze sends SIGSTOP: the process stops where it is, its sockets stay
+// open and nothing of it runs until Thaw. A frozen process is a zombie to
+// the others: alive to the kernel and to TCP, silent to its peers.
+func (p *Process) Freeze() {
+	p.t.Helper()
+	if err := p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		p.t.Fatalf("SIGSTOP %s: %v", p.name, err)
+	}
+}
+
+// Thaw sends SIGCONT: a frozen process carries on from where it stopped.
+func (p *Process) Thaw() {
+	p.t.Helper()
+	if err := p.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		p.t.Fatalf("SIGCONT %s: %v", p.name, err)
+	}
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.Cmd.Process.Pid }

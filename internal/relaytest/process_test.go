@@ -1,7 +1,10 @@
 package relaytest
 
 import (
+	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -50,4 +53,22 @@ func TestTail(t *testing.T) {
 			t.Errorf("Tail(%q, 3) = %q, want %q", c.in, got, c.want)
 		}
 	}
+}
+
+func TestFreezeThaw(t *testing.T) {
+	p := Start(t, "/bin/sh", []string{"-c", "exec sleep 60"}, Options{Name: "sleep"})
+	state := func() string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pid (comm) state ...
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		return f[0]
+	}
+	p.Freeze()
+	WaitFor(t, 10*time.Second, "state T (stopped)", func() bool { return state() == "T" })
+	p.Thaw()
+	WaitFor(t, 10*time.Second, "state S (sleeping)", func() bool { return state() == "S" })
+	p.Kill()
 }
