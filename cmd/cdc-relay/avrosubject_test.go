@@ -35,9 +35,11 @@ func TestAvroSubjectAfterDebezium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// AvroConverter names an unnamed Connect struct ConnectDefault.
-	inferred := strings.Replace(strings.Replace(string(b), `"name": "OrderCreated"`, `"name": "ConnectDefault"`, 1),
-		`"namespace": "com.example.orders"`, `"namespace": "io.confluent.connect.avro"`, 1)
+	// Debezium's Event Router names the expanded payload's Connect struct
+	// "payload", and an Avro converter registers it under that name (seen
+	// with Debezium 3.6.1 and Apicurio's converter, TestDebeziumApicurioParity).
+	inferred := strings.Replace(strings.Replace(string(b), `"name": "OrderCreated"`, `"name": "payload"`, 1),
+		`"namespace": "com.example.orders",`, ``, 1)
 	if inferred == string(b) {
 		t.Fatal("could not rename the record of OrderCreated.avsc")
 	}
