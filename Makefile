@@ -26,12 +26,14 @@ test: setup
 	$(MAKE) fuzz FUZZTIME=10s
 
 # Only the tests against a real Debezium (issue 10): the capture that pins
-# testdata/debezium (add TEST_FLAGS=-update to rewrite it), the parity and
-# cut-over tests and the commit-time timestamp test. make test runs them too.
+# testdata/debezium (add TEST_FLAGS=-update to rewrite it), the parity tests
+# (JSON, and Avro through Apicurio's converter and registry), the cut-over
+# and rollback tests and the commit-time timestamp test. make test runs them
+# too.
 test-debezium: setup
 	bash scripts/debezium.sh
 	$(GO) test -count=1 -run '^(TestCapture|TestWorkerResumes)$$' ./internal/debeziumtest/ $(TEST_FLAGS)
-	$(GO) test -count=1 -run '^(TestDebeziumParity|TestDebeziumCutover|TestRecordTimestampIsCommitTime)$$' ./cmd/cdc-relay/
+	$(GO) test -count=1 -run '^(TestDebeziumParity|TestDebeziumApicurioParity|TestDebeziumCutover|TestDebeziumRollback|TestRecordTimestampIsCommitTime)$$' ./cmd/cdc-relay/
 
 # Tests that need no services: the config layer, the encoder, the fuzz
 # targets' seed corpora, the pure stages and the test helpers' own logic.
