@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,6 +88,10 @@ func testDebeziumRollback(t *testing.T, mode string) {
 		msg, err := w.DeleteOffsets(ctx, name)
 		if err != nil {
 			t.Fatal(err)
+		}
+		t.Logf("DELETE /connectors/%s/offsets: %q", name, msg)
+		if !strings.Contains(msg, "reset successfully") {
+			t.Errorf("DELETE offsets answered %q, want Connect's \"... reset successfully\"", msg)
 		}
 		if offs, err := w.Offsets(ctx, name); err != nil || len(offs) != 0 {
 			t.Fatalf("offsets after DELETE (%q): %v, %v; want none", msg, offs, err)
