@@ -73,11 +73,14 @@ func testDebeziumRollback(t *testing.T, mode string) {
 		waitFor(t, dbzWait, "Debezium to confirm a position", func() bool { return sf.confirmedFlush() > initial })
 		// Section 2 A: the relay waits as a standby, the connector stops.
 		r = startRelay(t, f.args(append([]string{"--slot", slot, "--publication", publication, "--allow-extra-tables"}, relayArgs...)...))
+		// The relay starts at what Debezium confirmed when it stopped, at
+		// least this (it may confirm more while stopping); once the relay
+		// streams, the slot shows the relay's own progress.
+		starts = append(starts, sf.confirmedFlush())
 		if err := w.StopConnector(ctx, name, dbzWait); err != nil {
 			t.Fatal(err)
 		}
 		r.waitStreaming(dbzWait)
-		starts = append(starts, sf.confirmedFlush())
 		offs, err := w.Offsets(ctx, name)
 		if err != nil {
 			t.Fatal(err)
@@ -192,6 +195,27 @@ func testDebeziumRollback(t *testing.T, mode string) {
 			if after := writer.after[id]; after <= starts[0] {
 				t.Errorf("id %s (committed before %s) came %d times, though every publisher after the first started at or after %s", id, lsnText(after), n, lsnText(starts[0]))
 			}
+		}
+	}
+	if mode == "relay-slot" {
+		// Deleting the connector does not delete its offsets, and then
+		// they can no longer be deleted: a connector created again under
+		// the name resumes from them.
+		if err := w.DeleteConnector(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		var re *debeziumtest.RESTError
+		if _, err := w.DeleteOffsets(ctx, name); !errors.As(err, &re) || re.Status != http.StatusNotFound {
+			t.Errorf("DELETE offsets of the deleted connector: %v, want 404", err)
+		}
+		if err := w.AddConnector(ctx, dbzConnector(f, name, slot, publication, topicPrefix, debeziumtest.StringConverter)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WaitRunning(ctx, name, dbzWait); err != nil {
+			t.Fatal(err)
+		}
+		if offs, err := w.Offsets(ctx, name); err != nil || len(offs) == 0 || offs[0]["lsn"] == nil {
+			t.Errorf("a connector created again under %s has offsets %v (%v), want the deleted one's", name, offs, err)
 		}
 	}
 	starting := make([]string, len(starts))
