@@ -30,12 +30,14 @@ test: setup
 	$(MAKE) fuzz FUZZTIME=10s
 
 # Only the tests against a real Debezium (issue 10): the capture that pins
-# testdata/debezium (add TEST_FLAGS=-update to rewrite it), the parity and
-# cut-over tests and the commit-time timestamp test. make test runs them too.
+# testdata/debezium (add TEST_FLAGS=-update to rewrite it), the parity tests
+# (JSON, and Avro through Apicurio's converter and registry), the cut-over
+# and rollback tests and the commit-time timestamp test. make test runs them
+# too.
 test-debezium: setup
 	bash scripts/debezium.sh
 	$(GO) test -count=1 -run '^(TestCapture|TestWorkerResumes)$$' ./internal/debeziumtest/ $(TEST_FLAGS)
-	$(GO) test -count=1 -run '^(TestDebeziumParity|TestDebeziumCutover|TestRecordTimestampIsCommitTime)$$' ./cmd/cdc-relay/
+	$(GO) test -count=1 -run '^(TestDebeziumParity|TestDebeziumApicurioParity|TestDebeziumCutover|TestDebeziumRollback|TestRecordTimestampIsCommitTime)$$' ./cmd/cdc-relay/
 
 # Tests that need no services: the config layer, the encoder, the fuzz
 # targets' seed corpora, the pure stages and the test helpers' own logic.
@@ -50,7 +52,7 @@ UNIT_PKGS := ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./checkp
 UNIT_SKIP_SCHEMAREGISTRY := ^(TestPreflightRecordStrategy|TestPreflightTopicRecordStrategy|TestPreflightTopicStrategy|TestPreflightIncompatibleBackward|TestCompatibilityLevels|TestCompatibleChangeRegistersNewVersion|TestEncoderWireFormat|TestEncoderWaitsForRegistry)$$
 # cmd/cdc-relay: settings, --help and _FILE of every command, the deploy
 # files, the readiness, alert and handler logic, tail's settings and output rules.
-UNIT_RUN_CMD := ^(TestDefaults|TestPrecedenceFlagEnvYAMLDefault|TestEnvConfigPath|TestSeveralTables|TestBoolFlags|TestJSONNeedsNoRegistry|TestBadSettingsNameTheField|TestUnknownYAMLKey|TestRedact|TestVersionAndUnknownCommand|TestKafkaSecuritySettings|TestSlotFailoverSettings|TestAllowExtraTablesSetting|TestHelpEveryCommand|TestFileEnvEveryCommand|TestEnvAndFileEnvBothSet|TestYAMLNestedTypo|TestUnknownFlagSuggestion|TestReplayHelp|TestReplayActionFlags|TestKubernetesManifests|TestGrafanaDashboard|TestComposeUsesRealSettings|TestLagRate|TestAlertEvaluator|TestKafkaDegraded|TestReadinessOnlyWhileStreaming|TestHandlerMarksRegistryRefusalFatal|TestTailFormat|TestTailSettings|TestDeliverySettings)$$
+UNIT_RUN_CMD := ^(TestDefaults|TestPrecedenceFlagEnvYAMLDefault|TestEnvConfigPath|TestSeveralTables|TestBoolFlags|TestJSONNeedsNoRegistry|TestBadSettingsNameTheField|TestUnknownYAMLKey|TestRedact|TestVersionAndUnknownCommand|TestKafkaSecuritySettings|TestSlotFailoverSettings|TestAllowExtraTablesSetting|TestHelpEveryCommand|TestFileEnvEveryCommand|TestEnvAndFileEnvBothSet|TestYAMLNestedTypo|TestUnknownFlagSuggestion|TestReplayHelp|TestReplayActionFlags|TestKubernetesManifests|TestGrafanaDashboard|TestComposeUsesRealSettings|TestLagRate|TestAlertEvaluator|TestKafkaDegraded|TestReadinessOnlyWhileStreaming|TestHandlerMarksRegistryRefusalFatal|TestTailFormat|TestTailSettings|TestDeliverySettings|TestCheckpointReplicationVerdict)$$
 unit:
 	$(UNIT_GO) $(UNIT_PKGS)
 	$(UNIT_GO) -skip '$(UNIT_SKIP_SCHEMAREGISTRY)' ./schemaregistry/

@@ -3,6 +3,7 @@ package schemaregistry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -100,8 +101,26 @@ func (r *Registry) CheckCompatibility(ctx context.Context, matchTopic func(strin
 			res.Compatible = out.Compatible
 			res.Reason = strings.Join(out.Messages, "; ")
 			res.Level = r.level(ctx, p.subject)
+			if !res.Compatible && res.Reason == "" {
+				res.Reason = r.noReason(ctx, p.subject, p.s, res.Level)
+			}
 		}
 		results = append(results, res)
 	}
 	return results, nil
+}
+
+// noReason is the reason of a refusal the registry did not explain: what
+// the relay finds against the subject's latest version, or that it finds
+// nothing it can name.
+func (r *Registry) noReason(ctx context.Context, subject string, s *Schema, level string) string {
+	latest, err := r.latest(ctx, subject)
+	if err != nil {
+		return "the registry gave no reason, and the latest version could not be read to compare (" + err.Error() + ")"
+	}
+	reason, direction := explainIncompatibility(s.Text, latest.Schema, level)
+	if reason == "" {
+		return "the registry gave no reason, and the relay finds no difference it can name against the latest version (version " + fmt.Sprint(latest.Version) + ")"
+	}
+	return "the registry gave no reason; against the latest version (version " + fmt.Sprint(latest.Version) + "), as a " + direction + " change: " + reason
 }

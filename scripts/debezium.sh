@@ -33,3 +33,35 @@ dir=$cache/debezium-$version
 step="resolving Debezium $version and Kafka Connect $connect_version"
 CACHE=$cache maven_jars debezium "$pom" "$dir" "debezium-connector-postgres-$version.jar" "connect-runtime-$connect_version.jar" "connect-json-$connect_version.jar"
 say "Debezium $version with Kafka Connect $connect_version ok ($(ls "$dir/libs" | wc -l) jars in $dir/libs)"
+
+# Apicurio's Avro converter and Apicurio Registry, for the Avro parity test
+# (TestDebeziumApicurioParity): Confluent's converter is not on Maven
+# Central, Apicurio's is, and it needs an Apicurio registry. The registry
+# is the ready-built application (a tar.gz of about 160 MB), unpacked once
+# into $CACHE/apicurio-registry-<version>; it runs on Java 21+ (the tests
+# look for one under /usr/lib/jvm, or CDC_RELAY_JAVA21).
+step="reading scripts/debezium/apicurio-converter.xml"
+apom=$root/scripts/debezium/apicurio-converter.xml
+aversion=$(sed -n 's:.*<apicurio.converter.version>\(.*\)</apicurio.converter.version>.*:\1:p' "$apom")
+[ -n "$aversion" ] || { echo "debezium: no <apicurio.converter.version> in $apom" >&2; exit 1; }
+step="resolving Apicurio's converter $aversion"
+CACHE=$cache maven_jars apicurio-converter "$apom" "$cache/apicurio-converter-$aversion" "apicurio-registry-utils-converter-$aversion.jar"
+say "Apicurio converter $aversion ok"
+
+registry_version=3.3.3
+rdir=$cache/apicurio-registry-$registry_version
+if [ ! -f "$rdir/.complete" ]; then
+	step="fetching Apicurio Registry $registry_version"
+	say "fetching Apicurio Registry $registry_version from Maven Central"
+	rm -rf "$rdir" "$rdir".tmp
+	mkdir -p "$rdir".tmp
+	mvn -q -B -Dstyle.color=never dependency:copy -Dartifact=io.apicurio:apicurio-registry-app:$registry_version:tar.gz:all \
+		-DoutputDirectory="$rdir".tmp >"$cache/apicurio-registry-resolve.log" 2>&1 || { tail -n 40 "$cache/apicurio-registry-resolve.log" >&2; exit 1; }
+	step="unpacking Apicurio Registry $registry_version"
+	tar xzf "$rdir".tmp/apicurio-registry-app-$registry_version-all.tar.gz -C "$rdir".tmp
+	rm "$rdir".tmp/apicurio-registry-app-$registry_version-all.tar.gz
+	[ -f "$rdir".tmp/quarkus-run.jar ] || { echo "debezium: no quarkus-run.jar in the Apicurio Registry archive" >&2; exit 1; }
+	mv "$rdir".tmp "$rdir"
+	touch "$rdir/.complete"
+fi
+say "Apicurio Registry $registry_version ok ($rdir)"

@@ -404,6 +404,20 @@ func (c *checker) kafka(ctx context.Context, cfg *Config) {
 	default:
 		c.fail("Kafka: auto-creation is %s and dead-letter topic %s does not exist: create it (and every %s topic) or enable auto.create.topics.enable", orUnknown(auto), cfg.DLQTopic, cfg.TopicTemplate)
 	}
+	kc, err := checkClient(cfg)
+	if err != nil {
+		c.warn("Kafka: %v: retention, replication and ACLs not checked", err)
+		return
+	}
+	defer kc.Close()
+	k, err := metadataView(ctx, kc, []string{cfg.DLQTopic, cfg.CheckpointTopic})
+	if err != nil {
+		c.warn("Kafka: cannot read the topics' metadata with the principal's rights (%v): retention, replication and ACLs not checked", err)
+		return
+	}
+	c.dlqRetention(ctx, cfg, k, md.Controller.ID)
+	c.checkpointReplicas(ctx, cfg, k, md.Controller.ID)
+	c.acls(ctx, cfg, k)
 }
 
 func orUnknown(s string) string {

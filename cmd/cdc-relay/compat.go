@@ -34,7 +34,7 @@ func (c *checker) compatibility(ctx context.Context, cfg *Config, schemas map[st
 	for _, r := range results {
 		switch {
 		case !r.Compatible:
-			c.fail("schema %s (%s) is incompatible with subject %s under %s: %s; make the change compatible (e.g. give new fields defaults)", r.EventType, r.File, r.Subject, r.Level, r.Reason)
+			c.fail("schema %s (%s) is incompatible with subject %s %s%s; make the change compatible (e.g. give new fields defaults)", r.EventType, r.File, r.Subject, r.LevelPhrase(), reasonSuffix(r.Reason))
 		case r.Exists:
 			existing++
 		}

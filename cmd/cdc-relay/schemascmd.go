@@ -90,15 +90,9 @@ func printCompat(w io.Writer, results []schemaregistry.CompatResult, schemas int
 		switch {
 		case !r.Compatible:
 			bad++
-			reason := r.Reason
-			if reason == "" {
-				reason = "the registry gave no reason"
-			}
-			fmt.Fprintf(w, "FAIL  %s: %s (%s) is incompatible under %s: %s\n", r.Subject, r.EventType, r.File, r.Level, reason)
-		case r.Exists:
-			fmt.Fprintf(w, "ok    %s: %s is compatible under %s\n", r.Subject, r.EventType, r.Level)
+			fmt.Fprintf(w, "FAIL  %s: %s (%s) is %s%s\n", r.Subject, r.EventType, r.File, r.Verdict(), reasonSuffix(r.Reason))
 		default:
-			fmt.Fprintf(w, "ok    %s: %s is a new subject\n", r.Subject, r.EventType)
+			fmt.Fprintf(w, "ok    %s: %s is %s\n", r.Subject, r.EventType, r.Verdict())
 		}
 	}
 	if bad > 0 {
@@ -107,4 +101,12 @@ func printCompat(w io.Writer, results []schemaregistry.CompatResult, schemas int
 	}
 	fmt.Fprintf(w, "%d schema(s), %d subject(s) checked: all compatible\n", schemas, len(results))
 	return exitOK
+}
+
+// reasonSuffix is ": reason", or nothing for an empty reason.
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return ": " + reason
 }

@@ -189,6 +189,9 @@ next:
 type WorkerOptions struct {
 	// Libs is the jar directory (default: LibsDir("")).
 	Libs string
+	// ExtraLibs are further jar directories put on the class path after
+	// Libs, e.g. ApicurioConverterDir's (default none).
+	ExtraLibs []string
 	// Broker is Kafka's bootstrap address. Required.
 	Broker string
 	// Dir holds the worker's configuration, log and offsets file; it is

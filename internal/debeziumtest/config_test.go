@@ -24,6 +24,22 @@ func TestVersionsMatchPom(t *testing.T) {
 	}
 }
 
+// TestApicurioConverterVersionMatchesPom checks that
+// scripts/debezium/apicurio-converter.xml installs the converter version
+// ApicurioConverterDir looks for, and classPath's order.
+func TestApicurioConverterVersionMatchesPom(t *testing.T) {
+	b, err := os.ReadFile("../../scripts/debezium/apicurio-converter.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "<apicurio.converter.version>" + ApicurioConverterVersion + "</apicurio.converter.version>"; !strings.Contains(string(b), want) {
+		t.Errorf("scripts/debezium/apicurio-converter.xml lacks %s", want)
+	}
+	if got, want := classPath("/a", []string{"/b"}), "/a/*:/b/*"; got != want {
+		t.Errorf("classPath = %q, want %q", got, want)
+	}
+}
+
 // TestConnectorProperties checks the defaults, each option's property and
 // that Extra replaces or adds.
 func TestConnectorProperties(t *testing.T) {

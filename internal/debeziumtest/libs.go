@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 const (
@@ -48,4 +49,48 @@ func LibsDir(dir string) (string, error) {
 		return "", fmt.Errorf("debeziumtest: java is not on PATH: run make setup: %w", err)
 	}
 	return dir, nil
+}
+
+// ApicurioConverterVersion is the Apicurio Registry converter release
+// scripts/debezium.sh installs (scripts/debezium/apicurio-converter.xml):
+// an Avro converter for Kafka Connect on Maven Central, which Confluent's
+// is not.
+const ApicurioConverterVersion = "2.6.13.Final"
+
+// ApicurioConverterDir returns the directory of the Apicurio converter's
+// jars (without the Kafka, Jackson and logging jars Connect has):
+// $CDC_RELAY_CACHE/apicurio-converter-<version>/libs, checked as LibsDir
+// checks Debezium's.
+func ApicurioConverterDir() (string, error) {
+	cache, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "apicurio-converter-"+ApicurioConverterVersion, "libs")
+	jar := "apicurio-registry-utils-converter-" + ApicurioConverterVersion + ".jar"
+	if _, err := os.Stat(filepath.Join(dir, jar)); err != nil {
+		return "", fmt.Errorf("debeziumtest: no %s in %s: run bash scripts/debezium.sh (make test-debezium does)", jar, dir)
+	}
+	return dir, nil
+}
+
+// cacheDir is $CDC_RELAY_CACHE, else ~/.cache/cdc-relay.
+func cacheDir() (string, error) {
+	if cache := os.Getenv("CDC_RELAY_CACHE"); cache != "" {
+		return cache, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("debeziumtest: find the cache dir (set CDC_RELAY_CACHE): %w", err)
+	}
+	return filepath.Join(home, ".cache", "cdc-relay"), nil
+}
+
+// classPath joins the jar directories as a class path of wildcards.
+func classPath(libs string, extra []string) string {
+	parts := []string{filepath.Join(libs, "*")}
+	for _, d := range extra {
+		parts = append(parts, filepath.Join(d, "*"))
+	}
+	return strings.Join(parts, string(os.PathListSeparator))
 }

@@ -103,7 +103,7 @@ func Prepare(o WorkerOptions) (*Setup, error) {
 	s.Args = append(append([]string{}, jvm...), PerfJVMOptions...)
 	s.Args = append(s.Args,
 		"-Dlog4j2.configurationFile="+filepath.Join(s.Dir, "log4j2.properties"),
-		"-cp", filepath.Join(libs, "*"),
+		"-cp", classPath(libs, o.ExtraLibs),
 		mainClass, filepath.Join(s.Dir, "worker.properties"))
 	s.Args = append(s.Args, connectorFiles...)
 	return s, nil

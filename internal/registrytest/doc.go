@@ -14,4 +14,8 @@
 // over plain HTTP for the tests of cmd/cdc-relay and schemaregistry, which
 // check through them, not through the relay's own client, what was
 // registered.
+//
+// StartApicurio runs Apicurio Registry (the application scripts/debezium.sh
+// unpacks, on Java 21+) for the test of Debezium's Avro values through
+// Apicurio's Kafka Connect converter.
 package registrytest

@@ -1,0 +1,420 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/cdc-relay/cdc-relay/router"
+)
+
+// The Kafka checks of `cdc-relay check` beyond reachability: what the
+// relay's principal may do on the topics it uses (aclNeeds), how long the
+// dead-letter topic keeps records, and how many copies the checkpoint topic
+// has. They read metadata and configurations only and change nothing.
+
+// aclOperation is a Kafka ACL operation, numbered as Kafka numbers them
+// (AclOperation): bit 1<<op of a metadata answer's authorized operations.
+type aclOperation int
+
+const (
+	aclRead     aclOperation = 3
+	aclWrite    aclOperation = 4
+	aclDescribe aclOperation = 8
+)
+
+func (o aclOperation) String() string {
+	switch o {
+	case aclRead:
+		return "READ"
+	case aclWrite:
+		return "WRITE"
+	case aclDescribe:
+		return "DESCRIBE"
+	}
+	return "operation " + strconv.Itoa(int(o))
+}
+
+// aclResource is the kind of Kafka resource an ACL is on.
+type aclResource string
+
+// topicResource is a topic. A transactional id (resource type
+// TransactionalId: WRITE to produce in a transaction, DESCRIBE) is the next
+// kind exactly-once delivery needs: give it an aclNeed in aclNeeds and a
+// probe in aclProbes (DescribeTransactions answers
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED without DESCRIBE).
+const topicResource aclResource = "topic"
+
+// aclNeed is one right the relay's principal needs.
+type aclNeed struct {
+	resource aclResource
+	name     string
+	op       aclOperation
+	why      string
+}
+
+// aclVerdict is what a probe found out about a need: has is meaningful
+// only when known.
+type aclVerdict struct {
+	need  aclNeed
+	known bool
+	has   bool
+	note  string // why it is not known, or what was found
+}
+
+// aclProbe tells, for needs on one kind of resource, whether the principal
+// has them.
+type aclProbe func(ctx context.Context, k *kafkaView, needs []aclNeed) []aclVerdict
+
+// aclProbes are the probes by resource kind.
+var aclProbes = map[aclResource]aclProbe{topicResource: probeTopicACLs}
+
+// kafkaView is what the metadata with the principal's authorized
+// operations told about the cluster, and the client to ask more. It is a
+// franz-go client: kafka-go answers metadata requests from its cache,
+// without authorized operations.
+type kafkaView struct {
+	client  *kgo.Client
+	brokers int
+	topics  map[string]kmsg.MetadataResponseTopic
+}
+
+// Kafka error codes the checks tell apart.
+const (
+	kafkaUnknownTopic          = 3
+	kafkaTopicAuthorizationErr = 29
+	// authorizedOpsOmitted is what a broker answers for authorized
+	// operations it was not asked for or does not report (INT32_MIN).
+	authorizedOpsOmitted = -2147483648
+)
+
+// checkClient is a franz-go client with the relay's TLS and SASL settings.
+func checkClient(cfg *Config) (*kgo.Client, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...), kgo.ClientID("cdc-relay"), kgo.DialTimeout(10 * time.Second),
+		kgo.RequestRetries(2), kgo.RetryTimeout(10 * time.Second)}
+	if cfg.KafkaTLS {
+		t, err := tlsConfig(cfg.KafkaTLSCAFile, cfg.KafkaTLSCertFile, cfg.KafkaTLSKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(t))
+	}
+	switch cfg.KafkaSASL {
+	case "plain":
+		opts = append(opts, kgo.SASL(plain.Auth{User: cfg.KafkaSASLUser, Pass: cfg.KafkaSASLPassword}.AsMechanism()))
+	case "scram-sha-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.KafkaSASLUser, Pass: cfg.KafkaSASLPassword}.AsSha256Mechanism()))
+	case "scram-sha-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.KafkaSASLUser, Pass: cfg.KafkaSASLPassword}.AsSha512Mechanism()))
+	}
+	return kgo.NewClient(opts...)
+}
+
+// metadataView asks for the metadata of every topic the principal may
+// describe and of names (which need not be among them: an unknown or
+// forbidden name comes back with its error), with authorized operations.
+func metadataView(ctx context.Context, client *kgo.Client, names []string) (*kafkaView, error) {
+	k := &kafkaView{client: client, topics: map[string]kmsg.MetadataResponseTopic{}}
+	all := kmsg.NewPtrMetadataRequest()
+	all.Topics = nil // every topic
+	all.IncludeTopicAuthorizedOperations = true
+	named := kmsg.NewPtrMetadataRequest()
+	for _, n := range names {
+		t := kmsg.NewMetadataRequestTopic()
+		t.Topic = kmsg.StringPtr(n)
+		named.Topics = append(named.Topics, t)
+	}
+	named.IncludeTopicAuthorizedOperations = true
+	// Kafka's default is true: the check must create nothing.
+	all.AllowAutoTopicCreation, named.AllowAutoTopicCreation = false, false
+	for _, req := range []*kmsg.MetadataRequest{all, named} {
+		md, err := req.RequestWith(ctx, client)
+		if err != nil {
+			return nil, fmt.Errorf("read metadata: %w", err)
+		}
+		k.brokers = len(md.Brokers)
+		for _, t := range md.Topics {
+			if t.Topic == nil {
+				continue
+			}
+			if old, seen := k.topics[*t.Topic]; !seen || old.ErrorCode != 0 {
+				k.topics[*t.Topic] = t
+			}
+		}
+	}
+	return k, nil
+}
+
+// aclNeeds lists the rights the relay's principal needs: WRITE on the
+// dead-letter topic and on every existing topic the template can route to,
+// READ and WRITE on the checkpoint topic (read at start, written as the
+// relay confirms).
+func aclNeeds(cfg *Config, k *kafkaView) []aclNeed {
+	needs := []aclNeed{
+		{topicResource, cfg.CheckpointTopic, aclRead, "the relay reads its checkpoint at start"},
+		{topicResource, cfg.CheckpointTopic, aclWrite, "the relay writes its checkpoint as it confirms"},
+		{topicResource, cfg.DLQTopic, aclWrite, "invalid events go there"},
+	}
+	if rt, err := router.New(cfg.TopicTemplate); err == nil {
+		match := rt.Matcher()
+		var names []string
+		for name, t := range k.topics {
+			if t.ErrorCode == 0 && !t.IsInternal && name != cfg.DLQTopic && name != cfg.CheckpointTopic && match(name) {
+				names = append(names, name)
+			}
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			needs = append(needs, aclNeed{topicResource, name, aclWrite, "the template " + cfg.TopicTemplate + " routes events there"})
+		}
+	}
+	return needs
+}
+
+// probeTopicACLs reads the principal's rights on each topic from the
+// metadata's authorized operations (KIP-430), which a principal gets for
+// any topic it may describe without any right on the ACLs themselves.
+func probeTopicACLs(_ context.Context, k *kafkaView, needs []aclNeed) []aclVerdict {
+	out := make([]aclVerdict, 0, len(needs))
+	for _, n := range needs {
+		v := aclVerdict{need: n}
+		t, ok := k.topics[n.name]
+		switch {
+		case !ok || t.ErrorCode == kafkaUnknownTopic:
+			v.note = "does not exist yet"
+		case t.ErrorCode == kafkaTopicAuthorizationErr:
+			v.known, v.has = true, false
+			v.note = "the principal may not even describe it"
+		case t.ErrorCode != 0:
+			v.note = "metadata error " + strconv.Itoa(int(t.ErrorCode))
+		case t.AuthorizedOperations == authorizedOpsOmitted:
+			v.note = "the broker does not report authorized operations"
+		default:
+			v.known = true
+			v.has = t.AuthorizedOperations&(1<<n.op) != 0
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// acls reports each right the principal lacks, and in one line what it has.
+func (c *checker) acls(ctx context.Context, cfg *Config, k *kafkaView) {
+	byKind := map[aclResource][]aclNeed{}
+	var kinds []aclResource
+	for _, n := range aclNeeds(cfg, k) {
+		if _, ok := byKind[n.resource]; !ok {
+			kinds = append(kinds, n.resource)
+		}
+		byKind[n.resource] = append(byKind[n.resource], n)
+	}
+	principal := "the relay's principal"
+	if cfg.KafkaSASL != "none" && cfg.KafkaSASLUser != "" {
+		principal = "principal User:" + cfg.KafkaSASLUser
+	}
+	var granted, unknown []string
+	for _, kind := range kinds {
+		probe, ok := aclProbes[kind]
+		if !ok {
+			for _, n := range byKind[kind] {
+				unknown = append(unknown, fmt.Sprintf("%s on %s %s (not checked)", n.op, n.resource, n.name))
+			}
+			continue
+		}
+		for _, v := range probe(ctx, k, byKind[kind]) {
+			n := v.need
+			switch {
+			case !v.known:
+				unknown = append(unknown, fmt.Sprintf("%s on %s %s (%s)", n.op, n.resource, n.name, v.note))
+			case v.has:
+				granted = append(granted, fmt.Sprintf("%s on %s %s", n.op, n.resource, n.name))
+			default:
+				note := ""
+				if v.note != "" {
+					note = " (" + v.note + ")"
+				}
+				c.fail("Kafka: %s lacks %s on %s %s%s, which it needs: %s; grant it: kafka-acls.sh --bootstrap-server ... --add --allow-principal %s --operation %s --%s %s",
+					principal, n.op, n.resource, n.name, note, n.why, aclPrincipalArg(principal), aclOpArg(n.op), n.resource, n.name)
+			}
+		}
+	}
+	if len(granted) > 0 {
+		c.ok("Kafka: %s may %s", principal, strings.Join(granted, ", "))
+	}
+	if len(unknown) > 0 {
+		c.ok("Kafka: not checked yet: %s", strings.Join(unknown, ", "))
+	}
+}
+
+// aclPrincipalArg is the --allow-principal argument for principal.
+func aclPrincipalArg(principal string) string {
+	if p, ok := strings.CutPrefix(principal, "principal "); ok {
+		return p
+	}
+	return "User:<the relay's principal>"
+}
+
+// aclOpArg is kafka-acls.sh's name of op.
+func aclOpArg(op aclOperation) string {
+	s := op.String()
+	return s[:1] + strings.ToLower(s[1:])
+}
+
+// configs reads the configuration entries keys of one resource.
+func (k *kafkaView) configs(ctx context.Context, rt kmsg.ConfigResourceType, name string, keys ...string) (map[string]string, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName, r.ConfigNames = rt, name, keys
+	req.Resources = append(req.Resources, r)
+	res, err := req.RequestWith(ctx, k.client)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Resources) != 1 {
+		return nil, fmt.Errorf("%d resources in the answer", len(res.Resources))
+	}
+	if err := kerr.ErrorForCode(res.Resources[0].ErrorCode); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, e := range res.Resources[0].Configs {
+		if e.Value != nil {
+			out[e.Name] = *e.Value
+		}
+	}
+	return out, nil
+}
+
+// brokerConfigs reads keys of broker id.
+func (k *kafkaView) brokerConfigs(ctx context.Context, id int, keys ...string) (map[string]string, error) {
+	return k.configs(ctx, kmsg.ConfigResourceTypeBroker, strconv.Itoa(id), keys...)
+}
+
+// dlqRetention warns when the dead-letter topic deletes records: with
+// Kafka's default of 7 days, dead letters nobody redrove are gone.
+func (c *checker) dlqRetention(ctx context.Context, cfg *Config, k *kafkaView, brokerID int) {
+	t, exists := k.topics[cfg.DLQTopic]
+	exists = exists && t.ErrorCode == 0
+	var ms int64
+	var from string
+	if exists {
+		conf, err := k.configs(ctx, kmsg.ConfigResourceTypeTopic, cfg.DLQTopic, "retention.ms")
+		if err != nil {
+			c.warn("Kafka: cannot read the retention of dead-letter topic %s (%v): the principal needs DESCRIBE_CONFIGS on it; keep dead letters until they are redriven (retention.ms=-1)", cfg.DLQTopic, err)
+			return
+		}
+		v, err := strconv.ParseInt(conf["retention.ms"], 10, 64)
+		if err != nil {
+			c.warn("Kafka: dead-letter topic %s has retention.ms %q, not a number", cfg.DLQTopic, conf["retention.ms"])
+			return
+		}
+		ms, from = v, fmt.Sprintf("retention.ms=%d", v)
+	} else {
+		conf, err := k.brokerConfigs(ctx, brokerID, "log.retention.ms", "log.retention.minutes", "log.retention.hours")
+		if err != nil {
+			c.warn("Kafka: dead-letter topic %s does not exist and the broker's log.retention.* cannot be read (%v): create it with retention.ms=-1, so dead letters stay until they are redriven", cfg.DLQTopic, err)
+			return
+		}
+		var ok bool
+		ms, from, ok = brokerRetention(conf)
+		if !ok {
+			c.warn("Kafka: dead-letter topic %s does not exist and the broker's retention is unknown: create it with retention.ms=-1, so dead letters stay until they are redriven", cfg.DLQTopic)
+			return
+		}
+		from = "the broker's " + from + ", which a topic created on first use gets"
+	}
+	if ms < 0 {
+		c.ok("Kafka: dead-letter topic %s keeps records until they are deleted (%s)", cfg.DLQTopic, from)
+		return
+	}
+	c.warn("Kafka: dead-letter topic %s deletes records after %s (%s): dead letters nobody redrove are lost then; keep them: kafka-configs.sh --bootstrap-server ... --alter --entity-type topics --entity-name %s --add-config retention.ms=-1",
+		cfg.DLQTopic, time.Duration(ms)*time.Millisecond, from, cfg.DLQTopic)
+}
+
+// brokerRetention is the broker's log retention in milliseconds from
+// log.retention.ms, else .minutes, else .hours, as Kafka resolves it.
+func brokerRetention(conf map[string]string) (ms int64, from string, ok bool) {
+	for _, u := range []struct {
+		key  string
+		unit int64
+	}{{"log.retention.ms", 1}, {"log.retention.minutes", 60_000}, {"log.retention.hours", 3_600_000}} {
+		s := conf[u.key]
+		if s == "" {
+			continue
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			continue
+		}
+		if v < 0 {
+			return -1, u.key + "=" + s, true
+		}
+		return v * u.unit, u.key + "=" + s, true
+	}
+	return 0, "", false
+}
+
+// minCheckpointReplicas is the replication factor below which the
+// checkpoint topic is one broker loss from gone, on clusters that can
+// hold more.
+const minCheckpointReplicas = 3
+
+// checkpointReplicas warns when the checkpoint topic has (or will be
+// created with) fewer than 3 replicas on a cluster of 3 or more brokers.
+func (c *checker) checkpointReplicas(ctx context.Context, cfg *Config, k *kafkaView, brokerID int) {
+	if k.brokers < minCheckpointReplicas {
+		return
+	}
+	t, exists := k.topics[cfg.CheckpointTopic]
+	if exists && t.ErrorCode == 0 {
+		rf := 0
+		for _, p := range t.Partitions {
+			rf = max(rf, len(p.Replicas))
+		}
+		msg, warn := checkpointRFVerdict(cfg.CheckpointTopic, rf, k.brokers, "")
+		if warn {
+			c.warn("%s", msg)
+		} else {
+			c.ok("%s", msg)
+		}
+		return
+	}
+	conf, err := k.brokerConfigs(ctx, brokerID, "default.replication.factor")
+	rf, perr := strconv.Atoi(conf["default.replication.factor"])
+	if err != nil || perr != nil {
+		c.warn("Kafka: checkpoint topic %s does not exist and the broker's default.replication.factor cannot be read (%v): create it with %d replicas before the relay does",
+			cfg.CheckpointTopic, errors.Join(err, perr), minCheckpointReplicas)
+		return
+	}
+	msg, warn := checkpointRFVerdict(cfg.CheckpointTopic, rf, k.brokers, "default.replication.factor")
+	if warn {
+		c.warn("%s", msg)
+	} else {
+		c.ok("%s", msg)
+	}
+}
+
+// checkpointRFVerdict words the replication-factor check: rf of the topic,
+// or of the broker setting from when the topic does not exist yet.
+func checkpointRFVerdict(topic string, rf, brokers int, from string) (msg string, warn bool) {
+	what := fmt.Sprintf("checkpoint topic %s has replication factor %d", topic, rf)
+	fix := fmt.Sprintf("kafka-reassign-partitions.sh to %d replicas", minCheckpointReplicas)
+	if from != "" {
+		what = fmt.Sprintf("checkpoint topic %s does not exist: the relay creates it with the broker's %s=%d", topic, from, rf)
+		fix = fmt.Sprintf("create it first: kafka-topics.sh --bootstrap-server ... --create --topic %s --partitions 1 --replication-factor %d --config cleanup.policy=compact", topic, minCheckpointReplicas)
+	}
+	if rf >= minCheckpointReplicas {
+		return fmt.Sprintf("Kafka: %s on %d brokers", what, brokers), false
+	}
+	return fmt.Sprintf("Kafka: %s on a cluster of %d brokers: losing a broker can lose the checkpoint, and without it a lost slot can no longer be told from a first start; %s", what, brokers, fix), true
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
+)
+
+// createTopic creates a one-partition topic with configs through an
+// independent client (franz-go) on the broker at addr.
+func createTopic(t *testing.T, addr, name string, configs map[string]string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	topic := kmsg.NewCreateTopicsRequestTopic()
+	topic.Topic, topic.NumPartitions, topic.ReplicationFactor = name, 1, 1
+	for k, v := range configs {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		topic.Configs = append(topic.Configs, c)
+	}
+	req.Topics = append(req.Topics, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+}
+
+// TestCheckDLQRetention: check warns when the dead-letter topic deletes
+// records, whether it exists with a finite retention.ms or does not exist
+// yet and would get the broker's 7 days, and says ok for retention.ms=-1.
+// On the single broker it says nothing of the checkpoint's replication
+// factor, and without an authorizer every right is there.
+func TestCheckDLQRetention(t *testing.T) {
+	cases := []struct {
+		name      string
+		retention string // "" creates no topic
+		want      string
+	}{
+		{"missing", "", "WARN  Kafka: dead-letter topic %s deletes records after 168h0m0s (the broker's log.retention.hours=168, which a topic created on first use gets)"},
+		{"finite", "3600000", "WARN  Kafka: dead-letter topic %s deletes records after 1h0m0s (retention.ms=3600000): dead letters nobody redrove are lost then; keep them: kafka-configs.sh --bootstrap-server ... --alter --entity-type topics --entity-name %s --add-config retention.ms=-1"},
+		{"forever", "-1", "ok    Kafka: dead-letter topic %s keeps records until they are deleted (retention.ms=-1)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "")
+			args := f.args()
+			if tc.retention != "" {
+				createTopic(t, broker.Addr(), f.dlq, map[string]string{"retention.ms": tc.retention})
+			}
+			code, out := runCommand(commandArgs("check", args))
+			want := strings.ReplaceAll(tc.want, "%s", f.dlq)
+			if !strings.Contains(out, want) {
+				t.Errorf("check output lacks\n%s\n---\n%s", want, out)
+			}
+			if code != 0 {
+				t.Errorf("check = %d, want 0 (a warning fails nothing):\n%s", code, out)
+			}
+			if tc.retention == "" {
+				// check creates nothing: the topic is still missing.
+				if _, again := runCommand(commandArgs("check", args)); !strings.Contains(again, want) {
+					t.Errorf("a second check lacks\n%s\n---\n%s", want, again)
+				}
+			}
+			if strings.Contains(out, "replication factor") {
+				t.Errorf("check speaks of the checkpoint's replication factor on one broker:\n%s", out)
+			}
+			if tc.retention != "" && !strings.Contains(out, "WRITE on topic "+f.dlq) {
+				t.Errorf("check output does not say the principal may write %s:\n%s", f.dlq, out)
+			}
+		})
+	}
+}
+
+// TestCheckACLs runs check as SASL user relay against a broker of its own
+// with Kafka's StandardAuthorizer: User:relay may write the dead-letter
+// topic, but not read the checkpoint topic nor write an existing topic of
+// the template. check names both missing rights with the kafka-acls.sh
+// line that grants them and fails; once they are granted, it names none.
+func TestCheckACLs(t *testing.T) {
+	password := "relay-pw-" + randSuffix()
+	sb, err := kafkatest.Start(kafkatest.Options{
+		SASLUsers: map[string]string{"relay": password},
+		ExtraConfig: map[string]string{
+			"authorizer.class.name":          "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+			"super.users":                    "User:ANONYMOUS", // PLAINTEXT: inter-broker, controller and the test
+			"allow.everyone.if.no.acl.found": "false",
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(sb.LogPath()); err == nil {
+				t.Logf("tail of the ACL broker's log:\n%s", tailString(string(b), 4000))
+			}
+		}
+		sb.Close()
+	})
+	f := newFixture(t, "")
+	checkpoints, orders := "cp."+f.name, f.topic("Order")
+	for _, name := range []string{f.dlq, checkpoints, orders} {
+		createTopic(t, sb.Addr(), name, map[string]string{"retention.ms": "-1"})
+	}
+	admin, err := kgo.NewClient(kgo.SeedBrokers(sb.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	allow := func(resource kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) {
+		t.Helper()
+		req := kmsg.NewPtrCreateACLsRequest()
+		for _, op := range ops {
+			c := kmsg.NewCreateACLsRequestCreation()
+			c.ResourceType, c.ResourceName, c.ResourcePatternType = resource, name, kmsg.ACLResourcePatternTypeLiteral
+			c.Principal, c.Host, c.Operation, c.PermissionType = "User:relay", "*", op, kmsg.ACLPermissionTypeAllow
+			req.Creations = append(req.Creations, c)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resp.Results {
+			if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+				t.Fatalf("create ACL on %s: %v", name, err)
+			}
+		}
+	}
+	allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationDescribeConfigs)
+	allow(kmsg.ACLResourceTypeTopic, f.dlq, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe, kmsg.ACLOperationDescribeConfigs)
+	allow(kmsg.ACLResourceTypeTopic, checkpoints, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe)
+	allow(kmsg.ACLResourceTypeTopic, orders, kmsg.ACLOperationDescribe)
+
+	args := f.args("--checkpoint-topic", checkpoints, "--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-username", "relay")
+	setFlag(args, "--kafka-brokers", sb.SASLAddr())
+	check := func() (int, string) {
+		var out strings.Builder
+		code := run(commandArgs("check", args), env(map[string]string{"CDC_RELAY_KAFKA_SASL_PASSWORD": password}), &out, &out)
+		return code, out.String()
+	}
+	lacks := []string{
+		"FAIL  Kafka: principal User:relay lacks READ on topic " + checkpoints + ", which it needs: the relay reads its checkpoint at start; grant it: kafka-acls.sh --bootstrap-server ... --add --allow-principal User:relay --operation Read --topic " + checkpoints,
+		"FAIL  Kafka: principal User:relay lacks WRITE on topic " + orders + ", which it needs: the template " + f.topicPrefix + ".{aggregate_type} routes events there; grant it: kafka-acls.sh --bootstrap-server ... --add --allow-principal User:relay --operation Write --topic " + orders,
+	}
+	code, out := check()
+	for _, want := range lacks {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks\n%s\n---\n%s", want, out)
+		}
+	}
+	if code != exitFailed {
+		t.Errorf("check = %d, want %d:\n%s", code, exitFailed, out)
+	}
+	if !strings.Contains(out, "ok    Kafka: principal User:relay may WRITE on topic "+checkpoints+", WRITE on topic "+f.dlq) {
+		t.Errorf("check output does not list the rights User:relay has:\n%s", out)
+	}
+	if strings.Contains(out, "lacks WRITE on topic "+f.dlq) {
+		t.Errorf("check says User:relay lacks WRITE on %s, which it has:\n%s", f.dlq, out)
+	}
+
+	allow(kmsg.ACLResourceTypeTopic, checkpoints, kmsg.ACLOperationRead)
+	allow(kmsg.ACLResourceTypeTopic, orders, kmsg.ACLOperationWrite)
+	// ACLs reach the broker's authorizer through the metadata log: poll.
+	waitFor(t, 60*time.Second, "check to find every right granted", func() bool {
+		_, out = check()
+		return !strings.Contains(out, "lacks")
+	})
+	if !strings.Contains(out, "READ on topic "+checkpoints) || !strings.Contains(out, "WRITE on topic "+orders) {
+		t.Errorf("after the grants, check does not list READ on %s and WRITE on %s:\n%s", checkpoints, orders, out)
+	}
+}
+
+// TestCheckpointReplicationVerdict: below 3 replicas on 3 or more brokers
+// is a warning, naming the fix for an existing topic and for one the relay
+// will create with the broker's default. (The integration tests run one
+// broker, where check does not ask.)
+func TestCheckpointReplicationVerdict(t *testing.T) {
+	cases := []struct {
+		rf, brokers int
+		from        string
+		warn        bool
+		want        string
+	}{
+		{1, 3, "", true, "Kafka: checkpoint topic cp has replication factor 1 on a cluster of 3 brokers: losing a broker can lose the checkpoint"},
+		{2, 5, "", true, "kafka-reassign-partitions.sh to 3 replicas"},
+		{3, 3, "", false, "Kafka: checkpoint topic cp has replication factor 3 on 3 brokers"},
+		{1, 4, "default.replication.factor", true, "the relay creates it with the broker's default.replication.factor=1 on a cluster of 4 brokers"},
+		{3, 4, "default.replication.factor", false, "default.replication.factor=3 on 4 brokers"},
+	}
+	for _, tc := range cases {
+		got, warn := checkpointRFVerdict("cp", tc.rf, tc.brokers, tc.from)
+		if warn != tc.warn || !strings.Contains(got, tc.want) {
+			t.Errorf("rf %d, %d brokers, %q: %v %q, want %v and %q", tc.rf, tc.brokers, tc.from, warn, got, tc.warn, tc.want)
+		}
+	}
+	if got, _ := checkpointRFVerdict("cp", 1, 3, "default.replication.factor"); !strings.Contains(got, "kafka-topics.sh --bootstrap-server ... --create --topic cp --partitions 1 --replication-factor 3 --config cleanup.policy=compact") {
+		t.Errorf("no create command for a missing topic: %q", got)
+	}
+}
