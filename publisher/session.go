@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -524,6 +525,10 @@ func (s *Session) commit() {
 		return
 	}
 	s.inTxn = false
+	if s.p.log.Enabled(s.ctx, slog.LevelDebug) {
+		id, epoch, _ := s.cl.ProducerID(s.ctx)
+		s.p.log.Debug("kafka transaction committed", "checkpoint_lsn", fmt.Sprintf("%X", b.end), "up_to_seq", b.seq, "records", s.txnEvents, "producer_id", id, "epoch", epoch)
+	}
 	s.mu.Lock()
 	s.commSeq = b.seq
 	s.txn.Committed(b.seq)

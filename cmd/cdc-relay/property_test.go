@@ -76,6 +76,7 @@ func crashConsistency(t *testing.T, kills int, extra []string, opts ...kgo.Opt) 
 	})
 
 	cr.relay = startRelay(t, args)
+	cr.relays = append(cr.relays, cr.relay)
 	cr.until(60*time.Second, "the first relay to stream", func() bool {
 		v, err := cr.relay.metric("cdc_relay_active")
 		return err == nil && v == 1
@@ -101,6 +102,7 @@ func crashConsistency(t *testing.T, kills int, extra []string, opts ...kgo.Opt) 
 			cr.killLSNs = append(cr.killLSNs, confirmed)
 			if killed < plan.kills {
 				cr.relay = startRelay(t, args)
+				cr.relays = append(cr.relays, cr.relay)
 			}
 			t.Logf("seed %d: %6.1fs kill %2d (step %d, took %s): confirmed_flush_lsn %X, %d ids delivered so far", seed,
 				time.Since(began).Seconds(), killed, i, time.Since(at).Round(time.Millisecond), confirmed, len(cr.log.first))
@@ -136,6 +138,7 @@ func crashConsistency(t *testing.T, kills int, extra []string, opts ...kgo.Opt) 
 
 	// A final relay delivers the rest.
 	cr.relay = startRelay(t, args)
+	cr.relays = append(cr.relays, cr.relay)
 	finalStart := time.Now()
 	ok := cr.poll(120*time.Second, func() bool {
 		cr.log.update(cr.consumer)
@@ -263,6 +266,7 @@ type crashRun struct {
 	consumer *consumer
 	log      *deliveryLog
 	relay    *relay   // the current relay process
+	relays   []*relay // every relay started, for the diagnosis of a failure
 	killLSNs []uint64 // confirmed_flush_lsn right after each kill
 }
 
@@ -351,11 +355,62 @@ func (cr *crashRun) describeMissing(committed []committedEvent) string {
 		}
 		return len(raw.recs) >= cr.log.records
 	})
+	var firstRaw *record
 	for _, e := range missing[:min(len(missing), 10)] {
 		fmt.Fprintf(&b, "\n  id %d aggregate %s seq %d writer %d, its commit ends at or before %X", e.ID, e.Aggregate, e.Seq, e.Writer, e.TxEnd)
 		if r, ok := rawIDs[strconv.FormatInt(e.ID, 10)]; ok {
 			fmt.Fprintf(&b, "; read_uncommitted sees it at partition %d offset %d", r.Partition, r.Offset)
+			if firstRaw == nil {
+				firstRaw = &r
+			}
 		}
+	}
+	if firstRaw != nil {
+		b.WriteString(dumpPartition(cr.t, firstRaw.Topic, firstRaw.Partition, firstRaw.Offset-30, 90))
+	}
+	// What the relays said of their Kafka transactions.
+	for i, r := range cr.relays {
+		for _, line := range strings.Split(r.Output(), "\n") {
+			if strings.Contains(line, "kafka transaction") || strings.Contains(line, "exactly-once") || strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+				fmt.Fprintf(&b, "\n  relay %d: %s", i, line)
+			}
+		}
+	}
+	return b.String()
+}
+
+// dumpPartition lists n records of a partition from offset from, control
+// records and producer ids included, read_uncommitted.
+func dumpPartition(t *testing.T, topic string, partition int32, from int64, n int) string {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr()), kgo.KeepControlRecords(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(max(from, 0))}}))
+	if err != nil {
+		return err.Error()
+	}
+	defer cl.Close()
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n  %s[%d] from offset %d:", topic, partition, from)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := 0
+	for got < n && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			got++
+			id := ""
+			for _, h := range r.Headers {
+				if h.Key == "id" {
+					id = string(h.Value)
+				}
+			}
+			kind := "data"
+			if r.Attrs.IsControl() {
+				kind = "control"
+				if len(r.Key) >= 4 {
+					kind = map[byte]string{0: "ABORT", 1: "COMMIT"}[r.Key[3]]
+				}
+			}
+			fmt.Fprintf(&b, "\n    @%d pid %d epoch %d txn %v %s id %s", r.Offset, r.ProducerID, r.ProducerEpoch, r.Attrs.IsTransactional(), kind, id)
+		})
 	}
 	return b.String()
 }
