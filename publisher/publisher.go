@@ -261,6 +261,8 @@ func New(cfg Config) (*Publisher, error) {
 	}
 	if comp != nil {
 		p.opts = append(p.opts, kgo.WithCompressor(comp))
+	} else {
+		p.opts = append(p.opts, kgo.ProducerBatchCompression(kgo.NoCompression())) // kgo's default is snappy
 	}
 	if cfg.TLS != nil {
 		p.opts = append(p.opts, kgo.DialTLSConfig(cfg.TLS.Clone()))

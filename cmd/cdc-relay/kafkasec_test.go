@@ -129,8 +129,14 @@ func TestKafkaSecurity(t *testing.T) {
 			if tc.wantLog != "" {
 				// Kafka refuses the relay, so its checkpoint cannot be read:
 				// it waits, retrying, and creates no slot meanwhile.
-				waitFor(t, 60*time.Second, fmt.Sprintf("the relay to log %q twice", tc.wantLog), func() bool {
-					return strings.Count(r.Output(), tc.wantLog) >= 2
+				// The publisher's first connection logs it too: wait until
+				// the stream has retried on the checkpoint.
+				waitFor(t, 60*time.Second, fmt.Sprintf("the relay to log %q twice and report the checkpoint in /readyz", tc.wantLog), func() bool {
+					if strings.Count(r.Output(), tc.wantLog) < 2 {
+						return false
+					}
+					_, body := r.getJSON("/readyz")
+					return body["state"] == "reconnecting"
 				})
 				if code, body := r.getJSON("/readyz"); code != 503 || body["state"] != "reconnecting" || !strings.Contains(body["reason"], "checkpoint") {
 					t.Errorf("/readyz = %d %v, want 503 reconnecting on the checkpoint", code, body)
