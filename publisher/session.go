@@ -49,6 +49,13 @@ type Session struct {
 	slots    []slot // slots[seq&(len-1)] for the seqs after acked
 	ackedCh  chan struct{}
 	commSeq  uint64 // newest seq whose transaction committed
+	// The producer id and epoch the open transaction's records were
+	// acknowledged under: all must be alike, or the client's producer id
+	// changed within the transaction, which aborted what came before.
+	txnPID    int64
+	txnEpoch  int16
+	txnIDSet  bool
+	txnBroken error
 	bSeq     uint64 // seq of the newest boundary
 	inflight int    // records handed to kgo and not yet answered
 	answered chan struct{} // signalled when inflight drops to 0
@@ -397,6 +404,9 @@ func (s *Session) send(r *Record) {
 			return
 		}
 		s.inTxn, s.txnStart, s.txnEvents = true, time.Now(), 0
+		s.mu.Lock()
+		s.txnIDSet, s.txnBroken = false, nil
+		s.mu.Unlock()
 	}
 	if r.Seq > s.produced {
 		s.produced = r.Seq
@@ -426,6 +436,19 @@ func (s *Session) promise(kr *kgo.Record, err error) {
 	if err != nil {
 		s.failedRecord(r, err)
 		return
+	}
+	if s.txn != nil {
+		s.mu.Lock()
+		switch {
+		case !s.txnIDSet:
+			s.txnPID, s.txnEpoch, s.txnIDSet = kr.ProducerID, kr.ProducerEpoch, true
+		case kr.ProducerID != s.txnPID || kr.ProducerEpoch != s.txnEpoch:
+			if s.txnBroken == nil {
+				s.txnBroken = fmt.Errorf("the Kafka client's producer id changed within a transaction (%d/%d, then %d/%d for a record to %s), which aborts what the transaction held: aborting it",
+					s.txnPID, s.txnEpoch, kr.ProducerID, kr.ProducerEpoch, r.Topic)
+			}
+		}
+		s.mu.Unlock()
 	}
 	if r.Seq == 0 { // the checkpoint record of a transaction
 		return
@@ -512,6 +535,13 @@ func (s *Session) commit() {
 	// was buffered (refused by the client itself) is answered on its own.
 	// Every record must be answered, and none failed, before the commit.
 	if !s.allAnswered() || s.failed() {
+		return
+	}
+	s.mu.Lock()
+	broken := s.txnBroken
+	s.mu.Unlock()
+	if broken != nil {
+		s.fail(broken)
 		return
 	}
 	if err := s.cl.EndTransaction(s.ctx, kgo.TryCommit); err != nil {
