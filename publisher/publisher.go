@@ -138,6 +138,7 @@ type Publisher struct {
 	// (Session.produce), by refusalKey.
 	refusedMu sync.Mutex
 	refused   map[uint64]refusal
+	refusedN  atomic.Int32 // len(refused), read without the lock
 
 	// born is the monotonic origin of failingSince: nanoseconds since born
 	// of the first failed request after the last successful produce

@@ -67,6 +67,12 @@ type Session struct {
 	produced  uint64 // newest seq handed to kgo
 	boundary  item   // the newest boundary handed over
 	promiseFn func(*kgo.Record, error)
+	// The limit of the previous record's topic, read again when the topic
+	// changes or after limitCheck: one map lookup under a lock per topic
+	// run instead of per record.
+	limTopic string
+	limBytes int
+	limAt    time.Time
 }
 
 // item is a queued record, or (rec nil) the boundary after seq.
@@ -340,7 +346,10 @@ func (e *TxnTimeoutError) Error() string {
 // Within a transaction a refusal makes it abort-only: the one at fault is
 // remembered instead, and dead-lettered up front on the next replay.
 func (s *Session) produce(r *Record) {
-	if limit := s.p.recordLimit(s.ctx, s.cl, r.Topic); r.size() > limit && !r.replaced {
+	if r.Topic != s.limTopic || time.Since(s.limAt) > limitCheck {
+		s.limTopic, s.limBytes, s.limAt = r.Topic, s.p.recordLimit(s.ctx, s.cl, r.Topic), time.Now()
+	}
+	if limit := s.limBytes; r.size() > limit && !r.replaced {
 		s.reject(r, fmt.Errorf("%w: the record is %d bytes, the topic takes at most %d (its max.message.bytes, or --max-record-bytes)", kerr.MessageTooLarge, r.size(), limit))
 		return
 	}
@@ -354,6 +363,10 @@ func (s *Session) produce(r *Record) {
 	}
 	s.send(r)
 }
+
+// limitCheck is how long a session uses a topic's limit before it asks the
+// publisher's cache again.
+const limitCheck = time.Second
 
 // sendAlone sends a suspect record in a request of its own and waits for
 // the answer: refused alone, it is at fault.
@@ -663,6 +676,7 @@ func (p *Publisher) suspectRecord(r *Record, err error) {
 	k := refusalKey(r)
 	if p.refused[k].state == notRefused {
 		p.refused[k] = refusal{state: suspect, err: err}
+		p.refusedN.Store(int32(len(p.refused)))
 	}
 }
 
@@ -670,12 +684,16 @@ func (p *Publisher) suspectRecord(r *Record, err error) {
 func (p *Publisher) resolve(r *Record, err error) {
 	p.refusedMu.Lock()
 	p.refused[refusalKey(r)] = refusal{state: refusedAlone, err: err}
+	p.refusedN.Store(int32(len(p.refused)))
 	p.refusedMu.Unlock()
 }
 
 // refusal says whether the broker refused r before; one map lookup only
 // while some record was refused.
 func (p *Publisher) refusal(r *Record) refusalState {
+	if p.refusedN.Load() == 0 {
+		return notRefused
+	}
 	p.refusedMu.Lock()
 	defer p.refusedMu.Unlock()
 	if len(p.refused) == 0 {
