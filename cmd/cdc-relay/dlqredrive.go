@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +31,13 @@ import (
 // produced, acknowledged and then committed together, so a kill repeats at
 // most this many.
 const redriveBatch = 100
+
+// redriveSession is the group session timeout: how long a redrive that
+// died keeps its partitions from the next run.
+const redriveSession = 10 * time.Second
+
+// redriveJoin bounds the wait for the group to assign partitions.
+const redriveJoin = 2 * time.Minute
 
 // redrivePrefix is the message prefix of the pgoutput message a
 // message's dead letter is decoded from again (any prefix would do: the
@@ -235,6 +243,8 @@ func (r *redriver) run(ctx context.Context) int {
 	}
 
 	var revoked sync.Map // partitions this member lost: nothing left of them for it
+	var assigned atomic.Bool
+	assigned.Store(r.rf.dryRun) // a dry run reads the partitions directly
 	consume := []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(500 * time.Millisecond)}
 	if r.rf.dryRun {
 		// A dry run joins no group: it must not take partitions from a
@@ -243,6 +253,10 @@ func (r *redriver) run(ctx context.Context) int {
 	} else {
 		consume = append(consume, kgo.ConsumerGroup(r.group), kgo.ConsumeTopics(cfg.DLQTopic), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			// A member that died (kill -9) holds its partitions until its
+			// session times out: keep that short for the next run.
+			kgo.SessionTimeout(redriveSession),
+			kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { assigned.Store(true) }),
 			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 				for _, p := range lost[cfg.DLQTopic] {
 					revoked.Store(p, true)
@@ -278,7 +292,14 @@ func (r *redriver) run(ctx context.Context) int {
 		if ctx.Err() != nil {
 			break
 		}
-		pctx, pcancel := context.WithTimeout(ctx, dlqIdle)
+		// Until the group assigns partitions (a dead member's session must
+		// time out first), wait longer than for the next record.
+		joined := assigned.Load()
+		wait := dlqIdle
+		if !joined {
+			wait = redriveJoin
+		}
+		pctx, pcancel := context.WithTimeout(ctx, wait)
 		if r.rf.follow {
 			pctx, pcancel = context.WithCancel(ctx)
 		}
@@ -292,6 +313,9 @@ func (r *redriver) run(ctx context.Context) int {
 			break
 		}
 		if fetches.NumRecords() == 0 && !r.rf.follow {
+			if !joined && !assigned.Load() {
+				runErr = fmt.Errorf("group %s assigned this member no partition of %s within %s: another member holds them (is a redrive of the same group running?)", r.group, cfg.DLQTopic, redriveJoin)
+			}
 			break // what is left is control records (transaction markers)
 		}
 		var batch []*kgo.Record

@@ -145,7 +145,7 @@ error_kind header), by event type and by age (the record timestamp, which
 is the commit time), and how many of them a redrive re-appended
 (redrive_attempts). Exit 0; 1 when the topic cannot be read.`,
 	Settings: append(append([]string(nil), dlqKafkaSettings...), "group"), Required: []string{"kafka-brokers"}, Registry: Relay,
-	Actions:  []Action{{Name: "json", Bool: true, Help: "print one JSON object on stdout instead of the table"}},
+	Actions: []Action{{Name: "json", Bool: true, Help: "print one JSON object on stdout instead of the table"}},
 }
 
 // DLQRedrive is cdc-relay dlq redrive.
