@@ -317,3 +317,26 @@ func TestDLQRedriveKill(t *testing.T) {
 		t.Errorf("third redrive: exit %d, want nothing left", code)
 	}
 }
+
+// TestCheckWarnsIntegerIDs: check warns when two configured tables have
+// integer ids (their ids can meet in one topic), and not when one of them
+// has uuid ids.
+func TestCheckWarnsIntegerIDs(t *testing.T) {
+	f := newFixture(t, "")
+	serial, uuids := "public."+f.table+"_b", "public."+f.table+"_u"
+	f.exec(fmt.Sprintf(outboxDDL, serial))
+	f.exec(fmt.Sprintf(strings.Replace(outboxDDL, "id bigserial PRIMARY KEY", "id uuid PRIMARY KEY", 1), uuids))
+	args := func(second string) []string {
+		a := commandArgs("check", f.args())
+		return append(a, "--table", second) // after the fixture's own
+	}
+	code, out := runCommand(args(serial))
+	want := fmt.Sprintf("WARN  tables public.%s (id bigint), %s (id bigint) have integer ids, and their events can route to one topic", f.table, serial)
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "docs/outbox_uuid.sql") {
+		t.Errorf("check with two bigserial tables = %d, want the warning %q:\n%s", code, want, out)
+	}
+	code, out = runCommand(args(uuids))
+	if code != 0 || strings.Contains(out, "have integer ids") {
+		t.Errorf("check with a bigserial and a uuid table = %d, want no warning:\n%s", code, out)
+	}
+}
