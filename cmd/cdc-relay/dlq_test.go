@@ -340,3 +340,55 @@ func TestCheckWarnsIntegerIDs(t *testing.T) {
 		t.Errorf("check with a bigserial and a uuid table = %d, want no warning:\n%s", code, out)
 	}
 }
+
+// TestDLQRedriveFollow: with --follow the redrive goes on past the end
+// offsets of its start and sends a letter the relay writes later; a letter
+// that still fails is re-appended once and not taken round again by the
+// same run; SIGTERM ends it with its summary.
+func TestDLQRedriveFollow(t *testing.T) {
+	f := newFixture(t, "")
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args())
+	r.waitStreaming(60 * time.Second)
+	conn := f.connect()
+	ctx := context.Background()
+	agg := uuidFor(7301)
+	shippedEvent := event{"Order", agg, "OrderShipped", fmt.Sprintf(`{"order_id": %q, "carrier": "ups"}`, agg), ""}
+	first, err := f.insertTx(ctx, conn, []event{shippedEvent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitIDs(90*time.Second, first)
+
+	fixed := schemasPlus(t, map[string]string{"OrderShipped.avsc": orderShipped})
+	rd := startRelay(t, f.dlqArgs("redrive", fixed, "--follow"))
+	topic := f.topic("Order")
+	waitFor(t, 90*time.Second, "the first letter redriven", func() bool {
+		return len(inTopic(c.records(), topic, strconv.FormatInt(first[0], 10))) == 1
+	})
+	// Written after the redrive started: one it can send, one that still fails.
+	later, err := f.insertTx(ctx, conn, []event{shippedEvent, {"Order", agg, "OrderCreated", `{"order_id": "not enough"}`, ""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, bad := strconv.FormatInt(later[0], 10), strconv.FormatInt(later[1], 10)
+	waitFor(t, 90*time.Second, "the later letter redriven and the failing one re-appended", func() bool {
+		recs := c.records()
+		return len(inTopic(recs, topic, good)) == 1 && len(inTopic(recs, f.dlq, bad)) >= 2
+	})
+	waitFor(t, 60*time.Second, "the redrive holding the partition at its own letter", func() bool {
+		return strings.Contains(rd.Output(), "reached a letter this run re-appended")
+	})
+	if code := rd.terminate(); code != 1 {
+		t.Errorf("redrive --follow exited %d after SIGTERM, want 1 (a letter still fails)", code)
+	}
+	if out := rd.Output(); !strings.Contains(out, "redrive: redriven 2, still failing 1, skipped 0") {
+		t.Errorf("summary missing: %s", tailString(out, 2000))
+	}
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("run exited %d", code)
+	}
+	if n := len(inTopic(c.records(), f.dlq, bad)); n != 2 {
+		t.Errorf("the failing letter is in the DLQ %d times, want twice (the relay's and one re-append)", n)
+	}
+}

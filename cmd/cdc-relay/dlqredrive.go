@@ -299,9 +299,12 @@ func (r *redriver) run(ctx context.Context) int {
 		if !joined {
 			wait = redriveJoin
 		}
-		pctx, pcancel := context.WithTimeout(ctx, wait)
+		var pctx context.Context
+		var pcancel context.CancelFunc
 		if r.rf.follow {
 			pctx, pcancel = context.WithCancel(ctx)
+		} else {
+			pctx, pcancel = context.WithTimeout(ctx, wait)
 		}
 		fetches := cl.PollRecords(pctx, redriveBatch)
 		pcancel()
