@@ -189,3 +189,27 @@ func sameHeaders(a, b *publisher.Record) bool {
 	}
 	return true
 }
+
+// TestUnknownFieldSinkAllocatesNothing: watching for unknown fields (the
+// relay's observer is always one) costs no allocation per event whose
+// payload has none.
+func TestUnknownFieldSinkAllocatesNothing(t *testing.T) {
+	var calls atomic.Int32
+	b, err := New(Config{Router: testRouter(t), Registry: fakeRegistry(t, &calls), Builtin: router.AllBuiltin, MaxRecordBytes: 1 << 20,
+		DLQTopic: "dlq", Observer: &unknownObserver{}, UnknownFields: UnknownDLQ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg := "7c4f7d6e-2f55-4c4e-9f4e-0d9b8a3c1e21"
+	row := decoder.Row{ID: []byte("1"), AggregateType: []byte("Order"), AggregateID: []byte(agg), EventType: []byte("OrderCreated"), Payload: []byte(orderCreated(agg, 1))}
+	rec := &publisher.Record{}
+	build := func() {
+		if inv, err := b.Build(context.Background(), rec, time.Now(), &row); inv != nil || err != nil {
+			t.Fatal(inv, err)
+		}
+	}
+	build() // registers the schema
+	if allocs := testing.AllocsPerRun(200, build); allocs != 0 {
+		t.Errorf("%v allocations per event with the unknown-field sink, want 0", allocs)
+	}
+}
