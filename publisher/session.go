@@ -40,15 +40,15 @@ type Session struct {
 	done   chan struct{}
 	notify chan struct{}
 
-	mu       sync.Mutex
-	queue    []item
-	spare    []item
-	err      error
-	lastSeq  uint64 // newest enqueued
-	acked    uint64 // contiguous prefix answered
-	slots    []slot // slots[seq&(len-1)] for the seqs after acked
-	ackedCh  chan struct{}
-	commSeq  uint64 // newest seq whose transaction committed
+	mu      sync.Mutex
+	queue   []item
+	spare   []item
+	err     error
+	lastSeq uint64 // newest enqueued
+	acked   uint64 // contiguous prefix answered
+	slots   []slot // slots[seq&(len-1)] for the seqs after acked
+	ackedCh chan struct{}
+	commSeq uint64 // newest seq whose transaction committed
 	// The producer id and epoch the open transaction's records were
 	// acknowledged under: all must be alike, or the client's producer id
 	// changed within the transaction, which aborted what came before.
@@ -56,9 +56,9 @@ type Session struct {
 	txnEpoch  int16
 	txnIDSet  bool
 	txnBroken error
-	bSeq     uint64 // seq of the newest boundary
-	inflight int    // records handed to kgo and not yet answered
-	answered chan struct{} // signalled when inflight drops to 0
+	bSeq      uint64        // seq of the newest boundary
+	inflight  int           // records handed to kgo and not yet answered
+	answered  chan struct{} // signalled when inflight drops to 0
 
 	// Only the run goroutine uses these.
 	inTxn     bool

@@ -55,14 +55,22 @@ type Config struct {
 	MaxRecordBytes int
 	// DLQTopic receives dead letters. Required.
 	DLQTopic string
-	// Observer receives per-event figures; default none.
+	// Observer receives per-event figures; default none. One that also
+	// implements UnknownFieldObserver hears of unknown payload fields.
 	Observer Observer
+	// UnknownFields says what becomes of an event whose payload has a
+	// member its Avro schema lacks (--unknown-fields); default
+	// UnknownIgnore. Unused with ValueJSON.
+	UnknownFields UnknownFields
 }
 
 // Table is what the catalog says of one outbox table.
 type Table struct {
 	// Name is "schema.table", for messages.
 	Name string
+	// OID is its pg_class oid (the Relation messages' relation id), which
+	// names the table of a dead letter; 0 when unknown.
+	OID uint32
 	// AggregateID names its aggregate_id column, whose type decides the
 	// JSON form of the key (an integer column gives a number).
 	AggregateID string
@@ -103,6 +111,9 @@ type Builder struct {
 	ce    cloudEvents
 	obs   Observer
 
+	unkObs UnknownFieldObserver // obs, when it implements it
+	unk    unknownSink          // the current payload's unknown members
+
 	keyMu  sync.Mutex
 	keyIDs map[string]*[5]byte // KeyAvro: topic → wire-format header of the key schema
 }
@@ -125,6 +136,7 @@ func New(cfg Config) (*Builder, error) {
 	if b.obs == nil {
 		b.obs = nopObserver{}
 	}
+	b.unkObs, _ = b.obs.(UnknownFieldObserver)
 	if cfg.CloudEvents {
 		b.ce = newCloudEvents(cfg.CloudEventsSource, cfg.ValueFormat)
 	}
@@ -444,9 +456,19 @@ func (b *Builder) avro(ctx context.Context, topic string, eventType, arena, payl
 		}
 		return nil, "", "", fmt.Errorf("schema registry: %w", eerr)
 	}
-	value, perr := enc.Append(arena[len(arena):], payload)
+	var sink schemaregistry.FieldSink
+	if b.unkObs != nil || b.cfg.UnknownFields == UnknownDLQ {
+		b.unk.reset()
+		sink = &b.unk
+	}
+	value, perr := enc.AppendWith(arena[len(arena):], payload, sink)
 	if perr != nil {
 		return nil, perr.Error(), ReasonSchema, nil
+	}
+	if sink != nil {
+		if reason := b.unknownFields(eventType); reason != "" {
+			return nil, reason, ReasonUnknownField, nil
+		}
 	}
 	return value, "", "", nil
 }

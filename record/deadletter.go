@@ -21,8 +21,8 @@ const HeaderErrorKind = "error_kind"
 
 // deadLetter makes rec the dead-letter record: the raw payload with the
 // headers id, event_type and aggregate_type, the row's own headers, then
-// error_kind (kind) and error (reason), and the commit time as its
-// timestamp. When the record would be larger than
+// outbox_row (what redrive needs besides: LetterRow), error_kind (kind)
+// and error (reason), and the commit time as its timestamp. When the record would be larger than
 // MaxRecordBytes, it drops the largest of the payload, the row's own
 // headers and the key until the record fits (then, if need be, the tail of
 // the id, event_type and aggregate_type values), and says so in the error
@@ -40,14 +40,19 @@ func (b *Builder) deadLetter(rec *publisher.Record, r row, reason, kind string) 
 	if err != nil {
 		headers, rowHeaders = headers[:3], 0
 	}
-	// The error_kind and error headers go last: a row header also named
-	// "error" must not mask the reason for consumers that read the last
-	// header of a name (Java's Headers.lastHeader).
-	headers = append(headers, kafka.Header{Key: HeaderErrorKind, Value: []byte(kind)}, kafka.Header{Key: HeaderError, Value: []byte(reason)})
+	// Then what redrive needs of the row (HeaderRow), and the error_kind
+	// and error headers last: a row header also named "error" must not
+	// mask the reason for consumers that read the last header of a name
+	// (Java's Headers.lastHeader).
+	headers = append(headers, kafka.Header{Key: HeaderRow, Value: b.letterRow(r, false)},
+		kafka.Header{Key: HeaderErrorKind, Value: []byte(kind)}, kafka.Header{Key: HeaderError, Value: []byte(reason)})
 	key := r.aggID
 	var omitted []string
 	fits := func() bool {
 		headers[len(headers)-1].Value = omittedReason(reason, omitted)
+		if len(omitted) > 0 {
+			headers[len(headers)-3].Value = b.letterRow(r, true)
+		}
 		return publisher.Size(key, payload, headers) <= b.cfg.MaxRecordBytes
 	}
 	parts := []struct {
@@ -59,7 +64,7 @@ func (b *Builder) deadLetter(rec *publisher.Record, r row, reason, kind string) 
 			omitted = append(omitted, fmt.Sprintf("the %d-byte payload", len(raw)))
 		}},
 		{rowHeaders, func() {
-			headers = append(headers[:3], headers[len(headers)-2:]...)
+			headers = append(headers[:3], headers[len(headers)-3:]...)
 			omitted = append(omitted, fmt.Sprintf("the %d-byte headers column", len(r.headersJSON)))
 		}},
 		{len(key), func() {

@@ -10,5 +10,9 @@
 // id, event_type and aggregate_type, --header-columns in Debezium's text
 // forms, the headers jsonb) and timestamp (the commit time, or
 // --timestamp-column). What only it owns: the byte formats of keys,
-// values, header columns and timestamps, and the dead-letter record.
+// values, header columns and timestamps, and the dead-letter record, with
+// what it keeps of the row (HeaderRow) and how a dead letter is read back
+// into its row (Rebuild) for cdc-relay dlq redrive. It also reports the
+// payload fields an Avro schema lacks (UnknownFieldObserver) and, under
+// UnknownDLQ, makes such an event a dead letter.
 package record

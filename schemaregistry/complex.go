@@ -23,9 +23,15 @@ func (e *enc) record(n *node) *PayloadError {
 	for i, f := range n.fields {
 		if at := e.spans[base+i]; at > 0 {
 			e.pos = at - 1
+			if e.sink != nil {
+				e.path = append(e.path, f.name)
+			}
 			if err := e.value(f.typ); err != nil {
 				e.spans = e.spans[:base]
 				return err.under(f.name)
+			}
+			if e.sink != nil {
+				e.path = e.path[:len(e.path)-1]
 			}
 			continue
 		}
@@ -78,6 +84,8 @@ func (e *enc) scanFields(n *node, base int) *PayloadError {
 		e.ws()
 		if known {
 			e.spans[base+i] = e.pos + 1
+		} else if e.sink != nil && !e.defaults {
+			e.sink.UnknownField(e.path, key)
 		}
 		if err := e.skip(); err != nil {
 			return err

@@ -35,9 +35,28 @@ func newEncoder(id int, s *Schema) *Encoder {
 // rules. A payload that does not fit the schema gives a *PayloadError and
 // dst unchanged.
 func (e *Encoder) Append(dst, payload []byte) ([]byte, error) {
+	return e.AppendWith(dst, payload, nil)
+}
+
+// FieldSink receives the payload members a schema has no field for, which
+// the encoder skips (Avro's writer semantics: only the schema's fields are
+// written).
+type FieldSink interface {
+	// UnknownField is called once per such member, at any depth, in the
+	// order of the payload: path names the schema fields leading to the
+	// record that lacks it (empty for the top-level record), field is the
+	// member's name. Neither may be kept after the call.
+	UnknownField(path []string, field []byte)
+}
+
+// AppendWith is Append that reports to sink, when it is not nil, every
+// payload member the schema has no field for. The sink is called while
+// encoding, so it may hear of members of a payload that then fails with a
+// *PayloadError.
+func (e *Encoder) AppendWith(dst, payload []byte, sink FieldSink) ([]byte, error) {
 	n := len(dst)
 	dst = append(dst, e.header[:]...)
-	dst, err := e.Schema.appendBody(dst, payload)
+	dst, err := e.Schema.appendBody(dst, payload, sink)
 	if err != nil {
 		return dst[:n], err
 	}
@@ -48,23 +67,23 @@ func (e *Encoder) Append(dst, payload []byte) ([]byte, error) {
 // without the wire-format header. Errors are *PayloadError.
 func (s *Schema) AppendBody(dst, payload []byte) ([]byte, error) {
 	n := len(dst)
-	dst, err := s.appendBody(dst, payload)
+	dst, err := s.appendBody(dst, payload, nil)
 	if err != nil {
 		return dst[:n], err
 	}
 	return dst, nil
 }
 
-func (s *Schema) appendBody(dst, payload []byte) ([]byte, error) {
+func (s *Schema) appendBody(dst, payload []byte, sink FieldSink) ([]byte, error) {
 	if s.root == nil {
 		return dst, errors.New("schema " + s.EventType + " was not made by LoadDir or ParseSchema")
 	}
 	e := encPool.Get().(*enc)
-	e.data, e.pos, e.dst = payload, 0, dst
+	e.data, e.pos, e.dst, e.sink = payload, 0, dst, sink
 	perr := e.top(s.root)
 	dst = e.dst
-	e.data, e.dst = nil, nil
-	e.spans = e.spans[:0]
+	e.data, e.dst, e.sink = nil, nil, nil
+	e.spans, e.path = e.spans[:0], e.path[:0]
 	if cap(e.scratch) > maxPooledScratch {
 		e.scratch = nil
 	}
@@ -83,12 +102,14 @@ const maxPooledScratch = 64 << 10
 
 // enc converts one JSON text to Avro binary, walking the compiled schema.
 type enc struct {
-	data     []byte // the JSON text
-	pos      int    // next byte of data to read
-	dst      []byte // output
-	spans    []int  // record field value offsets (+1; 0 = absent), a stack
-	scratch  []byte // unescaped keys
-	defaults bool   // encoding a schema default, not a payload
+	data     []byte    // the JSON text
+	pos      int       // next byte of data to read
+	dst      []byte    // output
+	spans    []int     // record field value offsets (+1; 0 = absent), a stack
+	scratch  []byte    // unescaped keys
+	defaults bool      // encoding a schema default, not a payload
+	sink     FieldSink // AppendWith's; nil: unknown members go unreported
+	path     []string  // with sink: the schema fields above the current record
 }
 
 // top encodes the whole of e.data as one value of n.

@@ -242,6 +242,7 @@ func (c *checker) tables(ctx context.Context, conn *pgx.Conn, cfg *Config) {
 	}
 	seen := map[uint32]string{}
 	var described []recordpkg.Table
+	var intIDs []string // tables with integer ids, for integerIDs
 	for _, t := range cfg.Tables {
 		info, err := replication.DescribeTable(ctx, conn, t.Name)
 		switch {
@@ -273,7 +274,11 @@ func (c *checker) tables(ctx context.Context, conn *pgx.Conn, cfg *Config) {
 		}
 		c.ok("table %s has the required columns%s", t.Name, optional)
 		described = append(described, recordpkg.Table{Name: t.Name, AggregateID: t.Columns.AggregateID, Columns: info.Columns})
+		if col := info.Columns[t.Columns.ID]; integerID(col) {
+			intIDs = append(intIDs, t.Name+" ("+t.Columns.ID+" "+col.Type+")")
+		}
 	}
+	c.integerIDs(cfg, intIDs)
 	if len(cfg.HeaderColumns) > 0 || cfg.TimestampColumn != "" {
 		rc := recordpkg.Config{ValueFormat: recordpkg.ValueJSON, HeaderColumns: cfg.HeaderColumns, TimestampColumn: cfg.TimestampColumn, Tables: described}
 		if _, err := recordpkg.New(rc); err != nil {

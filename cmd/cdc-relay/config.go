@@ -86,6 +86,10 @@ type Config struct {
 	MessagePrefixSet  bool
 	CloudEvents       bool
 	CloudEventsSource string
+	// UnknownFields is --unknown-fields: what becomes of a payload member
+	// the schema lacks; UnknownFieldsName is its text (ignore or dlq).
+	UnknownFields     recordpkg.UnknownFields
+	UnknownFieldsName string
 	// CheckpointTopic is the compacted topic the relay keeps its checkpoint in.
 	CheckpointTopic string
 	// RelayID keys the checkpoint; "" means <system identifier>/<database>/<slot>.
@@ -270,6 +274,10 @@ func recordFormats(c *Config, v *config.Values) error {
 	}
 	c.TimestampColumn = v.String("timestamp-column")
 	c.Tombstones = v.Bool("tombstone-on-null-payload")
+	c.UnknownFieldsName = v.String("unknown-fields")
+	if c.UnknownFields, err = recordpkg.ParseUnknownFields(c.UnknownFieldsName); err != nil {
+		return cfgErr("unknown-fields", "%v", err)
+	}
 	return nil
 }
 

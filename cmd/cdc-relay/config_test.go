@@ -355,6 +355,9 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"replay"}, "Usage: cdc-relay replay --since TIME"},
 		{[]string{"slot"}, "Usage: cdc-relay slot recreate"},
 		{[]string{"slot", "recreate"}, "Usage: cdc-relay slot recreate --accept-gap"},
+		{[]string{"dlq"}, "Usage: cdc-relay dlq stats"},
+		{[]string{"dlq", "stats"}, "Usage: cdc-relay dlq stats [--json] [flags]"},
+		{[]string{"dlq", "redrive"}, "Usage: cdc-relay dlq redrive [--dry-run]"},
 	} {
 		for _, h := range []string{"--help", "-h"} {
 			var stdout, stderr bytes.Buffer
@@ -365,7 +368,7 @@ func TestHelpEveryCommand(t *testing.T) {
 			if !strings.HasPrefix(stdout.String(), tc.usage) {
 				t.Errorf("%v: stdout does not start with %q:\n%s", args, tc.usage, stdout.String())
 			}
-			if len(tc.args) == 1 && (tc.args[0] == "schemas" || tc.args[0] == "slot") {
+			if len(tc.args) == 1 && (tc.args[0] == "schemas" || tc.args[0] == "slot" || tc.args[0] == "dlq") {
 				continue // the verb list
 			}
 			for _, want := range []string{"_FILE", "CDC_RELAY_", "default"} {
@@ -404,6 +407,9 @@ func TestFileEnvEveryCommand(t *testing.T) {
 		{[]string{"schemas", "check", "--schema-registry-url", "http://r:8081", "--schemas-dir", "/s"},
 			map[string]string{"CDC_RELAY_SUBJECT_STRATEGY_FILE": file("nope")}, `--subject-strategy: "nope"`},
 		{[]string{"healthcheck"}, map[string]string{"CDC_RELAY_METRICS_ADDR_FILE": file("9187")}, `--metrics-addr: "9187"`},
+		{[]string{"dlq", "stats", "--kafka-brokers", "k:9092"}, map[string]string{"CDC_RELAY_KAFKA_SASL_MECHANISM_FILE": file("nope")}, `--kafka-sasl-mechanism: "nope"`},
+		{append([]string{"dlq", "redrive"}, required...), map[string]string{"CDC_RELAY_UNKNOWN_FIELDS_FILE": file("maybe")}, `--unknown-fields: "maybe"`},
+		{append([]string{"dlq", "redrive"}, required...), map[string]string{"CDC_RELAY_GROUP_FILE": file(" ")}, `--group: is empty`},
 	} {
 		var stderr bytes.Buffer
 		code := run(tc.args, env(tc.env), &bytes.Buffer{}, &stderr)

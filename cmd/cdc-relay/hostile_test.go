@@ -128,7 +128,7 @@ func (tc hostileCase) checkError(t *testing.T, got string) {
 // dead letter's error_kind header carries.
 var dlqReasons = []string{recordpkg.ReasonSchema, recordpkg.ReasonNoSchema, recordpkg.ReasonAggregateID, recordpkg.ReasonTopic,
 	recordpkg.ReasonTooLarge, recordpkg.ReasonHeaders, recordpkg.ReasonNull, recordpkg.ReasonPayload, recordpkg.ReasonTimestamp,
-	recordpkg.ReasonColumn, recordpkg.ReasonMessage, recordpkg.ReasonNonTransactional, recordpkg.ReasonUnconfigured}
+	recordpkg.ReasonColumn, recordpkg.ReasonMessage, recordpkg.ReasonNonTransactional, recordpkg.ReasonUnconfigured, recordpkg.ReasonUnknownField}
 
 // hostileCases are the invalid rows that invalid_test.go does not cover.
 func hostileCases(f *fixture, agg string) []hostileCase {
@@ -244,8 +244,8 @@ func TestHostileInputDLQ(t *testing.T) {
 		if rec.Key != wantKey {
 			t.Errorf("%s: DLQ key %.40q, want %.40q", tc.name, rec.Key, wantKey)
 		}
-		if strings.Contains(rec.Headers[recordpkg.HeaderError], "headers column is omitted") && len(rec.Headers) != 5 {
-			t.Errorf("%s: DLQ headers %.200q, want only id, event_type, aggregate_type, error_kind and error", tc.name, rec.Headers)
+		if strings.Contains(rec.Headers[recordpkg.HeaderError], "headers column is omitted") && (len(rec.Headers) != 6 || !strings.Contains(rec.Headers[recordpkg.HeaderRow], `"omitted":true`)) {
+			t.Errorf("%s: DLQ headers %.200q, want only id, event_type, aggregate_type, outbox_row (omitted) error_kind and error", tc.name, rec.Headers)
 		}
 		if kind := rec.Headers[recordpkg.HeaderErrorKind]; !slices.Contains(dlqReasons, kind) {
 			t.Errorf("%s: DLQ error_kind %q, want one of %v", tc.name, kind, dlqReasons)

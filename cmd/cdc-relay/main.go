@@ -41,6 +41,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return schemasCommand(args[1:], getenv, stdout, stderr)
 	case "slot":
 		return slotCommand(args[1:], getenv, stdout, stderr)
+	case "dlq":
+		return dlqCommand(args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(args[1:], getenv, stdout, stderr)
 	case "tail":
@@ -52,7 +54,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		usage(stdout)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "cdc-relay: unknown command %q: use run, check, status, tail, schemas, slot, healthcheck or version\n", args[0])
+	fmt.Fprintf(stderr, "cdc-relay: unknown command %q: use run, check, status, tail, schemas, slot, replay, dlq, healthcheck or version\n", args[0])
 	return exitConfig
 }
 
@@ -66,6 +68,8 @@ Usage:
   cdc-relay slot recreate --accept-gap
                           after the slot was lost: create it again and record the accepted gap in the checkpoint topic
   cdc-relay replay        re-publish outbox rows chosen by --since or --from-id, to repair a gap (cdc-relay replay -h)
+  cdc-relay dlq stats     count the dead letters by error kind, event type and age
+  cdc-relay dlq redrive   send dead letters on once their cause is fixed (cdc-relay dlq redrive -h)
   cdc-relay status        print the slot's state and lag from pg_replication_slots (--json)
   cdc-relay tail [TOPIC...]
                           print the records of the relay's topics and the DLQ as JSON lines, values decoded

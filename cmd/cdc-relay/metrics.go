@@ -31,6 +31,8 @@ type metrics struct {
 	registryCache    *prometheus.CounterVec
 	cacheHit         prometheus.Counter
 	cacheMiss        prometheus.Counter
+	// unknown counts payload fields the schemas lack (UnknownField).
+	unknown *unknownFields
 	// ready decides the degraded state for /readyz and cdc_relay_degraded;
 	// runRelay sets ready.kafka once the publisher exists.
 	ready *readiness
@@ -76,6 +78,7 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 		Name: "cdc_relay_schema_cache_lookups_total", Help: "Schema id lookups per event, by result: hit (cached, no registry request) or miss.",
 	}, []string{"result"})
 	m.cacheHit, m.cacheMiss = m.registryCache.WithLabelValues("hit"), m.registryCache.WithLabelValues("miss")
+	m.unknown = newUnknownFields(reg)
 	reg.MustRegister(m.published, m.bytes, m.dlq, m.skipped, m.latency, m.errors, m.stages, m.registryRequests, m.registryCache,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_backpressure", Help: "1 while the reader waits for in-flight room: Kafka is slower than the WAL and PostgreSQL holds the WAL."}, func() float64 {
 			return boolFloat(stats.Backpressure())

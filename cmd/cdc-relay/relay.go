@@ -65,6 +65,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	stats := new(replication.Stats)
 	lag := newLagRate(stats.LagBytes)
 	m := newMetrics(stats, lag)
+	m.logUnknownFields(log, cfg.UnknownFieldsName)
 	var reg *schemaregistry.Registry
 	if cfg.SchemaRegistryURL != "" {
 		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log,
@@ -295,9 +296,9 @@ func newBuilder(cfg *Config, rt *router.Router, reg *schemaregistry.Registry, m 
 	rc := recordpkg.Config{Router: rt, Registry: reg, KeyFormat: cfg.KeyFormat, ValueFormat: cfg.ValueFormat,
 		Builtin: cfg.BuiltinHeaders, HeaderColumns: cfg.HeaderColumns, TimestampColumn: cfg.TimestampColumn,
 		Tombstones: cfg.Tombstones, CloudEvents: cfg.CloudEvents, CloudEventsSource: cfg.CloudEventsSource,
-		MaxRecordBytes: cfg.MaxRecordBytes, DLQTopic: cfg.DLQTopic, Observer: m}
+		MaxRecordBytes: cfg.MaxRecordBytes, DLQTopic: cfg.DLQTopic, Observer: m, UnknownFields: cfg.UnknownFields}
 	for i, t := range in.Tables {
-		rc.Tables = append(rc.Tables, recordpkg.Table{Name: t.Name, AggregateID: cfg.Tables[i].Columns.AggregateID, Columns: t.Columns})
+		rc.Tables = append(rc.Tables, recordpkg.Table{Name: t.Name, OID: t.OID, AggregateID: cfg.Tables[i].Columns.AggregateID, Columns: t.Columns})
 	}
 	return recordpkg.New(rc)
 }

@@ -556,6 +556,7 @@ func (r *replayer) run(ctx context.Context) int {
 
 	stats := new(replication.Stats)
 	m := newMetrics(stats, newLagRate(stats.LagBytes))
+	m.logUnknownFields(r.log, cfg.UnknownFieldsName)
 	var reg *schemaregistry.Registry
 	if cfg.SchemaRegistryURL != "" {
 		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: r.log,

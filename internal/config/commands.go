@@ -2,11 +2,11 @@ package config
 
 // RelaySettings are the settings of cdc-relay run, which check, replay and
 // slot recreate take too: every declared setting but the ones of other
-// commands (aggregate-types).
+// commands (aggregate-types, group).
 func RelaySettings() []string {
 	var names []string
 	for _, s := range Relay.Settings() {
-		if s.Name != "aggregate-types" {
+		if s.Name != "aggregate-types" && s.Name != "group" {
 			names = append(names, s.Name)
 		}
 	}
@@ -165,7 +165,63 @@ interrupted, 1 Kafka or the registry failed, 2 bad settings.`,
 	},
 }
 
+// dlqKafkaSettings are the settings that reach Kafka and read the DLQ.
+var dlqKafkaSettings = []string{"config", "kafka-brokers", "dlq-topic", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file",
+	"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password", "log-format", "log-level"}
+
+// DLQStats is cdc-relay dlq stats.
+var DLQStats = &Command{
+	Name: "cdc-relay dlq stats",
+	Usage: `Usage: cdc-relay dlq stats [--json] [flags]
+
+Reads the dead-letter topic (--dlq-topic) from its first offset to its end as
+of the start, without joining a consumer group (it commits nothing), and
+counts the pending dead letters, the ones at or after the committed offsets
+of --group (all of them when the group has none), by error kind (the
+error_kind header), by event type and by age (the record timestamp, which
+is the commit time), and how many of them a redrive re-appended
+(redrive_attempts). Exit 0; 1 when the topic cannot be read.`,
+	Settings: append(append([]string(nil), dlqKafkaSettings...), "group"), Required: []string{"kafka-brokers"}, Registry: Relay,
+	Actions: []Action{{Name: "json", Bool: true, Help: "print one JSON object on stdout instead of the table"}},
+}
+
+// DLQRedrive is cdc-relay dlq redrive.
+var DLQRedrive = &Command{
+	Name: "cdc-relay dlq redrive",
+	Usage: `Usage: cdc-relay dlq redrive [--dry-run] [--id ID] [--event-type T] [--kind K] [--since TIME] [--follow] [flags]
+
+Sends dead letters on, once their cause is fixed (a schema deployed, a
+setting changed). It reads --dlq-topic in the consumer group --group and
+builds each letter again with today's row → record step: today's schemas
+and settings, the original key, id, headers and commit-time timestamp, to
+the topic its aggregate type routes to. A letter that still fails is
+appended to the dead-letter topic again with a redrive_attempts header one
+higher, so that the next run sees it again. The group's offset moves past a
+letter only after Kafka acknowledged what became of it (the redriven record,
+or the re-appended letter): a kill repeats at most the letters in flight.
+
+It stops at the topic's end offsets as they were when it started, unless
+--follow. It reads the catalog of the outbox tables as run does (--pg-url),
+and takes every setting of cdc-relay run. A letter the filters leave out,
+or one that keeps too little to be built again, is skipped: the group's
+offset moves past it and it stays in the topic.
+
+TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m).
+Prints one line per letter and a summary ("redriven N, still failing M,
+skipped K"). Exit codes: 0 when nothing still fails, 1 when a letter still
+fails or on a runtime failure, 2 bad settings.`,
+	Settings: append(RelaySettings(), "group"), Required: relayRequired, Registry: Relay,
+	Actions: []Action{
+		{Name: "dry-run", Bool: true, Help: "build every letter and print what would become of it; produce and commit nothing"},
+		{Name: "id", Arg: "ID", Help: "only the letters with this id header"},
+		{Name: "event-type", Arg: "TYPE", Help: "only the letters of this event type"},
+		{Name: "kind", Arg: "KIND", Help: "only the letters whose error_kind is KIND (schema_mismatch, no_schema, unknown_field, ...)"},
+		{Name: "since", Arg: "TIME", Help: "only the letters whose timestamp (the commit time) is at or after TIME"},
+		{Name: "follow", Bool: true, Help: "keep running after the end offsets of the start, redriving letters as they arrive, until SIGTERM or SIGINT"},
+	},
+}
+
 // Commands are every command that resolves settings, for tests and docs.
 func Commands() []*Command {
-	return []*Command{Run, Check, Status, SchemasCheck, Healthcheck, Replay, SlotRecreate, Tail}
+	return []*Command{Run, Check, Status, SchemasCheck, Healthcheck, Replay, SlotRecreate, Tail, DLQStats, DLQRedrive}
 }

@@ -69,6 +69,14 @@ var Relay = NewRegistry([]Setting{
 	{Name: "aggregate-types", Kind: List, Arg: "A,B", Help: "schemas check only: comma-separated aggregate types whose topics to check even before their subjects exist"},
 	{Name: "dlq-topic", Arg: "TOPIC", Default: "outbox.dlq", Help: "dead-letter topic"},
 	{Name: "on-invalid", Default: "dlq", Choices: []string{"dlq", "halt"}, Help: "what to do with an invalid event: dlq or halt"},
+	{Name: "unknown-fields", Default: "ignore", Choices: []string{"ignore", "dlq"}, Help: "a payload member the event type's Avro schema lacks: ignore (Avro's writer semantics: published without it) or dlq (an invalid event, kind unknown_field, kept until cdc-relay dlq redrive sends it with the new schema); counted and logged either way"},
+	{Name: "group", Arg: "GROUP", Default: "cdc-relay-redrive", Help: "dlq redrive only: the Kafka consumer group whose committed offsets say which dead letters were redriven",
+		Check: func(v string) error {
+			if strings.TrimSpace(v) == "" {
+				return errors.New("is empty: name the consumer group, e.g. cdc-relay-redrive")
+			}
+			return nil
+		}},
 	{Name: "metrics-addr", Arg: "[HOST]:PORT", Default: ":9187", Help: "serves /metrics, /healthz and /readyz", Check: listenAddr},
 	{Name: "log-format", Default: "text", Choices: []string{"text", "json"}, Help: "log format: text or json"},
 	{Name: "log-level", Default: "info", Choices: []string{"debug", "info", "warn", "error"}, Help: "log level: debug, info, warn or error"},

@@ -1,0 +1,672 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/decoder"
+	"github.com/cdc-relay/cdc-relay/internal/config"
+	"github.com/cdc-relay/cdc-relay/publisher"
+	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	"github.com/cdc-relay/cdc-relay/replication"
+	"github.com/cdc-relay/cdc-relay/router"
+	"github.com/cdc-relay/cdc-relay/schemaregistry"
+)
+
+// redriveBatch is how many letters one poll takes: they are built,
+// produced, acknowledged and then committed together, so a kill repeats at
+// most this many.
+const redriveBatch = 100
+
+// redriveSession is the group session timeout: how long a redrive that
+// died keeps its partitions from the next run.
+const redriveSession = 10 * time.Second
+
+// redriveJoin bounds the wait for the group to assign partitions.
+const redriveJoin = 2 * time.Minute
+
+// redrivePrefix is the message prefix of the pgoutput message a
+// message's dead letter is decoded from again (any prefix would do: the
+// decoder is redrive's own).
+const redrivePrefix = "redrive"
+
+// redriveFlags are dlq redrive's action flags.
+type redriveFlags struct {
+	dryRun, follow      bool
+	id, eventType, kind string
+	since               time.Time
+	hasID, hasEventType bool
+	hasKind, hasSince   bool
+}
+
+// redriveActions reads the action flags; a valued one given empty is an error.
+func redriveActions(v *config.Values, now time.Time) (redriveFlags, error) {
+	rf := redriveFlags{dryRun: v.ActionBool("dry-run"), follow: v.ActionBool("follow")}
+	for _, a := range []struct {
+		name string
+		dst  *string
+		has  *bool
+	}{{"id", &rf.id, &rf.hasID}, {"event-type", &rf.eventType, &rf.hasEventType}, {"kind", &rf.kind, &rf.hasKind}} {
+		if val, given := v.Action(a.name); given {
+			if *a.dst = strings.TrimSpace(val); *a.dst == "" {
+				return rf, cfgErr(a.name, "is empty")
+			}
+			*a.has = true
+		}
+	}
+	if val, given := v.Action("since"); given {
+		t, err := parseReplayTime("since", strings.TrimSpace(val), now)
+		if err != nil {
+			return rf, err
+		}
+		rf.since, rf.hasSince = t, true
+	}
+	return rf, nil
+}
+
+// filtered says why the filters leave letter l out, "" when they keep it.
+func (rf *redriveFlags) filtered(l *recordpkg.Letter) string {
+	header := func(key string) string { v, _ := l.Header(key); return string(v) }
+	switch {
+	case rf.hasID && header(router.HeaderID) != rf.id:
+		return "--id"
+	case rf.hasEventType && header(router.HeaderEventType) != rf.eventType:
+		return "--event-type"
+	case rf.hasKind && l.Kind() != rf.kind:
+		return "--kind"
+	case rf.hasSince && l.Time.Before(rf.since):
+		return "--since"
+	}
+	return ""
+}
+
+// The outcomes of one letter.
+const (
+	outRedriven = iota
+	outFailing  // built again into a dead letter, re-appended
+	outFiltered // left out by the filters, re-appended unchanged
+	outSkipped  // cannot be built again: left where it is
+)
+
+// redriveItem is one letter of a batch and what became of it.
+type redriveItem struct {
+	src     *kgo.Record
+	seq     uint64
+	outcome int
+	id      string
+	topic   string // where the record went
+	kind    string // a failing letter's error_kind now
+	reason  string // why it still fails, or is skipped
+	attempt int    // a failing letter's redrive_attempts now
+}
+
+func (it *redriveItem) String() string {
+	where := fmt.Sprintf("partition=%d offset=%d", it.src.Partition, it.src.Offset)
+	switch it.outcome {
+	case outRedriven:
+		return fmt.Sprintf("redriven id=%s topic=%s key=%s %s", it.id, it.topic, token(it.src.Key), where)
+	case outFailing:
+		return fmt.Sprintf("still failing id=%s kind=%s redrive_attempts=%d %s reason=%s", it.id, it.kind, it.attempt, where, strconv.Quote(it.reason))
+	case outFiltered:
+		return fmt.Sprintf("skipped id=%s %s: left out by %s, re-appended unchanged", it.id, where, it.reason)
+	}
+	return fmt.Sprintf("skipped id=%s %s: %s", it.id, where, it.reason)
+}
+
+// redriver holds one redrive's state.
+type redriver struct {
+	cfg            *Config
+	rf             redriveFlags
+	group          string
+	log            *slog.Logger
+	stdout, stderr io.Writer
+
+	builder *recordpkg.Builder
+	dec     *decoder.Decoder
+	tables  map[string]tableTypes // by "schema.table"
+	sess    *publisher.Session
+
+	mu    sync.Mutex
+	items map[uint64]*redriveItem // the batch in flight, by seq (Reject)
+
+	seq    uint64
+	counts [4]int
+	mine   map[string]bool // follow: id and attempts of the letters this run appended
+}
+
+// tableTypes is what a rebuilt row of one table needs from the catalog.
+type tableTypes struct {
+	oid   uint32
+	types []uint32
+	mods  []int32
+}
+
+// dlqRedrive is `cdc-relay dlq redrive`.
+func dlqRedrive(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg, v, code, ok := commandConfig(config.DLQRedrive, args, getenv, stdout, stderr)
+	if !ok {
+		return code
+	}
+	rf, err := redriveActions(v, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		return exitConfig
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	r := &redriver{cfg: cfg, rf: rf, group: v.String("group"), log: log, stdout: stdout, stderr: stderr,
+		items: map[uint64]*redriveItem{}, mine: map[string]bool{}}
+	return r.run(ctx)
+}
+
+// fail reports err in one line and returns its exit code: 2 for a setting,
+// an incompatible schema or a flag that does not fit the table, else 1.
+func (r *redriver) fail(what string, err error) int {
+	var cerr *ConfigError
+	var ferr *recordpkg.FlagError
+	var incompatible *schemaregistry.IncompatibleError
+	if errors.As(err, &cerr) || errors.As(err, &ferr) || errors.As(err, &incompatible) {
+		fmt.Fprintf(r.stderr, "cdc-relay: %s\n", Redact(err.Error()))
+		return exitConfig
+	}
+	if what != "" {
+		what += ": "
+	}
+	fmt.Fprintf(r.stderr, "cdc-relay dlq redrive failed: %s%s\n", what, Redact(err.Error()))
+	return exitFailed
+}
+
+func (r *redriver) run(ctx context.Context) int {
+	cfg := r.cfg
+	if code, ok := r.setup(ctx); !ok {
+		return code
+	}
+	opts, err := kgoOptions(cfg)
+	if err != nil {
+		return r.fail("", err)
+	}
+	admin, err := kgo.NewClient(opts...)
+	if err != nil {
+		return r.fail("Kafka", err)
+	}
+	defer admin.Close()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start, err := listOffsets(sctx, admin, cfg.DLQTopic, -2)
+	if errors.Is(err, errNoTopic) && !r.rf.follow {
+		fmt.Fprintf(r.stdout, "redrive: %s does not exist, nothing to redrive; redriven 0, still failing 0, skipped 0\n", cfg.DLQTopic)
+		return exitOK
+	}
+	if err != nil {
+		return r.fail("Kafka", err)
+	}
+	end, err := listOffsets(sctx, admin, cfg.DLQTopic, -1)
+	if err != nil {
+		return r.fail("Kafka", err)
+	}
+	committed, err := committedOffsets(sctx, admin, r.group, cfg.DLQTopic)
+	if err != nil {
+		return r.fail("Kafka", err)
+	}
+	// What is left of each partition as of now: from the group's offset
+	// (or the start) to the end.
+	from, left := map[int32]kgo.Offset{}, map[int32]bool{}
+	for p, s := range start {
+		pos := s
+		if c, ok := committed[p]; ok && c > s {
+			pos = c
+		}
+		from[p] = kgo.NewOffset().At(pos)
+		if pos < end[p] {
+			left[p] = true
+		}
+	}
+	r.log.Info("dlq redrive", "version", version, "dlq_topic", cfg.DLQTopic, "group", r.group, "dry_run", r.rf.dryRun, "follow", r.rf.follow,
+		"letters_left", fmt.Sprint(left), "end_offsets", fmt.Sprint(end))
+	if len(left) == 0 && !r.rf.follow {
+		return r.summary(nil)
+	}
+
+	var revoked sync.Map // partitions this member lost: nothing left of them for it
+	var assigned atomic.Bool
+	assigned.Store(r.rf.dryRun) // a dry run reads the partitions directly
+	consume := []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(500 * time.Millisecond)}
+	if r.rf.dryRun {
+		// A dry run joins no group: it must not take partitions from a
+		// redrive that is running.
+		consume = append(consume, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.DLQTopic: from}))
+	} else {
+		consume = append(consume, kgo.ConsumerGroup(r.group), kgo.ConsumeTopics(cfg.DLQTopic), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			// A member that died (kill -9) holds its partitions until its
+			// session times out: keep that short for the next run.
+			kgo.SessionTimeout(redriveSession),
+			kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { assigned.Store(true) }),
+			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+				for _, p := range lost[cfg.DLQTopic] {
+					revoked.Store(p, true)
+				}
+			}),
+			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+				for _, p := range lost[cfg.DLQTopic] {
+					revoked.Store(p, true)
+				}
+			}))
+		if r.rf.follow {
+			consume = append(consume, kgo.MetadataMaxAge(10*time.Second))
+		}
+	}
+	cl, err := kgo.NewClient(append(opts, consume...)...)
+	if err != nil {
+		return r.fail("Kafka", err)
+	}
+	// Leaving the group waits for a rebalance that a poll blocked: allow it.
+	defer cl.CloseAllowingRebalance()
+
+	held := map[int32]bool{}
+	var runErr error
+	for {
+		for p := range left {
+			if _, gone := revoked.Load(p); gone {
+				delete(left, p)
+			}
+		}
+		if len(left) == 0 && !r.rf.follow {
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		// Until the group assigns partitions (a dead member's session must
+		// time out first), wait longer than for the next record.
+		joined := assigned.Load()
+		wait := dlqIdle
+		if !joined {
+			wait = redriveJoin
+		}
+		var pctx context.Context
+		var pcancel context.CancelFunc
+		if r.rf.follow {
+			pctx, pcancel = context.WithCancel(ctx)
+		} else {
+			pctx, pcancel = context.WithTimeout(ctx, wait)
+		}
+		fetches := cl.PollRecords(pctx, redriveBatch)
+		pcancel()
+		if ctx.Err() != nil {
+			break
+		}
+		if err := fetchError(fetches); err != nil {
+			runErr = err
+			break
+		}
+		if fetches.NumRecords() == 0 && !r.rf.follow {
+			if !joined && !assigned.Load() {
+				runErr = fmt.Errorf("group %s assigned this member no partition of %s within %s: another member holds them (is a redrive of the same group running?)", r.group, cfg.DLQTopic, redriveJoin)
+			}
+			break // what is left is control records (transaction markers)
+		}
+		var batch []*kgo.Record
+		fetches.EachRecord(func(rec *kgo.Record) {
+			p := rec.Partition
+			if held[p] {
+				return
+			}
+			if !r.rf.follow && (!left[p] || rec.Offset >= end[p]) {
+				return // past the end as of the start: the next run's
+			}
+			if r.rf.follow && rec.Offset >= end[p] && r.mine[mineKey(letterOf(rec))] {
+				// A letter this run appended: going on would take it round
+				// again. The next run starts here.
+				held[p] = true
+				cl.PauseFetchPartitions(map[string][]int32{cfg.DLQTopic: {p}})
+				r.log.Info("reached a letter this run re-appended: not reading this partition further; the next run starts at it",
+					"partition", p, "offset", rec.Offset)
+				return
+			}
+			batch = append(batch, rec)
+			if rec.Offset+1 >= end[p] {
+				delete(left, p)
+			}
+		})
+		if err := r.batch(ctx, cl, batch); err != nil {
+			runErr = err
+			break
+		}
+		if !r.rf.dryRun {
+			cl.AllowRebalance()
+		}
+	}
+	if runErr == nil && ctx.Err() != nil && !r.rf.follow {
+		runErr = errors.New("interrupted by a signal")
+	}
+	if runErr != nil {
+		r.summary(runErr)
+		return r.fail("", runErr)
+	}
+	return r.summary(nil)
+}
+
+// setup reads the schemas, the catalog of the outbox tables and builds
+// today's row → record step and the publisher session.
+func (r *redriver) setup(ctx context.Context) (int, bool) {
+	cfg := r.cfg
+	var schemas map[string]*schemaregistry.Schema
+	var err error
+	if cfg.SchemasDir != "" {
+		if schemas, err = schemaregistry.LoadDir(cfg.SchemasDir); err != nil {
+			fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
+			return exitConfig, false
+		}
+	}
+	rt, err := router.New(cfg.TopicTemplate)
+	if err != nil {
+		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
+		return exitConfig, false
+	}
+	httpClient, err := registryHTTPClient(cfg)
+	if err != nil {
+		fmt.Fprintf(r.stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
+		return exitConfig, false
+	}
+	if _, err := kafkaTransport(cfg); err != nil {
+		fmt.Fprintf(r.stderr, "cdc-relay: --kafka-tls: %v\n", err)
+		return exitConfig, false
+	}
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := connectReplay(setupCtx, cfg.PGURL)
+	if err != nil {
+		return r.fail("PostgreSQL", err), false
+	}
+	defer conn.Close(context.Background())
+	in, err := inspect(setupCtx, conn, cfg)
+	if err != nil {
+		return r.fail("read the catalog", err), false
+	}
+	stats := new(replication.Stats)
+	m := newMetrics(stats, newLagRate(stats.LagBytes))
+	m.logUnknownFields(r.log, cfg.UnknownFieldsName)
+	var reg *schemaregistry.Registry
+	if cfg.SchemaRegistryURL != "" {
+		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: r.log,
+			HTTPClient: m.countRegistryRequests(httpClient)})
+		if err != nil {
+			fmt.Fprintf(r.stderr, "cdc-relay: --schema-registry-url: %v\n", err)
+			return exitConfig, false
+		}
+	}
+	if r.builder, err = newBuilder(cfg, rt, reg, m, in); err != nil {
+		return r.fail("", err), false
+	}
+	extra := r.builder.ExtraColumns()
+	r.tables = map[string]tableTypes{}
+	for _, info := range in.Tables {
+		tt, err := catalogTypes(setupCtx, conn, info, extra)
+		if err != nil {
+			return r.fail("read the catalog", err), false
+		}
+		r.tables[info.Name] = tt
+	}
+	r.dec = decoder.NewDecoder(decoder.Config{MessagePrefix: redrivePrefix, Extra: extra})
+	if err := preflight(setupCtx, reg, rt); err != nil {
+		return r.fail("schema registry", err), false
+	}
+	if r.rf.dryRun {
+		return 0, true
+	}
+	pub, err := newPublisher(cfg, r.rejected, m, r.log, nil)
+	if err != nil {
+		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
+		return exitConfig, false
+	}
+	r.sess = pub.NewSession(context.WithoutCancel(ctx), nopAcker{})
+	return 0, true
+}
+
+// catalogTypes reads the type oids and modifiers of the extra columns of
+// one outbox table, as its Relation message would carry them.
+func catalogTypes(ctx context.Context, conn *pgx.Conn, info replication.TableInfo, extra []string) (tableTypes, error) {
+	mods, err := typmods(ctx, conn, info.OID)
+	if err != nil {
+		return tableTypes{}, err
+	}
+	tt := tableTypes{oid: info.OID, types: make([]uint32, len(extra)), mods: make([]int32, len(extra))}
+	for i, name := range extra {
+		tt.types[i], tt.mods[i] = info.Columns[name].TypeOID, mods[name]
+	}
+	return tt, nil
+}
+
+// nopAcker: redrive waits for each batch with Drain.
+type nopAcker struct{}
+
+func (nopAcker) Ack(uint64, int, int64) {}
+
+// mineKey identifies a letter this run appended: its id and attempts.
+func mineKey(l *recordpkg.Letter) string {
+	id, _ := l.Header(router.HeaderID)
+	return string(id) + "\x00" + strconv.Itoa(l.Attempts())
+}
+
+// batch builds and hands over one poll's letters, waits until Kafka
+// acknowledged every record they became, then commits their offsets.
+func (r *redriver) batch(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	items := make([]*redriveItem, 0, len(recs))
+	var err error
+	for _, src := range recs {
+		var it *redriveItem
+		if it, err = r.letter(ctx, src); err != nil {
+			break
+		}
+		items = append(items, it)
+	}
+	if r.rf.dryRun {
+		for _, it := range items {
+			fmt.Fprintln(r.stdout, "would be "+it.String())
+			r.counts[it.outcome]++
+		}
+		return err
+	}
+	// What was handed over is acknowledged and committed even after a
+	// failure to build the next letter; a failure to drain commits none
+	// of the batch (its letters come again: at least once).
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.ShutdownTimeout+time.Minute)
+	defer cancel()
+	if derr := r.sess.Drain(dctx); derr != nil {
+		return fmt.Errorf("wait for Kafka: %w", derr)
+	}
+	done := make([]*kgo.Record, len(items))
+	for i, it := range items {
+		done[i] = it.src
+	}
+	if cerr := cl.CommitRecords(dctx, done...); cerr != nil {
+		return fmt.Errorf("commit the offsets of group %s: %w", r.group, cerr)
+	}
+	r.mu.Lock()
+	for _, it := range items {
+		delete(r.items, it.seq)
+		fmt.Fprintln(r.stdout, it.String())
+		r.counts[it.outcome]++
+		if it.outcome == outFailing || it.outcome == outFiltered {
+			r.mine[it.key()] = true
+		}
+	}
+	r.mu.Unlock()
+	return err
+}
+
+// key is mineKey of the letter this item appended.
+func (it *redriveItem) key() string {
+	a := it.attempt
+	if it.outcome == outFiltered {
+		a = letterOf(it.src).Attempts()
+	}
+	return it.id + "\x00" + strconv.Itoa(a)
+}
+
+// letter decides what becomes of one dead letter and, unless a dry run,
+// hands the record it becomes to the session.
+func (r *redriver) letter(ctx context.Context, src *kgo.Record) (*redriveItem, error) {
+	l := letterOf(src)
+	id, _ := l.Header(router.HeaderID)
+	it := &redriveItem{src: src, id: token(id)}
+	if why := r.rf.filtered(l); why != "" {
+		it.outcome, it.reason, it.topic = outFiltered, why, r.cfg.DLQTopic
+		if r.rf.dryRun {
+			return it, nil
+		}
+		rec := copyLetter(src, r.cfg.DLQTopic)
+		return it, r.enqueue(it, rec)
+	}
+	rb, err := recordpkg.Rebuild(l, r.builder.ExtraColumns(), r.dec, redrivePrefix)
+	if err == nil && !rb.Row.Message {
+		err = recordpkg.LetterTable(rb, tableNames(r.cfg.Tables))
+		if tt, ok := r.tables[rb.Table]; ok {
+			rb.Row.RelationID, rb.Row.ExtraTypes, rb.Row.ExtraTypmods = tt.oid, tt.types, tt.mods
+		} else if err == nil {
+			err = fmt.Errorf("%w: the table of the letter is not known", recordpkg.ErrNotRedrivable)
+		}
+	}
+	if err != nil {
+		it.outcome, it.reason = outSkipped, err.Error()
+		r.log.Warn("dead letter skipped: it cannot be built again; it stays in the topic", "partition", src.Partition, "offset", src.Offset, "id", it.id, "reason", err.Error())
+		return it, nil
+	}
+	rec := publisher.NewRecord()
+	inv, err := r.builder.Build(ctx, rec, rb.CommitTime, &rb.Row)
+	if err != nil {
+		publisher.Release(rec)
+		return nil, fmt.Errorf("build the record of dead letter id=%s (partition %d offset %d): %w", it.id, src.Partition, src.Offset, err)
+	}
+	it.topic = rec.Topic
+	if inv == nil {
+		it.outcome = outRedriven
+	} else {
+		it.outcome, it.kind, it.reason, it.attempt = outFailing, inv.Kind, inv.Reason, l.Attempts()+1
+		rec.Headers = withAttempts(rec.Headers, it.attempt)
+	}
+	if r.rf.dryRun {
+		publisher.Release(rec)
+		return it, nil
+	}
+	return it, r.enqueue(it, rec)
+}
+
+// enqueue hands rec to the session, remembering it for Reject.
+func (r *redriver) enqueue(it *redriveItem, rec *publisher.Record) error {
+	r.seq++
+	it.seq, rec.Seq = r.seq, r.seq
+	r.mu.Lock()
+	r.items[it.seq] = it
+	r.mu.Unlock()
+	return r.sess.Enqueue(rec)
+}
+
+// rejected is the publisher's Reject: the broker refused a record (too
+// large for its topic, or its timestamp). The letter is re-appended as it
+// was read, with redrive_attempts one higher and the broker's reason, so
+// that nothing of it is lost.
+func (r *redriver) rejected(rec *publisher.Record, err error) (*publisher.Record, error) {
+	r.mu.Lock()
+	it := r.items[rec.Seq]
+	r.mu.Unlock()
+	if it == nil {
+		return nil, fmt.Errorf("the broker refused a record redrive does not know: %w", err)
+	}
+	_, inv := recordpkg.Rejected(r.cfg.DLQTopic, rec, err)
+	dl := copyLetter(it.src, r.cfg.DLQTopic)
+	r.mu.Lock()
+	it.outcome, it.topic, it.kind, it.reason = outFailing, r.cfg.DLQTopic, inv.Kind, inv.Reason
+	it.attempt = letterOf(it.src).Attempts() + 1
+	r.mu.Unlock()
+	hs := dl.Headers[:0:0]
+	for _, h := range dl.Headers {
+		if h.Key != recordpkg.HeaderErrorKind && h.Key != recordpkg.HeaderError && h.Key != recordpkg.HeaderRedriveAttempts {
+			hs = append(hs, h)
+		}
+	}
+	hs = withAttempts(hs, it.attempt)
+	hs = appendHeader(hs, recordpkg.HeaderErrorKind, []byte(inv.Kind))
+	dl.Headers = appendHeader(hs, recordpkg.HeaderError, []byte(inv.Reason))
+	dl.Seq, dl.Reserved = rec.Seq, rec.Reserved
+	return dl, nil
+}
+
+// copyLetter is a dead letter as it was read, for topic.
+func copyLetter(src *kgo.Record, topic string) *publisher.Record {
+	rec := publisher.NewRecord()
+	rec.Topic, rec.Time = topic, src.Timestamp
+	rec.Key, rec.Value = src.Key, src.Value
+	for _, h := range src.Headers {
+		rec.Headers = appendHeader(rec.Headers, h.Key, h.Value)
+	}
+	return rec
+}
+
+// withAttempts sets the redrive_attempts header to n: in the place of an
+// existing one, else just before outbox_row (or at the end).
+func withAttempts[H ~kafkaHeader](hs []H, n int) []H {
+	v := []byte(strconv.Itoa(n))
+	at := len(hs)
+	for i := range hs {
+		switch h := kafkaHeader(hs[i]); h.Key {
+		case recordpkg.HeaderRedriveAttempts:
+			hs[i] = H{Key: h.Key, Value: v}
+			return hs
+		case recordpkg.HeaderRow:
+			at = i
+		}
+	}
+	return slices.Insert(hs, at, H{Key: recordpkg.HeaderRedriveAttempts, Value: v})
+}
+
+// kafkaHeader is a header's key and value.
+type kafkaHeader = struct {
+	Key   string
+	Value []byte
+}
+
+// appendHeader appends one header to hs, whatever the publisher's header
+// type, as long as it is a key and a value.
+func appendHeader[H ~kafkaHeader](hs []H, key string, value []byte) []H {
+	return append(hs, H{Key: key, Value: value})
+}
+
+// summary prints the summary line and returns the exit code: 0 when
+// nothing still fails.
+func (r *redriver) summary(err error) int {
+	c := r.counts
+	skipped := c[outFiltered] + c[outSkipped]
+	prefix := "redrive"
+	switch {
+	case r.rf.dryRun:
+		prefix = "dry run: would have"
+	case err != nil:
+		prefix = "redrive incomplete"
+	}
+	fmt.Fprintf(r.stdout, "%s: redriven %d, still failing %d, skipped %d (%d left out by the filters and re-appended, %d that cannot be built again) from %s, group %s\n",
+		prefix, c[outRedriven], c[outFailing], skipped, c[outFiltered], c[outSkipped], r.cfg.DLQTopic, r.group)
+	if c[outFailing] > 0 {
+		return exitFailed
+	}
+	return exitOK
+}
