@@ -437,21 +437,22 @@ func (s *Session) send(r *Record) {
 // promise receives kgo's answer for one record.
 func (s *Session) promise(kr *kgo.Record, err error) {
 	r := recordOf(kr)
-	s.mu.Lock()
-	s.inflight--
-	if s.inflight == 0 {
-		select {
-		case s.answered <- struct{}{}:
-		default:
-		}
-	}
-	s.mu.Unlock()
 	if err != nil {
 		s.failedRecord(r, err)
+		s.mu.Lock()
+		s.answeredLocked()
+		s.mu.Unlock()
 		return
 	}
+	if r.Seq != 0 && !r.Read.IsZero() {
+		s.p.obs.Stages(r.sent.Sub(r.Read), time.Since(r.sent))
+	}
+	events := 0
+	// One lock for the answer: the transaction's producer id, the
+	// acknowledged prefix, and last the count that commit waits on, so
+	// that a commit sees everything an answer changed.
+	s.mu.Lock()
 	if s.txn != nil {
-		s.mu.Lock()
 		switch {
 		case !s.txnIDSet:
 			s.txnPID, s.txnEpoch, s.txnIDSet = kr.ProducerID, kr.ProducerEpoch, true
@@ -461,42 +462,49 @@ func (s *Session) promise(kr *kgo.Record, err error) {
 					s.txnPID, s.txnEpoch, kr.ProducerID, kr.ProducerEpoch, r.Topic)
 			}
 		}
-		s.mu.Unlock()
 	}
-	if r.Seq == 0 { // the checkpoint record of a transaction
-		return
-	}
-	if !r.Read.IsZero() {
-		s.p.obs.Stages(r.sent.Sub(r.Read), time.Since(r.sent))
-	}
-	s.mu.Lock()
-	mask := uint64(len(s.slots) - 1)
-	s.slots[r.Seq&mask].done = true
-	events, bytes, upTo := 0, int64(0), s.acked
-	for upTo < s.lastSeq {
-		sl := &s.slots[(upTo+1)&mask]
-		if !sl.done {
-			break
-		}
-		upTo++
-		events++
-		bytes += int64(sl.reserved)
-		if sl.rec != nil {
-			if !sl.rec.replaced {
-				Release(sl.rec)
+	if r.Seq != 0 { // 0: the checkpoint record of a transaction
+		mask := uint64(len(s.slots) - 1)
+		s.slots[r.Seq&mask].done = true
+		bytes, upTo := int64(0), s.acked
+		for upTo < s.lastSeq {
+			sl := &s.slots[(upTo+1)&mask]
+			if !sl.done {
+				break
 			}
-			sl.rec = nil
+			upTo++
+			events++
+			bytes += int64(sl.reserved)
+			if sl.rec != nil {
+				if !sl.rec.replaced {
+					Release(sl.rec)
+				}
+				sl.rec = nil
+			}
+		}
+		if upTo > s.acked {
+			s.acked = upTo
+			// Under s.mu: acknowledgements reach the acker in order.
+			s.acker.Ack(upTo, events, bytes)
 		}
 	}
-	if upTo > s.acked {
-		s.acked = upTo
-		// Under s.mu: acknowledgements reach the acker in order.
-		s.acker.Ack(upTo, events, bytes)
-	}
+	s.answeredLocked()
 	s.mu.Unlock()
 	if events > 0 {
 		select {
 		case s.ackedCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// answeredLocked counts one answer (s.mu held) and wakes a commit waiting
+// for the last.
+func (s *Session) answeredLocked() {
+	s.inflight--
+	if s.inflight == 0 {
+		select {
+		case s.answered <- struct{}{}:
 		default:
 		}
 	}
