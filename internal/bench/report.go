@@ -267,6 +267,8 @@ func printDeliveryRatios(w io.Writer, d drains) {
 	eos, alo := d.RelayEOSRates.EventsPerSecond, d.RelayRates.EventsPerSecond
 	fmt.Fprintf(w, "ratio cdc-relay exactly-once / pg_recvlogical: %.2f (events/s)\n", safeDiv(eos, d.RecvlogicalRates.EventsPerSecond))
 	fmt.Fprintf(w, "ratio cdc-relay exactly-once / at-least-once: %.2f (events/s; goal >= 0.80: %s)\n", safeDiv(eos, alo), verdict(safeDiv(eos, alo) >= 0.8))
+	fmt.Fprintf(w, "duplicates by id header: cdc-relay %d; cdc-relay exactly-once %d, read_committed (a drain without failures has none in either mode)\n",
+		d.Relay.Duplicates, d.RelayEOS.Duplicates)
 	for _, m := range []struct {
 		d    drainResult
 		goal float64
@@ -369,6 +371,7 @@ func medianDrainResult(ds []drainResult) drainResult {
 		PeakRSSKB:           int64(f(func(d drainResult) float64 { return float64(d.PeakRSSKB) })),
 		KafkaRecords:        int64(f(func(d drainResult) float64 { return float64(d.KafkaRecords) })),
 		DLQRecords:          int64(f(func(d drainResult) float64 { return float64(d.DLQRecords) })),
+		Duplicates:          int64(f(func(d drainResult) float64 { return float64(d.Duplicates) })),
 		InFlightAtSent:      int64(f(func(d drainResult) float64 { return float64(d.InFlightAtSent) })),
 		ProduceRequests:     int64(f(func(d drainResult) float64 { return float64(d.ProduceRequests) })),
 		ProduceMeanMillis:   f(func(d drainResult) float64 { return d.ProduceMeanMillis }),
