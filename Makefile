@@ -63,7 +63,10 @@ unit:
 demo: setup-demo build
 	$(GO) run ./internal/demo --relay bin/cdc-relay
 
-# The drain benchmark (relay vs pg_recvlogical) and the Go microbenchmarks.
+# The drain benchmark (pg_recvlogical, the relay at-least-once and the relay
+# with --delivery exactly-once, each on its own slot, with the ratios of
+# their rates and of each relay's CPU to its walsender's) and the Go
+# microbenchmarks.
 bench: setup build microbench
 	$(GO) run ./internal/bench --relay bin/cdc-relay $(BENCH_FLAGS)
 
@@ -74,7 +77,9 @@ bench-debezium: setup build
 	bash scripts/debezium.sh
 	$(GO) run ./internal/bench --relay bin/cdc-relay --debezium $(BENCH_FLAGS)
 
-# Steady-state end-to-end latency at fixed commit rates (1k, 5k, 20k events/s).
+# Steady-state end-to-end latency at fixed commit rates (1k, 5k, 20k events/s),
+# in both delivery modes, next to pg_recvlogical under the same writers (the
+# anchor), with the p99 of each of the relay's stages.
 latency: setup build
 	$(GO) run ./internal/bench --relay bin/cdc-relay --latency $(BENCH_FLAGS)
 

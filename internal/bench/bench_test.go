@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"math"
 	"os"
 	"testing"
 )
@@ -143,5 +147,149 @@ func TestConnectorProperties(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
+	}
+}
+
+// TestParseStatCPU reads utime and stime after a command name with spaces
+// and parentheses, as a walsender's can be.
+func TestParseStatCPU(t *testing.T) {
+	stat := "4242 (postgres: walsender (x) 1) S 1 4242 4242 0 -1 4194560 1200 0 0 0 250 75 0 0 20 0 1 0 100 200000000 3000 18446744073709551615\n"
+	got, err := parseStatCPU([]byte(stat))
+	if err != nil || got != 3.25 {
+		t.Errorf("parseStatCPU = %v, %v, want 3.25 (325 ticks at %d Hz)", got, err, userHZ)
+	}
+	for _, bad := range []string{"", "4242 postgres S 1", "4242 (x) S 1 2 3", "4242 (x) S 1 4242 4242 0 -1 4194560 1200 0 0 0 25x 75 0"} {
+		if _, err := parseStatCPU([]byte(bad)); err == nil {
+			t.Errorf("parseStatCPU(%q) accepted", bad)
+		}
+	}
+}
+
+// TestHistogramQuantile interpolates inside buckets as histogram_quantile
+// does, subtracts an earlier scrape and handles the +Inf bucket.
+func TestHistogramQuantile(t *testing.T) {
+	text := []byte(`# HELP cdc_relay_stage_seconds Time an event spends in each stage.
+# TYPE cdc_relay_stage_seconds histogram
+cdc_relay_stage_seconds_bucket{stage="commit_to_read",le="0.001"} 10
+cdc_relay_stage_seconds_bucket{stage="commit_to_read",le="0.002"} 60
+cdc_relay_stage_seconds_bucket{stage="commit_to_read",le="0.004"} 100
+cdc_relay_stage_seconds_bucket{stage="commit_to_read",le="+Inf"} 100
+cdc_relay_stage_seconds_sum{stage="commit_to_read"} 0.2
+cdc_relay_stage_seconds_count{stage="commit_to_read"} 100
+cdc_relay_stage_seconds_bucket{stage="produce_to_ack",le="0.001"} 0
+cdc_relay_stage_seconds_bucket{stage="produce_to_ack",le="0.002"} 1
+cdc_relay_stage_seconds_bucket{stage="produce_to_ack",le="0.004"} 2
+cdc_relay_stage_seconds_bucket{stage="produce_to_ack",le="+Inf"} 4
+cdc_relay_produce_latency_seconds_bucket{le="0.001"} 7
+`)
+	hs, err := parseHistograms(text, "cdc_relay_stage_seconds", "stage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 2 {
+		t.Fatalf("parsed %d stages, want 2: %v", len(hs), hs)
+	}
+	c := hs["commit_to_read"]
+	for _, tt := range []struct{ q, want float64 }{
+		{0.05, 0.0005}, // rank 5 of the first 10, from 0
+		{0.5, 0.0018},  // rank 50: 40 of the 50 in (1 ms, 2 ms]
+		{0.99, 0.00395},
+		{1, 0.004},
+	} {
+		if got := c.quantile(tt.q); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("commit_to_read quantile(%v) = %v, want %v", tt.q, got, tt.want)
+		}
+	}
+	// Half in +Inf: the p99 is the largest finite bound.
+	if got := hs["produce_to_ack"].quantile(0.99); got != 0.004 {
+		t.Errorf("produce_to_ack p99 = %v, want 0.004", got)
+	}
+	earlier := histogram{bounds: c.bounds, counts: []float64{10, 20, 20, 20}}
+	d := c.sub(earlier)
+	if d.total() != 80 {
+		t.Errorf("delta total = %v, want 80", d.total())
+	}
+	// 80 observations: 0 to 1 ms, 40 to 2 ms, 40 to 4 ms; rank 40 is 2 ms.
+	if got := d.quantile(0.5); math.Abs(got-0.002) > 1e-12 {
+		t.Errorf("delta p50 = %v, want 0.002", got)
+	}
+	if got := (histogram{}).quantile(0.99); got != 0 {
+		t.Errorf("empty quantile = %v, want 0", got)
+	}
+	if _, err := parseHistograms([]byte(`x_bucket{stage="a",le="0.1"} 1`+"\n"), "x", "stage"); err == nil {
+		t.Error("a histogram without a +Inf bucket was accepted")
+	}
+	if l, err := parseLabels(`a="x\"y",b="1,2"`); err != nil || l["a"] != `x"y` || l["b"] != "1,2" {
+		t.Errorf("parseLabels = %v, %v", l, err)
+	}
+}
+
+// TestReadPgoutput parses pg_recvlogical's output of a pgoutput stream:
+// relation, begin, two inserts (the second's id followed by a newline byte
+// inside a column), commit, each message followed by a newline.
+func TestReadPgoutput(t *testing.T) {
+	var b bytes.Buffer
+	be := func(v any) { binary.Write(&b, binary.BigEndian, v) }
+	msg := func(f func()) { f(); b.WriteByte('\n') }
+	msg(func() { // Relation
+		b.WriteByte('R')
+		be(uint32(16384))
+		b.WriteString("public\x00outbox\x00")
+		b.WriteByte('d')
+		be(int16(2))
+		b.WriteByte(1)
+		b.WriteString("id\x00")
+		be(uint32(20))
+		be(int32(-1))
+		b.WriteByte(0)
+		b.WriteString("payload\x00")
+		be(uint32(3802))
+		be(int32(-1))
+	})
+	msg(func() { b.WriteByte('B'); b.Write(make([]byte, 20)) })
+	insert := func(id, payload string) {
+		msg(func() {
+			b.WriteByte('I')
+			be(uint32(16384))
+			b.WriteByte('N')
+			be(int16(3))
+			b.WriteByte('t')
+			be(int32(len(id)))
+			b.WriteString(id)
+			b.WriteByte('t')
+			be(int32(len(payload)))
+			b.WriteString(payload)
+			b.WriteByte('n')
+		})
+	}
+	insert("41", `{"a":1}`)
+	insert("42", "line\nbreak")
+	msg(func() { b.WriteByte('C'); b.Write(make([]byte, 25)) })
+	var ids []int64
+	if err := readPgoutput(bufio.NewReader(&b), func(id int64) { ids = append(ids, id) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 || ids[0] != 41 || ids[1] != 42 {
+		t.Errorf("ids = %v, want [41 42]", ids)
+	}
+	if err := readPgoutput(bufio.NewReader(bytes.NewReader([]byte("U\n"))), func(int64) {}); err == nil {
+		t.Error("an update message was accepted")
+	}
+	if err := readPgoutput(bufio.NewReader(bytes.NewReader([]byte("B\x00\x00"))), func(int64) {}); err == nil {
+		t.Error("a truncated begin message was accepted")
+	}
+}
+
+// TestDeliveryGoals checks the CPU ratios and the anchor goals by mode.
+func TestDeliveryGoals(t *testing.T) {
+	total, after := cpuRatios(drainResult{ClientCPUSeconds: 3, StartupCPUSeconds: 0.6, WalsenderCPUSeconds: 2.4})
+	if total != 1.25 || after != 1 {
+		t.Errorf("cpuRatios = %v, %v, want 1.25, 1", total, after)
+	}
+	if total, _ := cpuRatios(drainResult{ClientCPUSeconds: 1}); total != 0 {
+		t.Errorf("cpuRatios without a walsender = %v, want 0", total)
+	}
+	if anchorGoal(atLeastOnce) != 10 || anchorGoal(exactlyOnce) != 25 {
+		t.Errorf("anchorGoal = %v, %v, want 10, 25", anchorGoal(atLeastOnce), anchorGoal(exactlyOnce))
 	}
 }

@@ -149,18 +149,37 @@ func drainRecvlogical(ctx context.Context, o options, svc *services, db *databas
 // CPU profile to (see profile.go).
 const profileEnv = "CDC_RELAY_BENCH_CPUPROFILE"
 
-// drainRelay runs the relay on slot and times it from process start until
-// the slot's confirmed_flush_lsn reaches the load's end LSN; then it stops
-// the relay with SIGTERM and checks with franz-go that Kafka holds every row.
-func drainRelay(ctx context.Context, o options, svc *services, db *database, bin, slot string, run int, load loadInfo, profile string) (drainResult, error) {
-	d := drainResult{Tool: "cdc-relay", Rows: load.Rows}
+// The relay's two delivery modes (--delivery).
+const (
+	atLeastOnce = "at-least-once"
+	exactlyOnce = "exactly-once"
+)
+
+// relayToolName names the relay in a delivery mode in the tables.
+func relayToolName(delivery string) string {
+	if delivery == exactlyOnce {
+		return "cdc-relay exactly-once"
+	}
+	return "cdc-relay"
+}
+
+// drainRelay runs the relay with --delivery delivery on slot and times it
+// from process start until the slot's confirmed_flush_lsn reaches the load's
+// end LSN; then it stops the relay with SIGTERM and checks with franz-go
+// (read_committed in exactly-once mode) that Kafka holds every row.
+func drainRelay(ctx context.Context, o options, svc *services, db *database, bin, slot string, run int, delivery string, load loadInfo, profile string) (drainResult, error) {
+	d := drainResult{Tool: relayToolName(delivery), Rows: load.Rows}
 	port, err := freeport.Get()
 	if err != nil {
 		return d, err
 	}
 	prefix := fmt.Sprintf("bench_r%d", run)
+	if delivery == exactlyOnce {
+		prefix = fmt.Sprintf("bench_r%d_eos", run)
+	}
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(port)
 	args := relayArgs(db.url, slot, publication, svc, o.schemasDir, prefix, metricsAddr)
+	args = append(args, "--delivery", delivery)
 	args = append(args, o.relayArgs...)
 	env := os.Environ()
 	if profile != "" {
@@ -215,14 +234,18 @@ func drainRelay(ctx context.Context, o options, svc *services, db *database, bin
 	if d.DLQRecords, err = topicRecords(ctx, svc.broker.Addr(), prefix+".dlq"); err != nil {
 		return d, err
 	}
+	// In exactly-once mode the end offsets also count one commit marker
+	// per Kafka transaction.
 	if d.KafkaRecords < int64(load.Rows) {
 		return d, fmt.Errorf("topic %s.Order holds %d records, want at least %d (%d in the dead-letter topic)", prefix, d.KafkaRecords, load.Rows, d.DLQRecords)
 	}
-	progress("verifying that %s.Order holds every outbox id", prefix)
-	if d.Duplicates, err = verifyIDs(ctx, svc.broker.Addr(), prefix+".Order", d.KafkaRecords, load); err != nil {
-		return d, err
+	progress("verifying that %s.Order holds every outbox id (%s)", prefix, delivery)
+	if delivery == exactlyOnce {
+		d.Duplicates, err = verifyIDsCommitted(ctx, svc.broker.Addr(), prefix+".Order", load)
+	} else {
+		d.Duplicates, err = verifyIDs(ctx, svc.broker.Addr(), prefix+".Order", d.KafkaRecords, load)
 	}
-	return d, nil
+	return d, err
 }
 
 // waitConfirmed polls the slot every 20 ms until its confirmed_flush_lsn

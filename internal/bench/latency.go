@@ -1,13 +1,19 @@
 package main
 
-// The steady-state latency scenario (--latency): the relay runs once, with
+// The steady-state latency scenario (--latency): the relay runs once in
+// at-least-once mode and once with --delivery exactly-once, each time with
 // default flags and its own slot, while writers commit single-row outbox
 // transactions at fixed rates. For each event it measures the time from the
 // writer's COMMIT returning to an independent franz-go consumer receiving
-// the record, and from the same commit to the broker's LogAppendTime. With
-// --debezium the same is then measured for Debezium (Kafka Connect with the
-// Outbox Event Router, debezium.go) on a slot of its own, after the relay
-// has stopped.
+// the record (read_committed in exactly-once mode), and from the same
+// commit to the broker's LogAppendTime. Next to the relay, under the same
+// writers, pg_recvlogical streams the same publication from a slot of its
+// own (anchor.go): commit -> pg_recvlogical's output is the anchor, the
+// ceiling of any logical-decoding client. The relay's
+// cdc_relay_stage_seconds histograms, scraped at both ends of each measured
+// window, give each stage's p99. With --debezium the same is then measured
+// for Debezium (Kafka Connect with the Outbox Event Router, debezium.go) on
+// a slot of its own, after the relay has stopped.
 
 import (
 	"context"
@@ -70,6 +76,18 @@ type latencyResult struct {
 	// How long the writers' INSERT ... COMMIT round trips took.
 	CommitP50Ms float64 `json:"commit_p50_ms"`
 	CommitP99Ms float64 `json:"commit_p99_ms"`
+	// Commit to pg_recvlogical's output (the anchor, on its own slot under
+	// the same writers), and the events it never delivered.
+	AnchorP50Ms   float64 `json:"anchor_p50_ms"`
+	AnchorP99Ms   float64 `json:"anchor_p99_ms"`
+	AnchorMaxMs   float64 `json:"anchor_max_ms"`
+	AnchorMissing int     `json:"anchor_missing"`
+	// The p99 of each of the relay's cdc_relay_stage_seconds stages
+	// (commit_to_read, read_to_produce, produce_to_ack) over what it
+	// observed during the window, interpolated inside the histogram's
+	// buckets (bounds 1.5x apart), and how many observations that was.
+	StageP99Ms   map[string]float64 `json:"stage_p99_ms,omitempty"`
+	StageSamples map[string]int64   `json:"stage_samples,omitempty"`
 	// The relay's VmRSS over the window, sampled every 100 ms.
 	RSSMedianMB float64 `json:"rss_median_mb"`
 	RSSMaxMB    float64 `json:"rss_max_mb"`
@@ -87,43 +105,54 @@ type latencyResult struct {
 // latencyReport is the scenario's JSON output. In DebeziumResults the
 // relay_* fields describe Kafka Connect's JVM.
 type latencyReport struct {
-	Machine         machineInfo     `json:"machine"`
-	Duration        string          `json:"duration"`
-	Warmup          string          `json:"warmup"`
-	Partitions      int             `json:"partitions"`
-	RelayArgs       []string        `json:"relay_args,omitempty"`
-	Results         []latencyResult `json:"results"`
-	Debezium        *debeziumInfo   `json:"debezium,omitempty"`
-	DebeziumResults []latencyResult `json:"debezium_results,omitempty"`
+	Machine    machineInfo     `json:"machine"`
+	Duration   string          `json:"duration"`
+	Warmup     string          `json:"warmup"`
+	Partitions int             `json:"partitions"`
+	RelayArgs  []string        `json:"relay_args,omitempty"`
+	Results    []latencyResult `json:"results"`
+	// The relay with --delivery exactly-once, read_committed.
+	ExactlyOnceResults []latencyResult `json:"exactly_once_results,omitempty"`
+	Debezium           *debeziumInfo   `json:"debezium,omitempty"`
+	DebeziumResults    []latencyResult `json:"debezium_results,omitempty"`
 }
 
 // latencyTool is what the scenario measures: the relay or Debezium.
 type latencyTool struct {
-	name  string // as in the tables: cdc-relay or debezium
+	name  string // as in the tables: cdc-relay, cdc-relay exactly-once or debezium
 	slot  string // its own slot, created before it starts
 	topic string // where it writes the rows (created with LogAppendTime)
-	// start starts it on slot; stop is called on every return.
-	start func(ctx context.Context) (c *child, stop func(), err error)
+	// readCommitted makes the consumer read with read_committed.
+	readCommitted bool
+	// start starts it on slot; stop is called on every return. metrics is
+	// the relay's /metrics address, "" for a tool without one.
+	start func(ctx context.Context) (c *child, stop func(), metrics string, err error)
 	// cleanExit reports whether its exit status after SIGTERM is clean.
 	cleanExit func(err error) bool
 }
 
-// relayTool is the relay with default flags plus --relay-args.
-func relayTool(o options, svc *services, db *database, relayBin string) latencyTool {
-	return latencyTool{name: "cdc-relay", slot: latencySlot, topic: latencyPrefix + ".Order",
-		start: func(ctx context.Context) (*child, func(), error) {
+// relayTool is the relay with default flags, --delivery delivery and
+// --relay-args.
+func relayTool(o options, svc *services, db *database, relayBin, delivery string) latencyTool {
+	slot, prefix := latencySlot, latencyPrefix
+	if delivery == exactlyOnce {
+		slot, prefix = latencySlot+"_eos", latencyPrefix+"_eos"
+	}
+	return latencyTool{name: relayToolName(delivery), slot: slot, topic: prefix + ".Order", readCommitted: delivery == exactlyOnce,
+		start: func(ctx context.Context) (*child, func(), string, error) {
 			port, err := freeport.Get()
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, "", err
 			}
 			metricsAddr := "127.0.0.1:" + strconv.Itoa(port)
-			args := relayArgs(db.url, latencySlot, publication, svc, o.schemasDir, latencyPrefix, metricsAddr)
+			args := relayArgs(db.url, slot, publication, svc, o.schemasDir, prefix, metricsAddr)
+			args = append(args, "--delivery", delivery)
 			args = append(args, o.relayArgs...)
 			c, err := startChild(ctx, "cdc-relay", relayBin, args, nil)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, "", err
 			}
-			return c, c.kill, nil
+			return c, c.kill, metricsAddr, nil
 		},
 		cleanExit: func(err error) bool { return err == nil },
 	}
@@ -133,30 +162,33 @@ func relayTool(o options, svc *services, db *database, relayBin string) latencyT
 // in the drain.
 func debeziumTool(o options, svc *services) latencyTool {
 	return latencyTool{name: "debezium", slot: latencyDbzSlot, topic: debeziumTopic,
-		start: func(ctx context.Context) (*child, func(), error) {
+		start: func(ctx context.Context) (*child, func(), string, error) {
 			cw, err := startConnect(ctx, o, svc, latencyDbzSlot)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, "", err
 			}
-			return cw.child, cw.close, nil
+			return cw.child, cw.close, "", nil
 		},
 		cleanExit: func(err error) bool { return err == nil || exitedOnSignal(err) },
 	}
 }
 
-// eventTimes holds per outbox id (minus base) the commit, receive and
-// LogAppendTime instants in Unix nanoseconds, 0 when not (yet) seen.
+// eventTimes holds per outbox id (minus base) the commit, receive,
+// LogAppendTime and anchor (pg_recvlogical) instants in Unix nanoseconds,
+// 0 when not (yet) seen.
 type eventTimes struct {
 	base                 int64
 	commit, recv, append []atomic.Int64
+	anchor               []atomic.Int64
 	commitDur            []atomic.Int64 // the INSERT's round trip
 	outOfRange, dups     atomic.Int64
 	received             atomic.Int64
+	anchorReceived       atomic.Int64
 }
 
 func newEventTimes(base int64, n int) *eventTimes {
 	return &eventTimes{base: base, commit: make([]atomic.Int64, n), recv: make([]atomic.Int64, n),
-		append: make([]atomic.Int64, n), commitDur: make([]atomic.Int64, n)}
+		append: make([]atomic.Int64, n), anchor: make([]atomic.Int64, n), commitDur: make([]atomic.Int64, n)}
 }
 
 // index maps an id to its slot, or -1.
@@ -178,15 +210,27 @@ func runLatency(ctx context.Context, o options, svc *services, db *database, rel
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
 	}
-	results, err := measureLatency(ctx, o, svc, db, relayTool(o, svc, db, relayBin))
+	results, err := measureLatency(ctx, o, svc, db, relayTool(o, svc, db, relayBin, atLeastOnce))
 	if len(results) > 0 {
 		printLatency(os.Stdout, o, "cdc-relay", results)
+		printAnchor(os.Stdout, "cdc-relay", atLeastOnce, results)
 	}
 	if err != nil {
 		return fail(err)
 	}
 	rep := latencyReport{Duration: o.duration.String(), Warmup: o.warmup.String(), Partitions: o.partitions,
 		RelayArgs: o.relayArgs, Results: results}
+	if err := waitQuiet(ctx, o.quietWait); err != nil {
+		return fail(err)
+	}
+	rep.ExactlyOnceResults, err = measureLatency(ctx, o, svc, db, relayTool(o, svc, db, relayBin, exactlyOnce))
+	if len(rep.ExactlyOnceResults) > 0 {
+		printLatency(os.Stdout, o, relayToolName(exactlyOnce), rep.ExactlyOnceResults)
+		printAnchor(os.Stdout, relayToolName(exactlyOnce), exactlyOnce, rep.ExactlyOnceResults)
+	}
+	if err != nil {
+		return fail(err)
+	}
 	if o.debezium {
 		if err := waitQuiet(ctx, o.quietWait); err != nil {
 			return fail(err)
@@ -208,16 +252,19 @@ func runLatency(ctx context.Context, o options, svc *services, db *database, rel
 	return 0
 }
 
-// measureLatency runs the tool and the consumer once and the writers at
-// every rate in turn.
+// measureLatency runs the tool, the anchor and the consumer once and the
+// writers at every rate in turn.
 func measureLatency(ctx context.Context, o options, svc *services, db *database, tool latencyTool) ([]latencyResult, error) {
 	topic := tool.topic
 	progress("latency: creating topic %s (LogAppendTime)", topic)
 	if err := createAppendTimeTopic(ctx, svc.broker.Addr(), topic, o.partitions); err != nil {
 		return nil, err
 	}
-	if _, err := db.conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", tool.slot); err != nil {
-		return nil, fmt.Errorf("create slot: %w", err)
+	anchorSlot := tool.slot + "_anchor"
+	for _, s := range []string{tool.slot, anchorSlot} {
+		if _, err := db.conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", s); err != nil {
+			return nil, fmt.Errorf("create slot %s: %w", s, err)
+		}
 	}
 	var base int64
 	if err := db.conn.QueryRow(ctx, "SELECT nextval(pg_get_serial_sequence('public.outbox', 'id'))").Scan(&base); err != nil {
@@ -237,16 +284,29 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 	var consumerErr error
 	go func() {
 		defer close(consumerDone)
-		consumerErr = consume(cctx, svc.broker.Addr(), topic, ev)
+		consumerErr = consume(cctx, svc.broker.Addr(), topic, tool.readCommitted, ev)
 	}()
 	defer func() {
 		stopConsumer()
 		<-consumerDone
 	}()
 
-	// The tool, on its own slot.
-	progress("latency: starting %s", tool.name)
-	proc, stop, err := tool.start(ctx)
+	// The anchor and the tool, each on its own slot.
+	progress("latency: starting pg_recvlogical (the anchor) and %s", tool.name)
+	anc, err := startAnchor(ctx, db, anchorSlot, ev)
+	if err != nil {
+		return nil, err
+	}
+	anchorStopped := false
+	defer func() {
+		if !anchorStopped {
+			anc.stop()
+		}
+	}()
+	if _, err := waitActive(ctx, db, anc.c, anchorSlot); err != nil {
+		return nil, err
+	}
+	proc, stop, metricsAddr, err := tool.start(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +326,7 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 			return results, err
 		}
 		progress("latency: %d events/s with %d writers: %s warm-up, then %s measured", rate, writers, o.warmup, o.duration)
-		r, err := measureRate(ctx, o, svc, db, pool.conns[:writers], rate, proc, walsender, ev, &g)
+		r, err := measureRate(ctx, o, svc, db, pool.conns[:writers], rate, proc, walsender, metricsAddr, ev, &g)
 		if err != nil {
 			return results, err
 		}
@@ -275,6 +335,8 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 		select {
 		case <-proc.done:
 			return results, proc.failure("exited (%v) during the load", proc.err)
+		case <-anc.c.done:
+			return results, anc.c.failure("exited (%v) during the load", anc.c.err)
 		default:
 		}
 	}
@@ -287,8 +349,12 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for ev.received.Load() < committed && time.Now().Before(deadline) && ctx.Err() == nil {
+	for (ev.received.Load() < committed || ev.anchorReceived.Load() < committed) && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
+	}
+	anchorStopped = true
+	if err := anc.stop(); err != nil {
+		return results, err
 	}
 	for i := range results {
 		results[i].fillLatencies(ev)
@@ -299,6 +365,9 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 	if n := ev.received.Load(); n < committed {
 		progress("latency: the consumer saw %d of %d committed events", n, committed)
 	}
+	if n := ev.anchorReceived.Load(); n < committed {
+		progress("latency: pg_recvlogical delivered %d of %d committed events", n, committed)
+	}
 	if d := ev.dups.Load(); d > 0 {
 		progress("latency: %d duplicate records", d)
 	}
@@ -307,8 +376,10 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 	if err := proc.wait(ctx, max(stopWithin, connectStopWithin)); !tool.cleanExit(err) {
 		return results, proc.failure("after SIGTERM: %v", err)
 	}
-	if _, err := db.conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", tool.slot); err != nil {
-		return results, fmt.Errorf("drop slot: %w", err)
+	for _, s := range []string{tool.slot, anchorSlot} {
+		if _, err := db.conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", s); err != nil {
+			return results, fmt.Errorf("drop slot %s: %w", s, err)
+		}
 	}
 	return results, nil
 }
@@ -319,7 +390,7 @@ type window struct{ from, to int64 }
 // measureRate runs the writers at rate for the warm-up and the measured
 // duration and samples the relay meanwhile. Latencies are filled in later,
 // once every event has had the chance to arrive.
-func measureRate(ctx context.Context, o options, svc *services, db *database, conns []*pgx.Conn, rate int, relay *child, walsender int, ev *eventTimes, g *atomic.Int64) (latencyResult, error) {
+func measureRate(ctx context.Context, o options, svc *services, db *database, conns []*pgx.Conn, rate int, relay *child, walsender int, metricsAddr string, ev *eventTimes, g *atomic.Int64) (latencyResult, error) {
 	r := latencyResult{TargetRate: rate, Writers: len(conns)}
 	start := time.Now()
 	measureFrom := start.Add(o.warmup)
@@ -364,6 +435,10 @@ func measureRate(ctx context.Context, o options, svc *services, db *database, co
 
 	// Sample while the measured window runs.
 	sleepUntil(ctx, measureFrom)
+	stages0, err := scrapeStages(ctx, metricsAddr)
+	if err != nil {
+		return r, relay.failure("%v", err)
+	}
 	relayCPU0, _ := cpuSeconds(relay.pid())
 	walCPU0, broker0, busy0 := cpuOrZero(walsender), cpuOrZero(svc.brokerPID), busySeconds()
 	var rss []float64
@@ -380,6 +455,10 @@ func measureRate(ctx context.Context, o options, svc *services, db *database, co
 	tick.Stop()
 	relayCPU1, _ := cpuSeconds(relay.pid())
 	walCPU1, broker1, busy1 := cpuOrZero(walsender), cpuOrZero(svc.brokerPID), busySeconds()
+	stages1, err := scrapeStages(ctx, metricsAddr)
+	if err != nil {
+		return r, relay.failure("%v", err)
+	}
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
@@ -387,6 +466,14 @@ func measureRate(ctx context.Context, o options, svc *services, db *database, co
 	}
 	if ctx.Err() != nil {
 		return r, ctx.Err()
+	}
+	if metricsAddr != "" {
+		r.StageP99Ms, r.StageSamples = map[string]float64{}, map[string]int64{}
+		for _, st := range relayStages {
+			h := stages1[st].sub(stages0[st])
+			r.StageP99Ms[st] = h.quantile(0.99) * 1000
+			r.StageSamples[st] = int64(h.total())
+		}
 	}
 
 	r.win = window{measureFrom.UnixNano(), end.UnixNano()}
@@ -414,7 +501,7 @@ func measureRate(ctx context.Context, o options, svc *services, db *database, co
 // fillLatencies computes the percentiles of the events committed in the
 // result's window.
 func (r *latencyResult) fillLatencies(ev *eventTimes) {
-	var recv, app, dur []float64
+	var recv, app, dur, anc []float64
 	missing := 0
 	for i := range ev.commit {
 		c := ev.commit[i].Load()
@@ -422,6 +509,11 @@ func (r *latencyResult) fillLatencies(ev *eventTimes) {
 			continue
 		}
 		dur = append(dur, float64(ev.commitDur[i].Load())/1e6)
+		if a := ev.anchor[i].Load(); a != 0 {
+			anc = append(anc, float64(a-c)/1e6)
+		} else {
+			r.AnchorMissing++
+		}
 		rv := ev.recv[i].Load()
 		if rv == 0 {
 			missing++
@@ -434,6 +526,24 @@ func (r *latencyResult) fillLatencies(ev *eventTimes) {
 	r.P50Ms, r.P99Ms, r.MaxMs = pct(recv, 0.50), pct(recv, 0.99), pct(recv, 1)
 	r.AppendP50Ms, r.AppendP99Ms, r.AppendMaxMs = pct(app, 0.50), pct(app, 0.99), pct(app, 1)
 	r.CommitP50Ms, r.CommitP99Ms = pct(dur, 0.50), pct(dur, 0.99)
+	r.AnchorP50Ms, r.AnchorP99Ms, r.AnchorMaxMs = pct(anc, 0.50), pct(anc, 0.99), pct(anc, 1)
+}
+
+// relayStages are the values of cdc_relay_stage_seconds' stage label, in
+// the order an event passes them.
+var relayStages = []string{"commit_to_read", "read_to_produce", "produce_to_ack"}
+
+// scrapeStages returns the relay's cdc_relay_stage_seconds histograms by
+// stage; none when addr is "" (a tool without the relay's metrics).
+func scrapeStages(ctx context.Context, addr string) (map[string]histogram, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	b, err := fetchMetrics(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return parseHistograms(b, "cdc_relay_stage_seconds", "stage")
 }
 
 // pct returns the q-quantile (nearest rank) of xs, sorting xs.
@@ -543,13 +653,18 @@ func createAppendTimeTopic(ctx context.Context, broker, topic string, partitions
 	return nil
 }
 
-// consume reads topic from the start with a 10 ms fetch wait and records, per
+// consume reads topic from the start with a 10 ms fetch wait
+// (read_committed if readCommitted is set) and records, per
 // outbox id, when the record came back from PollFetches and its
 // LogAppendTime, until ctx is done.
-func consume(ctx context.Context, broker, topic string, ev *eventTimes) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic),
+func consume(ctx context.Context, broker, topic string, readCommitted bool, ev *eventTimes) error {
+	opts := []kgo.Opt{kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(10*time.Millisecond), kgo.FetchMinBytes(1))
+		kgo.FetchMaxWait(10 * time.Millisecond), kgo.FetchMinBytes(1)}
+	if readCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}
@@ -601,6 +716,42 @@ func printLatency(w io.Writer, o options, tool string, rs []latencyResult) {
 			r.TargetRate, r.Writers, r.AchievedRate, r.Events, r.Missing, r.P50Ms, r.P99Ms, r.MaxMs,
 			r.AppendP50Ms, r.AppendP99Ms, r.AppendMaxMs, r.CommitP99Ms, r.RSSMedianMB, r.RSSMaxMB,
 			r.RelayCPUPer100k, r.WalsenderCPUPer100k, r.BrokerCPUPer100k, r.MachineBusyCPUs)
+	}
+	tw.Flush()
+}
+
+// anchorGoal is the issue 18 goal for the relay's p99 over the anchor's, by
+// delivery mode, in milliseconds.
+func anchorGoal(delivery string) float64 {
+	if delivery == exactlyOnce {
+		return 25
+	}
+	return 10
+}
+
+// printAnchor prints, per rate, the relay's end-to-end p99 next to
+// pg_recvlogical's under the same writers, the difference against the goal
+// (reported, not enforced), and each stage's p99 from the relay's
+// histograms.
+func printAnchor(w io.Writer, tool, delivery string, rs []latencyResult) {
+	goal := anchorGoal(delivery)
+	consumer := "read_uncommitted"
+	if delivery == exactlyOnce {
+		consumer = "read_committed"
+	}
+	fmt.Fprintf(w, "\n%s against the anchor (pg_recvlogical on its own slot, same writers; commit -> its output line read by the bench); the relay's consumer reads %s\n", tool, consumer)
+	fmt.Fprintln(w, "stage p99s: from the relay's cdc_relay_stage_seconds over the window (a sample of the events), interpolated inside buckets 1.5x apart, so each is within a bucket's width")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "target/s\tanchor p50 ms\tanchor p99 ms\tanchor missing\t%s p99 ms\tp99 - anchor p99\tgoal <= +%.0f ms\tcommit_to_read p99\tread_to_produce p99\tproduce_to_ack p99\tstage samples\t\n", tool, goal)
+	for _, r := range rs {
+		diff := r.P99Ms - r.AnchorP99Ms
+		var samples []string
+		for _, st := range relayStages {
+			samples = append(samples, strconv.FormatInt(r.StageSamples[st], 10))
+		}
+		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%d\t%.2f\t%+.2f\t%s\t%.2f\t%.2f\t%.2f\t%s\t\n",
+			r.TargetRate, r.AnchorP50Ms, r.AnchorP99Ms, r.AnchorMissing, r.P99Ms, diff, verdict(diff <= goal),
+			r.StageP99Ms["commit_to_read"], r.StageP99Ms["read_to_produce"], r.StageP99Ms["produce_to_ack"], strings.Join(samples, "/"))
 	}
 	tw.Flush()
 }

@@ -28,18 +28,19 @@ type database struct {
 	pad  string // appended to customer_id so that payloads reach --payload-bytes
 }
 
-// slotNames are one run's slots, all created before the load: the relay's,
-// pg_recvlogical's and, with --debezium, Debezium's.
+// slotNames are one run's slots, all created before the load: the relay's
+// in at-least-once mode, the relay's in exactly-once mode, pg_recvlogical's
+// and, with --debezium, Debezium's.
 type slotNames struct {
-	relay, recv, dbz string
+	relay, relayEOS, recv, dbz string
 }
 
 // all returns the slots' names, leaving out an unused Debezium slot.
 func (s slotNames) all() []string {
 	if s.dbz == "" {
-		return []string{s.relay, s.recv}
+		return []string{s.relay, s.relayEOS, s.recv}
 	}
-	return []string{s.relay, s.recv, s.dbz}
+	return []string{s.relay, s.relayEOS, s.recv, s.dbz}
 }
 
 // loadInfo describes one run's backlog.

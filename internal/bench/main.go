@@ -2,14 +2,18 @@
 // PostgreSQL 15, Kafka and schema registry, builds a backlog of outbox rows
 // while nothing reads the slots, then drains the same backlog twice: with
 // pg_recvlogical into /dev/null (the raw decode ceiling: PostgreSQL's own
-// client, doing no work per event) and with cdc-relay into Kafka, and prints
-// both side by side with their ratio. With --debezium (make bench-debezium)
+// client, doing no work per event), with cdc-relay into Kafka in
+// at-least-once mode and again with --delivery exactly-once (each drain on
+// its own slot, created before the load), and prints them side by side with
+// the ratios of their rates and of each relay's CPU to its walsender's. With --debezium (make bench-debezium)
 // it drains the backlog a third time with the Debezium PostgreSQL connector
 // and its Outbox Event Router in Kafka Connect standalone, into the same
 // broker, and prints the relay/Debezium ratios. With --latency it instead runs the
 // steady-state latency scenario (latency.go): writers commit at fixed rates
-// while the relay runs, and a consumer times each event from commit to
-// Kafka; with --debezium as well, the same is then measured for Debezium.
+// while the relay runs (once in each delivery mode) next to pg_recvlogical
+// on a slot of its own (the anchor), a consumer times each event from
+// commit to Kafka and the bench times it from commit to pg_recvlogical's
+// output; with --debezium as well, the same is then measured for Debezium.
 // docs/BENCHMARKS.md has results.
 //
 // Every process it starts dies when it exits, also on Ctrl-C.
@@ -236,11 +240,13 @@ func run(ctx context.Context, o options) int {
 }
 
 // measureRun loads a fresh backlog behind fresh slots and drains it with
-// both tools, pg_recvlogical first on odd runs and the relay first on even
-// runs, then with --debezium with Debezium.
+// each tool on its own slot: pg_recvlogical, the relay in at-least-once
+// mode and the relay with --delivery exactly-once, in that order on odd
+// runs and in the reverse order on even runs, then with --debezium with
+// Debezium.
 func measureRun(ctx context.Context, o options, svc *services, db *database, relayBin string, n int) (runResult, error) {
 	r := runResult{Run: n, RecvlogicalFirst: n%2 == 1}
-	slots := slotNames{relay: fmt.Sprintf("bench_relay_%d", n), recv: fmt.Sprintf("bench_recv_%d", n)}
+	slots := slotNames{relay: fmt.Sprintf("bench_relay_%d", n), relayEOS: fmt.Sprintf("bench_relay_eos_%d", n), recv: fmt.Sprintf("bench_recv_%d", n)}
 	if o.debezium {
 		slots.dbz = fmt.Sprintf("bench_dbz_%d", n)
 	}
@@ -261,18 +267,25 @@ func measureRun(ctx context.Context, o options, svc *services, db *database, rel
 		r.Recvlogical = d
 		return err
 	}
-	relay := func() error {
-		if err := waitQuiet(ctx, o.quietWait); err != nil {
+	relay := func(delivery string) func() error {
+		return func() error {
+			if err := waitQuiet(ctx, o.quietWait); err != nil {
+				return err
+			}
+			progress("run %d: draining with cdc-relay --delivery %s", n, delivery)
+			profile := ""
+			if n == 1 && delivery == atLeastOnce {
+				profile = o.cpuProfile
+			}
+			if delivery == exactlyOnce {
+				d, err := drainRelay(ctx, o, svc, db, relayBin, slots.relayEOS, n, delivery, load, "")
+				r.RelayEOS = d
+				return err
+			}
+			d, err := drainRelay(ctx, o, svc, db, relayBin, slots.relay, n, delivery, load, profile)
+			r.Relay = d
 			return err
 		}
-		progress("run %d: draining with cdc-relay", n)
-		profile := ""
-		if n == 1 {
-			profile = o.cpuProfile
-		}
-		d, err := drainRelay(ctx, o, svc, db, relayBin, slots.relay, n, load, profile)
-		r.Relay = d
-		return err
 	}
 	dbz := func() error {
 		if err := waitQuiet(ctx, o.quietWait); err != nil {
@@ -283,9 +296,9 @@ func measureRun(ctx context.Context, o options, svc *services, db *database, rel
 		r.Debezium = &d
 		return err
 	}
-	order := []func() error{recv, relay}
+	order := []func() error{recv, relay(atLeastOnce), relay(exactlyOnce)}
 	if !r.RecvlogicalFirst {
-		order = []func() error{relay, recv}
+		order = []func() error{relay(exactlyOnce), relay(atLeastOnce), recv}
 	}
 	if o.debezium {
 		order = append(order, dbz)
@@ -297,6 +310,7 @@ func measureRun(ctx context.Context, o options, svc *services, db *database, rel
 	}
 	r.RecvlogicalRates = ratesOf(r.Recvlogical, load)
 	r.RelayRates = ratesOf(r.Relay, load)
+	r.RelayEOSRates = ratesOf(r.RelayEOS, load)
 	if r.Debezium != nil {
 		dr := ratesOf(*r.Debezium, load)
 		r.DebeziumRates = &dr

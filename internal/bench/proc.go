@@ -24,20 +24,31 @@ func cpuSeconds(pid int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The command name, in parentheses, may hold spaces: count fields
-	// after its closing parenthesis, where field 3 (state) is index 0.
+	s, err := parseStatCPU(b)
+	if err != nil {
+		return 0, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+	}
+	return s, nil
+}
+
+// parseStatCPU returns utime plus stime, in seconds, from the text of a
+// /proc/<pid>/stat file.
+func parseStatCPU(b []byte) (float64, error) {
+	// The command name, in parentheses, may hold spaces and parentheses:
+	// count fields after its last closing parenthesis, where field 3
+	// (state) is index 0.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 > len(b) {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+		return 0, errors.New("no command name")
 	}
 	f := strings.Fields(string(b[i+2:]))
 	if len(f) < 13 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+		return 0, fmt.Errorf("%d fields after the command name, want at least 13", len(f))
 	}
 	utime, err1 := strconv.ParseUint(f[11], 10, 64) // field 14
 	stime, err2 := strconv.ParseUint(f[12], 10, 64) // field 15
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
+		return 0, err
 	}
 	return float64(utime+stime) / userHZ, nil
 }
@@ -182,10 +193,19 @@ type child struct {
 // startChild runs bin with args (env nil means ours); cancelling ctx kills
 // its process group.
 func startChild(ctx context.Context, name, bin string, args, env []string) (*child, error) {
+	return startChildOut(ctx, name, bin, args, env, nil)
+}
+
+// startChildOut is startChild with the standard output going to stdout
+// (nil: kept with the standard error for failure).
+func startChildOut(ctx context.Context, name, bin string, args, env []string, stdout *os.File) (*child, error) {
 	c := &child{name: name, out: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
 	c.cmd = exec.CommandContext(ctx, bin, args...)
 	c.cmd.Env = env
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	if stdout != nil {
+		c.cmd.Stdout = stdout
+	}
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	c.cmd.Cancel = func() error { return syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL) }
 	c.start = time.Now()

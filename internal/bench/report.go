@@ -14,7 +14,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 )
 
-// runResult is one load and its two drains.
+// runResult is one load and its drains.
 type runResult struct {
 	Run              int      `json:"run"`
 	RecvlogicalFirst bool     `json:"recvlogical_first"`
@@ -29,6 +29,9 @@ type drains struct {
 	RecvlogicalRates rates       `json:"pg_recvlogical_rates"`
 	Relay            drainResult `json:"cdc_relay"`
 	RelayRates       rates       `json:"cdc_relay_rates"`
+	// The relay with --delivery exactly-once, on its own slot.
+	RelayEOS      drainResult `json:"cdc_relay_exactly_once"`
+	RelayEOSRates rates       `json:"cdc_relay_exactly_once_rates"`
 	// Debezium and its rates, with --debezium.
 	Debezium      *drainResult `json:"debezium,omitempty"`
 	DebeziumRates *rates       `json:"debezium_rates,omitempty"`
@@ -101,6 +104,10 @@ type report struct {
 type medianDrain struct {
 	drains
 	Ratio float64 `json:"relay_to_recvlogical_events_ratio"`
+	// The exactly-once drain's events/s over at-least-once's and over
+	// pg_recvlogical's.
+	EOSToRelay       float64 `json:"exactly_once_to_at_least_once_events_ratio"`
+	EOSToRecvlogical float64 `json:"exactly_once_to_recvlogical_events_ratio"`
 	// Relay over Debezium: events/s, and Debezium's peak RSS and CPU per
 	// event over the relay's (how many times less the relay needs).
 	RelayToDebeziumEvents float64 `json:"relay_to_debezium_events_ratio,omitempty"`
@@ -164,9 +171,9 @@ func procField(path, key string) string {
 
 // printRun prints one run's table.
 func printRun(w io.Writer, r runResult) {
-	first := "pg_recvlogical drained first, then cdc-relay"
+	first := "pg_recvlogical drained first, then cdc-relay, then cdc-relay exactly-once"
 	if !r.RecvlogicalFirst {
-		first = "cdc-relay drained first, then pg_recvlogical"
+		first = "cdc-relay exactly-once drained first, then cdc-relay, then pg_recvlogical"
 	}
 	if r.Debezium != nil {
 		first += ", then Debezium"
@@ -208,16 +215,24 @@ func printTable(w io.Writer, d drains) {
 	}
 	row(recv, rr)
 	row(relay, lr)
+	if d.RelayEOS.Seconds > 0 {
+		row(d.RelayEOS, d.RelayEOSRates)
+	}
 	if dbz != nil {
 		row(*dbz, *dr)
 	}
 	tw.Flush()
-	if relay.ProduceRequests > 0 {
-		fmt.Fprintf(w, "cdc-relay: decoded by %.2f s with %d events still in flight to Kafka; %d produce requests, %.0f records and %.1f ms each on average\n",
-			relay.SentSeconds, relay.InFlightAtSent, relay.ProduceRequests, float64(relay.Rows)/float64(relay.ProduceRequests), relay.ProduceMeanMillis)
+	for _, x := range []drainResult{relay, d.RelayEOS} {
+		if x.ProduceRequests > 0 {
+			fmt.Fprintf(w, "%s: decoded by %.2f s with %d events still in flight to Kafka; %d produce requests, %.0f records and %.1f ms each on average\n",
+				x.Tool, x.SentSeconds, x.InFlightAtSent, x.ProduceRequests, float64(x.Rows)/float64(x.ProduceRequests), x.ProduceMeanMillis)
+		}
 	}
 	if rr.EventsPerSecond > 0 {
 		fmt.Fprintf(w, "ratio cdc-relay / pg_recvlogical: %.2f (events/s)\n", lr.EventsPerSecond/rr.EventsPerSecond)
+	}
+	if d.RelayEOS.Seconds > 0 {
+		printDeliveryRatios(w, d)
 	}
 	if dbz == nil {
 		return
@@ -244,6 +259,41 @@ func printTable(w io.Writer, d drains) {
 		ev, safeDiv(lr.EventsPerSecondAfterStartup, dr.EventsPerSecondAfterStartup), rss, cpu)
 }
 
+// printDeliveryRatios prints the exactly-once drain's rate against the
+// at-least-once drain's and pg_recvlogical's, and each relay's CPU against
+// its own walsender's (the limit of one slot), with the goals of issue 18;
+// goals are reported, not enforced.
+func printDeliveryRatios(w io.Writer, d drains) {
+	eos, alo := d.RelayEOSRates.EventsPerSecond, d.RelayRates.EventsPerSecond
+	fmt.Fprintf(w, "ratio cdc-relay exactly-once / pg_recvlogical: %.2f (events/s)\n", safeDiv(eos, d.RecvlogicalRates.EventsPerSecond))
+	fmt.Fprintf(w, "ratio cdc-relay exactly-once / at-least-once: %.2f (events/s; goal >= 0.80: %s)\n", safeDiv(eos, alo), verdict(safeDiv(eos, alo) >= 0.8))
+	fmt.Fprintf(w, "duplicates by id header: cdc-relay %d; cdc-relay exactly-once %d, read_committed (a drain without failures has none in either mode)\n",
+		d.Relay.Duplicates, d.RelayEOS.Duplicates)
+	for _, m := range []struct {
+		d    drainResult
+		goal float64
+	}{{d.Relay, 0.8}, {d.RelayEOS, 1.0}} {
+		total, after := cpuRatios(m.d)
+		fmt.Fprintf(w, "CPU %s / its walsender: %.2f s / %.2f s = %.2f (goal <= %.2f: %s); %.2f without the relay's start-up CPU\n",
+			m.d.Tool, m.d.ClientCPUSeconds, m.d.WalsenderCPUSeconds, total, m.goal, verdict(total > 0 && total <= m.goal), after)
+	}
+}
+
+// cpuRatios returns the client's CPU seconds over its walsender's, in all
+// and without the client's CPU until it held the slot; 0 without walsender
+// figures.
+func cpuRatios(d drainResult) (total, afterStartup float64) {
+	return safeDiv(d.ClientCPUSeconds, d.WalsenderCPUSeconds), safeDiv(d.ClientCPUSeconds-d.StartupCPUSeconds, d.WalsenderCPUSeconds)
+}
+
+// verdict spells a goal's outcome.
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "not met"
+}
+
 // debeziumRatios returns the relay's events/s over Debezium's, and
 // Debezium's peak RSS and CPU per event over the relay's; 0 where a
 // divisor is 0.
@@ -261,21 +311,24 @@ func safeDiv(a, b float64) float64 {
 
 // summarise fills the medians.
 func (rep *report) summarise() {
-	var recv, relay []drainResult
-	var recvRates, relayRates []rates
+	var recv, relay, eos []drainResult
+	var recvRates, relayRates, eosRates []rates
 	for _, r := range rep.Runs {
 		recv = append(recv, r.Recvlogical)
 		relay = append(relay, r.Relay)
+		eos = append(eos, r.RelayEOS)
 		recvRates = append(recvRates, r.RecvlogicalRates)
 		relayRates = append(relayRates, r.RelayRates)
+		eosRates = append(eosRates, r.RelayEOSRates)
 	}
 	m := &medianDrain{drains: drains{
 		Recvlogical: medianDrainResult(recv), RecvlogicalRates: medianRates(recvRates),
 		Relay: medianDrainResult(relay), RelayRates: medianRates(relayRates),
+		RelayEOS: medianDrainResult(eos), RelayEOSRates: medianRates(eosRates),
 	}}
-	if m.RecvlogicalRates.EventsPerSecond > 0 {
-		m.Ratio = m.RelayRates.EventsPerSecond / m.RecvlogicalRates.EventsPerSecond
-	}
+	m.Ratio = safeDiv(m.RelayRates.EventsPerSecond, m.RecvlogicalRates.EventsPerSecond)
+	m.EOSToRelay = safeDiv(m.RelayEOSRates.EventsPerSecond, m.RelayRates.EventsPerSecond)
+	m.EOSToRecvlogical = safeDiv(m.RelayEOSRates.EventsPerSecond, m.RecvlogicalRates.EventsPerSecond)
 	var dbz []drainResult
 	var dbzRates []rates
 	for _, r := range rep.Runs {
@@ -318,6 +371,7 @@ func medianDrainResult(ds []drainResult) drainResult {
 		PeakRSSKB:           int64(f(func(d drainResult) float64 { return float64(d.PeakRSSKB) })),
 		KafkaRecords:        int64(f(func(d drainResult) float64 { return float64(d.KafkaRecords) })),
 		DLQRecords:          int64(f(func(d drainResult) float64 { return float64(d.DLQRecords) })),
+		Duplicates:          int64(f(func(d drainResult) float64 { return float64(d.Duplicates) })),
 		InFlightAtSent:      int64(f(func(d drainResult) float64 { return float64(d.InFlightAtSent) })),
 		ProduceRequests:     int64(f(func(d drainResult) float64 { return float64(d.ProduceRequests) })),
 		ProduceMeanMillis:   f(func(d drainResult) float64 { return d.ProduceMeanMillis }),

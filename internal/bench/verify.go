@@ -101,6 +101,27 @@ func verifyIDs(ctx context.Context, broker, topic string, want int64, load loadI
 // partition (nil: from the start), for a topic that earlier runs wrote to
 // as well.
 func verifyIDsFrom(ctx context.Context, broker, topic string, from map[int32]int64, want int64, load loadInfo) (dups int64, err error) {
+	return verifyRead(ctx, broker, topic, from, want, false, load)
+}
+
+// committedSettle is how long verifyIDsCommitted keeps reading after it has
+// seen every id, for duplicates behind them.
+const committedSettle = 2 * time.Second
+
+// verifyIDsCommitted is verifyIDs with a read_committed consumer, for the
+// relay in exactly-once mode: the end offsets count commit markers, which
+// no consumer sees, so it reads until every id has been seen and then for
+// committedSettle more.
+func verifyIDsCommitted(ctx context.Context, broker, topic string, load loadInfo) (dups int64, err error) {
+	return verifyRead(ctx, broker, topic, nil, -1, true, load)
+}
+
+// verifyRead reads topic after from (nil: from the start), want records or,
+// with want < 0, until every id of the load has been seen and
+// committedSettle has passed without a record, read_committed when
+// committed is set. It checks the "id" headers against the load's ids and
+// returns how many repeated one.
+func verifyRead(ctx context.Context, broker, topic string, from map[int32]int64, want int64, committed bool, load loadInfo) (dups int64, err error) {
 	consume := kgo.ConsumeTopics(topic)
 	if from != nil {
 		parts := map[int32]kgo.Offset{}
@@ -109,8 +130,11 @@ func verifyIDsFrom(ctx context.Context, broker, topic string, from map[int32]int
 		}
 		consume = kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts})
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), consume,
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	opts := []kgo.Opt{kgo.SeedBrokers(broker), consume, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}
+	if committed {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return 0, err
 	}
@@ -118,32 +142,49 @@ func verifyIDsFrom(ctx context.Context, broker, topic string, from map[int32]int
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	seen := make([]bool, load.MaxID-load.MinID+1)
-	var got, missingHeader int64
-	for got < want {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
+	var got, missingHeader, distinct int64
+	count := func(r *kgo.Record) {
+		got++
+		id := int64(-1)
+		for _, h := range r.Headers {
+			if h.Key == "id" {
+				id, _ = strconv.ParseInt(string(h.Value), 10, 64)
+			}
+		}
+		switch {
+		case id < load.MinID || id > load.MaxID:
+			missingHeader++
+		case seen[id-load.MinID]:
+			dups++
+		default:
+			seen[id-load.MinID] = true
+			distinct++
+		}
+	}
+	for want < 0 || got < want {
+		pctx, pcancel := ctx, context.CancelFunc(func() {})
+		settling := want < 0 && distinct == int64(len(seen))
+		if settling {
+			pctx, pcancel = context.WithTimeout(ctx, committedSettle)
+		}
+		fs := cl.PollFetches(pctx)
+		pcancel()
+		switch {
+		case ctx.Err() != nil && want < 0:
+			return dups, fmt.Errorf("read %s (read_committed): %d of %d ids within the deadline: %w", topic, distinct, len(seen), ctx.Err())
+		case ctx.Err() != nil:
 			return dups, fmt.Errorf("read %s: %d of %d records within the deadline: %w", topic, got, want, ctx.Err())
+		case settling && fs.NumRecords() == 0 && pctx.Err() != nil:
+			want = got // settled: nothing behind the last id
+			continue
 		}
 		for _, fe := range fs.Errors() {
+			if errors.Is(fe.Err, context.DeadlineExceeded) && settling {
+				continue
+			}
 			return dups, fmt.Errorf("read %s[%d]: %w", fe.Topic, fe.Partition, fe.Err)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			got++
-			id := int64(-1)
-			for _, h := range r.Headers {
-				if h.Key == "id" {
-					id, _ = strconv.ParseInt(string(h.Value), 10, 64)
-				}
-			}
-			switch {
-			case id < load.MinID || id > load.MaxID:
-				missingHeader++
-			case seen[id-load.MinID]:
-				dups++
-			default:
-				seen[id-load.MinID] = true
-			}
-		})
+		fs.EachRecord(count)
 	}
 	var missing int64
 	for _, ok := range seen {
