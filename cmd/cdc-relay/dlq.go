@@ -10,8 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
 	"github.com/cdc-relay/cdc-relay/internal/config"
@@ -63,23 +61,11 @@ func dlqKafkaConfig(v *config.Values) (*Config, error) {
 // kgoOptions are the franz-go client options for cfg's brokers, TLS and
 // SASL: the connection settings of run.
 func kgoOptions(cfg *Config) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...), kgo.ClientID("cdc-relay"), kgo.DialTimeout(10 * time.Second)}
-	if cfg.KafkaTLS {
-		tlsCfg, err := tlsConfig(cfg.KafkaTLSCAFile, cfg.KafkaTLSCertFile, cfg.KafkaTLSKeyFile)
-		if err != nil {
-			return nil, cfgErr("kafka-tls", "%v", err)
-		}
-		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	sec, err := kgoSecurity(cfg)
+	if err != nil {
+		return nil, cfgErr("kafka-tls", "%v", err)
 	}
-	switch cfg.KafkaSASL {
-	case "plain":
-		opts = append(opts, kgo.SASL(plain.Auth{User: cfg.KafkaSASLUser, Pass: cfg.KafkaSASLPassword}.AsMechanism()))
-	case "scram-sha-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.KafkaSASLUser, Pass: cfg.KafkaSASLPassword}.AsSha256Mechanism()))
-	case "scram-sha-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.KafkaSASLUser, Pass: cfg.KafkaSASLPassword}.AsSha512Mechanism()))
-	}
-	return opts, nil
+	return append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...), kgo.ClientID("cdc-relay"), kgo.DialTimeout(10 * time.Second)}, sec...), nil
 }
 
 // errNoTopic is the dead-letter topic missing: nothing was ever dead-lettered.

@@ -12,8 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cdc-relay/cdc-relay/router"
 )
@@ -100,24 +98,12 @@ const (
 
 // checkClient is a franz-go client with the relay's TLS and SASL settings.
 func checkClient(cfg *Config) (*kgo.Client, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...), kgo.ClientID("cdc-relay"), kgo.DialTimeout(10 * time.Second),
-		kgo.RequestRetries(2), kgo.RetryTimeout(10 * time.Second)}
-	if cfg.KafkaTLS {
-		t, err := tlsConfig(cfg.KafkaTLSCAFile, cfg.KafkaTLSCertFile, cfg.KafkaTLSKeyFile)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.DialTLSConfig(t))
+	sec, err := kgoSecurity(cfg)
+	if err != nil {
+		return nil, err
 	}
-	switch cfg.KafkaSASL {
-	case "plain":
-		opts = append(opts, kgo.SASL(plain.Auth{User: cfg.KafkaSASLUser, Pass: cfg.KafkaSASLPassword}.AsMechanism()))
-	case "scram-sha-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.KafkaSASLUser, Pass: cfg.KafkaSASLPassword}.AsSha256Mechanism()))
-	case "scram-sha-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: cfg.KafkaSASLUser, Pass: cfg.KafkaSASLPassword}.AsSha512Mechanism()))
-	}
-	return kgo.NewClient(opts...)
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...), kgo.ClientID("cdc-relay"), kgo.DialTimeout(10 * time.Second),
+		kgo.RequestRetries(2), kgo.RetryTimeout(10 * time.Second)}, sec...)...)
 }
 
 // metadataView asks for the metadata of every topic the principal may

@@ -155,3 +155,11 @@ func kafkaClientSecurity(c *Config) (*tls.Config, fsasl.Mechanism, []kgo.Opt, er
 	}
 	return tlsCfg, mech, opts, nil
 }
+
+// kgoSecurity is kafkaClientSecurity's kgo options: the franz-go client
+// options for the Kafka TLS and SASL settings (the same ones kafkaTransport
+// gives kafka-go).
+func kgoSecurity(c *Config) ([]kgo.Opt, error) {
+	_, _, opts, err := kafkaClientSecurity(c)
+	return opts, err
+}

@@ -20,8 +20,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
 	"github.com/cdc-relay/cdc-relay/internal/config"
@@ -204,28 +202,6 @@ func templateRegexp(template, dlq string) *regexp.Regexp {
 	}
 	b.WriteString(")$|^" + regexp.QuoteMeta(dlq) + "$")
 	return regexp.MustCompile(b.String())
-}
-
-// kgoSecurity is the franz-go client options for the Kafka TLS and SASL
-// settings (the same ones kafkaTransport gives kafka-go).
-func kgoSecurity(c *Config) ([]kgo.Opt, error) {
-	var opts []kgo.Opt
-	if c.KafkaTLS {
-		tlsCfg, err := tlsConfig(c.KafkaTLSCAFile, c.KafkaTLSCertFile, c.KafkaTLSKeyFile)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
-	}
-	switch c.KafkaSASL {
-	case "plain":
-		opts = append(opts, kgo.SASL(plain.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsMechanism()))
-	case "scram-sha-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsSha256Mechanism()))
-	case "scram-sha-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsSha512Mechanism()))
-	}
-	return opts, nil
 }
 
 // tailer is one run of tail.
