@@ -174,6 +174,13 @@ func crashConsistency(t *testing.T, kills int, extra []string, opts ...kgo.Opt) 
 	}
 	t.Logf("seed %d: %.1fs: %d events, %d records in Kafka, %d duplicates after %d kills (confirmed LSN advanced between %d of them) and %d Kafka outages",
 		seed, time.Since(began).Seconds(), len(committed), cr.log.records, dups, killed, advanced, plan.outages)
+	guarded := 0
+	for _, r := range cr.relays {
+		guarded += strings.Count(r.Output(), "producer id changed within a transaction")
+	}
+	if guarded > 0 {
+		t.Logf("seed %d: %d Kafka transactions aborted because the client's producer id changed inside them", seed, guarded)
+	}
 	return dups, cr.log.records
 }
 
