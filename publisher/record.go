@@ -37,7 +37,7 @@ type Record struct {
 	buf     []byte              // backs Key, Value and header values (Buffer)
 	headers [4]kafka.Header     // backs Headers (HeaderBuffer)
 	kr      kgo.Record          // what kgo produces (kgoRecord)
-	khdrs   [8]kgo.RecordHeader // backs kr.Headers
+	khdrs   [4]kgo.RecordHeader // backs kr.Headers
 	ref     recordRef           // kr.Context
 	// sent is when the session handed the record to kgo; replaced marks
 	// a record produced in place of a refused one (Config.Reject).
