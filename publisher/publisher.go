@@ -342,13 +342,18 @@ func (p *Publisher) Ping(ctx context.Context) error {
 	return cl.Ping(ctx)
 }
 
-// Fence loads the producer id of the transactional id: the broker bumps
-// its epoch, which fences every older instance with the same id and settles
-// what it left open (commits a transaction it was committing, aborts any
-// other). A relay calls it only once it holds the slot.
+// Fence makes a new client and loads the producer id of the transactional
+// id: the broker bumps its epoch, which fences every older instance with
+// the same id and settles what it left open (commits a transaction it was
+// committing, aborts any other). A relay calls it only once it holds the
+// slot, before each session.
 func (p *Publisher) Fence(ctx context.Context) error {
 	p.clMu.Lock()
 	id := p.txnID
+	// A new client for every session: its InitProducerID also aborts
+	// whatever an earlier session of this process left open, and no state
+	// of a failed session's client carries over.
+	p.fenced = p.cl != nil
 	p.clMu.Unlock()
 	if id == "" {
 		return errors.New("publisher: Fence before SetTransactionalID")
