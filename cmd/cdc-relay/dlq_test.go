@@ -248,7 +248,9 @@ func TestDLQUnknownFieldsRedrive(t *testing.T) {
 // again, leaves every letter's event in its topic at least once and none
 // more than the batch in flight twice; a third run finds nothing to do.
 func TestDLQRedriveKill(t *testing.T) {
-	const n = 4000
+	// Enough letters that a redrive cannot finish between its first
+	// redriven letter and the kill: over a hundred batches are left.
+	const n = 12000
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args())
@@ -282,7 +284,10 @@ func TestDLQRedriveKill(t *testing.T) {
 		}
 		return m
 	}
-	waitFor(t, 120*time.Second, "the first redriven events", func() bool { return len(redriven()) > 0 })
+	// Kill at the redrive's own first report of a redriven letter (it
+	// comes after Kafka acknowledged that batch), not when a consumer sees
+	// it, which can be after the redrive is done.
+	waitFor(t, 120*time.Second, "the first redriven letter", func() bool { return strings.Contains(rd.Output(), "redriven id=") })
 	rd.kill()
 	if rd.exitCode == 0 {
 		t.Fatalf("the redrive finished before the kill: nothing shows a kill in the middle (output: %s)", tailString(rd.Output(), 2000))
