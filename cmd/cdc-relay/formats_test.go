@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // formatsDDL is an outbox with a nullable payload and the column types
@@ -205,42 +206,51 @@ func TestRecordColumnsConfigErrors(t *testing.T) {
 // future than the topic's message.timestamp.after.max.ms allows is refused
 // by the broker; the event goes to the dead-letter topic saying so, and the
 // events around it arrive.
+// TestBrokerRefusesTimestamp, at-least-once and under --delivery
+// exactly-once (read by a read_committed consumer): the broker refuses the
+// batch holding a future-dated record; after the restart that batch's
+// records go one at a time, and only the refused one is dead-lettered, in
+// its place.
 func TestBrokerRefusesTimestamp(t *testing.T) {
-	f := newFixture(t, formatsDDL)
-	cl := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 10 * time.Second}
-	res, err := cl.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-		Topic: f.topic("Customer"), NumPartitions: 1, ReplicationFactor: 1,
-		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "message.timestamp.after.max.ms", ConfigValue: "3600000"}},
-	}}})
-	if err != nil || res.Errors[f.topic("Customer")] != nil {
-		t.Fatalf("create topic: %v %v", err, res)
-	}
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args("--value-format", "json", "--timestamp-column", "occurred_at"))
-	r.waitStreaming(60 * time.Second)
-	ctx := context.Background()
-	conn := connect(t)
-	insert := fmt.Sprintf(`INSERT INTO %s (aggregate_type, aggregate_id, event_type, payload, occurred_at)
-		VALUES ('Customer', 'c1', 'CustomerChanged', '{"n": 1}', $1) RETURNING id`, f.table)
-	var ids []int64
-	for _, at := range []time.Time{time.Now().Add(-time.Minute), time.Now().Add(30 * 24 * time.Hour), time.Now()} {
-		var id int64
-		if err := conn.QueryRow(ctx, insert, at).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	recs := byID(c.waitIDs(60*time.Second, ids))
-	future := recs[strconv.FormatInt(ids[1], 10)]
-	if future.Topic != f.dlq || !strings.Contains(future.Headers["error"], "refused the record") || !strings.Contains(future.Headers["error"], "timestamp") || future.Headers["error_kind"] != "invalid_timestamp" {
-		t.Errorf("future-dated event: topic %q error %q, want the DLQ saying the broker refused its timestamp", future.Topic, future.Headers["error"])
-	}
-	for _, id := range []int64{ids[0], ids[2]} {
-		if rec := recs[strconv.FormatInt(id, 10)]; rec.Topic != f.topic("Customer") {
-			t.Errorf("event %d went to %s", id, rec.Topic)
-		}
-	}
-	if n, err := r.metric("cdc_relay_dlq_events_total"); err != nil || n != 1 {
-		t.Errorf("dlq events %v, %v", n, err)
+	for _, delivery := range []string{"at-least-once", "exactly-once"} {
+		t.Run(delivery, func(t *testing.T) {
+			f := newFixture(t, formatsDDL)
+			cl := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 10 * time.Second}
+			res, err := cl.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+				Topic: f.topic("Customer"), NumPartitions: 1, ReplicationFactor: 1,
+				ConfigEntries: []kafka.ConfigEntry{{ConfigName: "message.timestamp.after.max.ms", ConfigValue: "3600000"}},
+			}}})
+			if err != nil || res.Errors[f.topic("Customer")] != nil {
+				t.Fatalf("create topic: %v %v", err, res)
+			}
+			c := consume(t, "^"+f.topicPrefix+`\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+			r := startRelay(t, f.args("--value-format", "json", "--timestamp-column", "occurred_at", "--delivery", delivery))
+			r.waitStreaming(60 * time.Second)
+			ctx := context.Background()
+			conn := connect(t)
+			insert := fmt.Sprintf(`INSERT INTO %s (aggregate_type, aggregate_id, event_type, payload, occurred_at)
+				VALUES ('Customer', 'c1', 'CustomerChanged', '{"n": 1}', $1) RETURNING id`, f.table)
+			var ids []int64
+			for _, at := range []time.Time{time.Now().Add(-time.Minute), time.Now().Add(30 * 24 * time.Hour), time.Now()} {
+				var id int64
+				if err := conn.QueryRow(ctx, insert, at).Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			recs := byID(c.waitIDs(60*time.Second, ids))
+			future := recs[strconv.FormatInt(ids[1], 10)]
+			if future.Topic != f.dlq || !strings.Contains(future.Headers["error"], "refused the record") || !strings.Contains(future.Headers["error"], "timestamp") || future.Headers["error_kind"] != "invalid_timestamp" {
+				t.Errorf("future-dated event: topic %q error %q, want the DLQ saying the broker refused its timestamp", future.Topic, future.Headers["error"])
+			}
+			for _, id := range []int64{ids[0], ids[2]} {
+				if rec := recs[strconv.FormatInt(id, 10)]; rec.Topic != f.topic("Customer") {
+					t.Errorf("event %d went to %s", id, rec.Topic)
+				}
+			}
+			if n, err := r.metric("cdc_relay_dlq_events_total"); err != nil || n != 1 {
+				t.Errorf("dlq events %v, %v", n, err)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestInvalidEventsGoToDLQ: each kind of invalid event lands in the
@@ -229,9 +230,14 @@ func TestIncompatibleSchemaRefusesStart(t *testing.T) {
 // --max-record-bytes refuses a record the relay's own check let through; the
 // relay dead-letters it (or halts under --on-invalid halt) and the events
 // around it still arrive, in order.
+// TestBrokerRejectsTooLargeRecord runs at-least-once (dlq and halt) and
+// under --delivery exactly-once (dlq, read by a read_committed consumer):
+// the record the topic cannot take is dead-lettered before it is produced,
+// so it never makes a Kafka transaction abort-only.
 func TestBrokerRejectsTooLargeRecord(t *testing.T) {
-	for _, mode := range []string{"dlq", "halt"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, tc := range []struct{ name, mode, delivery string }{{"dlq", "dlq", "at-least-once"}, {"halt", "halt", "at-least-once"}, {"dlq exactly-once", "dlq", "exactly-once"}} {
+		mode := tc.mode
+		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, "")
 			cl := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 10 * time.Second}
 			res, err := cl.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
@@ -241,8 +247,8 @@ func TestBrokerRejectsTooLargeRecord(t *testing.T) {
 			if err != nil || res.Errors[f.topic("Order")] != nil {
 				t.Fatalf("create topic: %v %v", err, res)
 			}
-			c := consume(t, "^"+f.topicPrefix+`\..*`)
-			r := startRelay(t, f.args("--on-invalid", mode, "--halt-linger", "0s"))
+			c := consume(t, "^"+f.topicPrefix+`\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+			r := startRelay(t, f.args("--on-invalid", mode, "--halt-linger", "0s", "--delivery", tc.delivery))
 			r.waitStreaming(60 * time.Second)
 			agg := uuidFor(3)
 			big := strings.Replace(orderCreated(agg, 2), `"c-2"`, `"`+strings.Repeat("B", 40000)+`"`, 1)
