@@ -56,6 +56,7 @@ type Session struct {
 	txnEpoch  int16
 	txnIDSet  bool
 	txnBroken error
+	fenced    bool          // another instance took over the transactional id
 	bSeq      uint64        // seq of the newest boundary
 	inflight  int           // records handed to kgo and not yet answered
 	answered  chan struct{} // signalled when inflight drops to 0
@@ -525,6 +526,9 @@ func (s *Session) failedRecord(r *Record, err error) {
 	switch {
 	case isFenced(err):
 		s.p.markFenced()
+		s.mu.Lock()
+		s.fenced = true
+		s.mu.Unlock()
 		s.fail(fmt.Errorf("produce to %s: another relay with transactional id %s took over (fenced): %w", r.Topic, s.txnID, err))
 	case refused(err) && r.Seq != 0 && !r.replaced:
 		s.p.suspectRecord(r, err)
@@ -571,6 +575,10 @@ func (s *Session) commit() {
 		// and the next session reads the checkpoint to learn which it was.
 		if isFenced(err) {
 			s.p.markFenced()
+			s.mu.Lock()
+			s.fenced = true
+			s.mu.Unlock()
+			err = fmt.Errorf("another relay with transactional id %s took over (fenced): %w", s.txnID, err)
 		}
 		s.fail(fmt.Errorf("commit Kafka transaction: %w", err))
 		return
@@ -619,10 +627,23 @@ func (s *Session) finish() {
 	if err := s.cl.AbortBufferedRecords(ctx); err != nil {
 		s.p.log.Warn("dropping the records kgo still holds", "err", err.Error())
 	}
+	s.mu.Lock()
+	fenced := s.fenced
+	s.mu.Unlock()
+	if s.inTxn && fenced {
+		// The instance that fenced this one aborted the transaction; an
+		// abort from here could reload the producer id and fence it back.
+		s.p.log.Warn("another relay with the same transactional id took over (fenced): it aborted this instance's open Kafka transaction, and this instance's writes are refused",
+			"transactional_id", s.txnID)
+		s.inTxn = false
+	}
 	if s.inTxn {
 		if err := s.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
 			// A new client's InitProducerID aborts it.
-			if !isFenced(err) {
+			if isFenced(err) {
+				s.p.log.Warn("another relay with the same transactional id took over (fenced): this instance's open Kafka transaction was aborted by it and its writes are refused",
+					"transactional_id", s.txnID, "err", err.Error())
+			} else {
 				s.p.log.Warn("abort Kafka transaction failed; the next session fences it", "err", err.Error())
 			}
 			s.p.markFenced()
