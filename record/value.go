@@ -140,7 +140,7 @@ func (v *jsonValue) appendString(dst, b []byte, i int) ([]byte, int, error) {
 	return debeziumjson.AppendString(dst, v.scratch), end, nil
 }
 
-// appendNumber writes a JSON number: an integer as it is, anything with a
+// appendNumber writes a JSON number: an integer as it is (-0 as 0), anything with a
 // fraction or an exponent as Java's Double.toString writes the double.
 // The tokenizer has checked the number's grammar, which both parsers accept.
 func appendNumber(dst []byte, num *jsontext.Number, end int, strict bool) ([]byte, int, int, error) {
@@ -158,6 +158,9 @@ func appendNumber(dst []byte, num *jsontext.Number, end int, strict bool) ([]byt
 	}
 	n, err := strconv.ParseInt(string(num.Raw), 10, 64)
 	switch {
+	case err == nil && n == 0:
+		// -0 too: Jackson reads it as the int 0 and writes 0.
+		return append(dst, '0'), end, kindInt, nil
 	case err == nil && n >= math.MinInt32 && n <= math.MaxInt32:
 		return append(dst, num.Raw...), end, kindInt, nil
 	case err == nil:
