@@ -174,21 +174,9 @@ func dlqRedrive(args []string, getenv func(string) string, stdout, stderr io.Wri
 	return r.run(ctx)
 }
 
-// fail reports err in one line and returns its exit code: 2 for a setting,
-// an incompatible schema or a flag that does not fit the table, else 1.
+// fail reports err in one line and returns its exit code (failExit).
 func (r *redriver) fail(what string, err error) int {
-	var cerr *ConfigError
-	var ferr *recordpkg.FlagError
-	var incompatible *schemaregistry.IncompatibleError
-	if errors.As(err, &cerr) || errors.As(err, &ferr) || errors.As(err, &incompatible) {
-		fmt.Fprintf(r.stderr, "cdc-relay: %s\n", Redact(err.Error()))
-		return exitConfig
-	}
-	if what != "" {
-		what += ": "
-	}
-	fmt.Fprintf(r.stderr, "cdc-relay dlq redrive failed: %s%s\n", what, Redact(err.Error()))
-	return exitFailed
+	return failExit(r.stderr, "cdc-relay dlq redrive failed: ", what, err)
 }
 
 func (r *redriver) run(ctx context.Context) int {

@@ -495,21 +495,9 @@ type replayer struct {
 	stdout, stderr io.Writer
 }
 
-// fail reports err in one line and returns its exit code: 2 for a setting,
-// an incompatible schema or a flag that does not fit the table, else 1.
+// fail reports err in one line and returns its exit code (failExit).
 func (r *replayer) fail(what string, err error) int {
-	var cerr *ConfigError
-	var ferr *recordpkg.FlagError
-	var incompatible *schemaregistry.IncompatibleError
-	if errors.As(err, &cerr) || errors.As(err, &ferr) || errors.As(err, &incompatible) {
-		fmt.Fprintf(r.stderr, "cdc-relay: %s\n", Redact(err.Error()))
-		return exitConfig
-	}
-	if what != "" {
-		what += ": "
-	}
-	fmt.Fprintf(r.stderr, "cdc-relay: replay failed: %s%s\n", what, Redact(err.Error()))
-	return exitFailed
+	return failExit(r.stderr, "cdc-relay: replay failed: ", what, err)
 }
 
 func (r *replayer) run(ctx context.Context) int {
@@ -793,4 +781,22 @@ func createdTime(b []byte) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// failExit reports err in one line on stderr and returns its exit code: 2
+// for a setting, an incompatible schema or a flag that does not fit the
+// table, else 1 (prefix, then what failed).
+func failExit(stderr io.Writer, prefix, what string, err error) int {
+	var cerr *ConfigError
+	var ferr *recordpkg.FlagError
+	var incompatible *schemaregistry.IncompatibleError
+	if errors.As(err, &cerr) || errors.As(err, &ferr) || errors.As(err, &incompatible) {
+		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
+		return exitConfig
+	}
+	if what != "" {
+		what += ": "
+	}
+	fmt.Fprintf(stderr, "%s%s%s\n", prefix, what, Redact(err.Error()))
+	return exitFailed
 }
