@@ -41,6 +41,7 @@ func (r *reader) loop(ctx context.Context) error {
 	now := time.Now()
 	r.lastRecv = now
 	r.nextStatus = now
+	handled := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -51,6 +52,11 @@ func (r *reader) loop(ctx context.Context) error {
 		default:
 		}
 		now = time.Now()
+		if handled {
+			// Time spent handling the last message (waiting on Kafka or
+			// the registry) is not server silence.
+			r.lastRecv, handled = now, false
+		}
 		if !now.Before(r.nextStatus) {
 			if err := r.sendStatus(true); err != nil {
 				return err
@@ -94,6 +100,7 @@ func (r *reader) loop(ctx context.Context) error {
 			if err := r.handleCopyData(ctx, m.Data); err != nil {
 				return err
 			}
+			handled = true
 		case *pgproto3.ErrorResponse:
 			pgErr := pgconn.ErrorResponseToPgError(m)
 			if pgErr.Code == "42704" {
@@ -212,8 +219,6 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 			}
 			return fmt.Errorf("%w: %w", errSession, err)
 		}
-		// Time spent waiting on Kafka or the registry is not server silence.
-		r.lastRecv = time.Now()
 	}
 	return nil
 }

@@ -135,6 +135,9 @@ func (h *handler) Err() error { return haltOn(h.pub.Err()) }
 // transaction that cannot be delivered within --txn-timeout (a replay would
 // only time out again).
 func haltOn(err error) error {
+	if err == nil {
+		return nil // the per-event path: &tooLong below escapes, an allocation
+	}
 	var tooLong *publisher.TxnTimeoutError
 	if errors.As(err, &tooLong) {
 		return replication.Fatal(err)
