@@ -114,13 +114,31 @@ func (r *Registry) CheckCompatibility(ctx context.Context, matchTopic func(strin
 // the relay finds against the subject's latest version, or that it finds
 // nothing it can name.
 func (r *Registry) noReason(ctx context.Context, subject string, s *Schema, level string) string {
+	own, err := r.explainAgainstLatest(ctx, subject, s, level)
+	switch {
+	case err != nil:
+		return "the registry gave no reason, and the latest version could not be read to compare (" + err.Error() + ")"
+	case strings.HasPrefix(own, noDifference):
+		return "the registry gave no reason, and the relay finds " + own
+	}
+	return "the registry gave no reason; " + own
+}
+
+// noDifference starts explainAgainstLatest's answer when it names nothing.
+const noDifference = "no difference it can name"
+
+// explainAgainstLatest is the relay's own reason why s breaks subject's
+// level, against its latest version: "against the latest version (version
+// 3), as a BACKWARD change: new field x has no default, ...", or "no
+// difference it can name against the latest version (version 3)".
+func (r *Registry) explainAgainstLatest(ctx context.Context, subject string, s *Schema, level string) (string, error) {
 	latest, err := r.latest(ctx, subject)
 	if err != nil {
-		return "the registry gave no reason, and the latest version could not be read to compare (" + err.Error() + ")"
+		return "", err
 	}
 	reason, direction := explainIncompatibility(s.Text, latest.Schema, level)
 	if reason == "" {
-		return "the registry gave no reason, and the relay finds no difference it can name against the latest version (version " + fmt.Sprint(latest.Version) + ")"
+		return noDifference + " against the latest version (version " + fmt.Sprint(latest.Version) + ")", nil
 	}
-	return "the registry gave no reason; against the latest version (version " + fmt.Sprint(latest.Version) + "), as a " + direction + " change: " + reason
+	return "against the latest version (version " + fmt.Sprint(latest.Version) + "), as a " + direction + " change: " + reason, nil
 }

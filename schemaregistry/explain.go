@@ -148,12 +148,13 @@ func (r CompatResult) Verdict() string {
 	return "incompatible " + r.LevelPhrase()
 }
 
-// LevelPhrase is "under LEVEL"; for a registry that reports NONE (a level
-// that accepts every change) and refused all the same, it says that
-// instead of blaming NONE.
+// LevelPhrase is "under LEVEL"; for a registry whose compatibility check
+// refuses while it reports NONE (Apicurio Registry 3.x with no rule set),
+// it says that instead of blaming NONE, and that the registry registers
+// the change all the same (a registration under NONE is never refused).
 func (r CompatResult) LevelPhrase() string {
 	if strings.EqualFold(r.Level, "NONE") && !r.Compatible {
-		return "by the registry's compatibility check, though the registry reports level NONE for the subject (which accepts every change: it checks a rule it does not report)"
+		return "by the registry's compatibility check, though the registry reports level NONE for the subject (under which it registers any change: run would register this one; set the subject's level to have it refused)"
 	}
 	return "under " + r.Level
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
@@ -25,12 +26,38 @@ import (
 
 // registry is the package's real schema registry (AxonOps), started by
 // the first test that uses it (newRegistry and the REST helpers fail the
-// test when it cannot start), so the encoder's unit tests start none. Tests
-// give every subject a random suffix.
+// test when it cannot start), so the encoder's unit tests start none. The
+// registry-facing tests run against it and against Apicurio Registry
+// (eachRegistry). Tests give every subject a random suffix.
 var (
 	services = relaytest.NewLazy(relaytest.LazyOptions{})
 	registry = services.Registry
 )
+
+// eachRegistry runs test as a parallel subtest per registry the relay is
+// tested against: "axonops" (registry) and "apicurio" (Apicurio Registry,
+// started once for the package by its first subtest).
+func eachRegistry(t *testing.T, test func(t *testing.T, reg relaytest.SchemaRegistry)) {
+	t.Helper()
+	for _, reg := range services.Registries() {
+		t.Run(reg.Name(), func(t *testing.T) {
+			t.Parallel()
+			relaytest.Need(t, reg)
+			test(t, reg)
+		})
+	}
+}
+
+// defaultBackward gives subject the level BACKWARD where the registry's
+// default is not: Apicurio Registry has no compatibility rule unless one is
+// set (GET /config reports NONE, and it registers any change), where
+// Confluent's and AxonOps' default is BACKWARD.
+func defaultBackward(t *testing.T, reg relaytest.SchemaRegistry, subject string) {
+	t.Helper()
+	if reg.Name() == "apicurio" {
+		reg.SetLevel(t, subject, "BACKWARD")
+	}
+}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -71,16 +98,18 @@ func schemas(list ...*schemaregistry.Schema) map[string]*schemaregistry.Schema {
 	return m
 }
 
-// counter counts the HTTP requests a Registry sends.
+// counter counts the HTTP requests a Registry sends, by method and path
+// below the registry's base path (Apicurio's /apis/ccompat/v7).
 type counter struct {
-	mu  sync.Mutex
-	n   map[string]int
-	all int
+	base string
+	mu   sync.Mutex
+	n    map[string]int
+	all  int
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.mu.Lock()
-	c.n[r.Method+" "+r.URL.Path]++
+	c.n[r.Method+" "+strings.TrimPrefix(r.URL.Path, c.base)]++
 	c.all++
 	c.mu.Unlock()
 	return http.DefaultTransport.RoundTrip(r)
@@ -98,11 +127,16 @@ func (c *counter) count(method, path string) int {
 	return c.n[method+" "+path]
 }
 
-func newRegistry(t *testing.T, strategy schemaregistry.Strategy, local map[string]*schemaregistry.Schema) (*schemaregistry.Registry, *counter) {
+func newRegistry(t *testing.T, reg relaytest.SchemaRegistry, strategy schemaregistry.Strategy, local map[string]*schemaregistry.Schema) (*schemaregistry.Registry, *counter) {
 	t.Helper()
-	c := &counter{n: map[string]int{}}
+	relaytest.Need(t, reg)
+	base, err := url.Parse(reg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &counter{base: base.Path, n: map[string]int{}}
 	r, err := schemaregistry.New(schemaregistry.Config{
-		URL:        registry.Need(t).URL(),
+		URL:        reg.URL(),
 		Strategy:   strategy,
 		Schemas:    local,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -120,16 +154,18 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func TestPreflightRecordStrategy(t *testing.T) {
+func TestPreflightRecordStrategy(t *testing.T) { eachRegistry(t, testPreflightRecordStrategy) }
+
+func testPreflightRecordStrategy(t *testing.T, reg relaytest.SchemaRegistry) {
 	ns := suffix(t)
 	a := parse(t, "OrderPlaced", order(ns, ""))
 	b := parse(t, "Refund", `{"type":"record","name":"Refund","namespace":"test.`+ns+`","fields":[{"name":"id","type":"string"}]}`)
-	r, c := newRegistry(t, schemaregistry.Record, schemas(a, b))
+	r, c := newRegistry(t, reg, schemaregistry.Record, schemas(a, b))
 	if err := r.Preflight(ctx(t), nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []*schemaregistry.Schema{a, b} {
-		if got := registry.Versions(t, s.FullName); !reflect.DeepEqual(got, []int{1}) {
+		if got := reg.Versions(t, s.FullName); !reflect.DeepEqual(got, []int{1}) {
 			t.Fatalf("subject %s: versions %v, want [1]", s.FullName, got)
 		}
 	}
@@ -140,7 +176,7 @@ func TestPreflightRecordStrategy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := registry.LatestID(t, a.FullName); enc.ID != want {
+		if want := reg.LatestID(t, a.FullName); enc.ID != want {
 			t.Fatalf("encoder id %d, registry id %d", enc.ID, want)
 		}
 	}
@@ -150,24 +186,28 @@ func TestPreflightRecordStrategy(t *testing.T) {
 }
 
 func TestPreflightTopicRecordStrategy(t *testing.T) {
+	eachRegistry(t, testPreflightTopicRecordStrategy)
+}
+
+func testPreflightTopicRecordStrategy(t *testing.T, reg relaytest.SchemaRegistry) {
 	ns := suffix(t)
 	v1 := order(ns, "")
 	v2 := parse(t, "OrderPlaced", order(ns, `,{"name":"note","type":["null","string"],"default":null}`))
 	ours, theirs := "orders-"+ns, "legacy-"+ns
 	subOurs, subTheirs := ours+"-"+v2.FullName, theirs+"-"+v2.FullName
-	registry.Register(t, subOurs, v1)
-	registry.Register(t, subTheirs, v1)
-	registry.Register(t, ours+"-test."+ns+".Unrelated", `{"type":"record","name":"Unrelated","namespace":"test.`+ns+`","fields":[]}`)
+	reg.Register(t, subOurs, v1)
+	reg.Register(t, subTheirs, v1)
+	reg.Register(t, ours+"-test."+ns+".Unrelated", `{"type":"record","name":"Unrelated","namespace":"test.`+ns+`","fields":[]}`)
 
-	r, c := newRegistry(t, schemaregistry.TopicRecord, schemas(v2))
+	r, c := newRegistry(t, reg, schemaregistry.TopicRecord, schemas(v2))
 	match := func(topic string) bool { return strings.HasPrefix(topic, "orders-") }
 	if err := r.Preflight(ctx(t), match); err != nil {
 		t.Fatal(err)
 	}
-	if got := registry.Versions(t, subOurs); !reflect.DeepEqual(got, []int{1, 2}) {
+	if got := reg.Versions(t, subOurs); !reflect.DeepEqual(got, []int{1, 2}) {
 		t.Fatalf("%s: versions %v, want [1 2]", subOurs, got)
 	}
-	if got := registry.Versions(t, subTheirs); !reflect.DeepEqual(got, []int{1}) {
+	if got := reg.Versions(t, subTheirs); !reflect.DeepEqual(got, []int{1}) {
 		t.Fatalf("%s (topic not matched): versions %v, want [1]", subTheirs, got)
 	}
 	if c.count(http.MethodPost, "/subjects/"+subOurs+"/versions") != 1 || c.count(http.MethodPost, "/subjects/"+subTheirs+"/versions") != 0 {
@@ -178,26 +218,28 @@ func TestPreflightTopicRecordStrategy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if enc.ID != registry.LatestID(t, subOurs) || c.total() != before {
-		t.Fatalf("encoder id %d (registry %d), %d requests", enc.ID, registry.LatestID(t, subOurs), c.total()-before)
+	if enc.ID != reg.LatestID(t, subOurs) || c.total() != before {
+		t.Fatalf("encoder id %d (registry %d), %d requests", enc.ID, reg.LatestID(t, subOurs), c.total()-before)
 	}
 }
 
-func TestPreflightTopicStrategy(t *testing.T) {
+func TestPreflightTopicStrategy(t *testing.T) { eachRegistry(t, testPreflightTopicStrategy) }
+
+func testPreflightTopicStrategy(t *testing.T, reg relaytest.SchemaRegistry) {
 	ns := suffix(t)
 	local := parse(t, "OrderPlaced", order(ns, `,{"name":"note","type":"string","default":""}`))
 	topic, other := "orders-"+ns, "payments-"+ns
-	registry.Register(t, topic+"-value", order(ns, ""))
-	registry.Register(t, other+"-value", `{"type":"record","name":"Payment","namespace":"test.`+ns+`","fields":[]}`)
+	reg.Register(t, topic+"-value", order(ns, ""))
+	reg.Register(t, other+"-value", `{"type":"record","name":"Payment","namespace":"test.`+ns+`","fields":[]}`)
 
-	r, c := newRegistry(t, schemaregistry.Topic, schemas(local))
+	r, c := newRegistry(t, reg, schemaregistry.Topic, schemas(local))
 	if err := r.Preflight(ctx(t), nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := registry.Versions(t, topic+"-value"); !reflect.DeepEqual(got, []int{1, 2}) {
+	if got := reg.Versions(t, topic+"-value"); !reflect.DeepEqual(got, []int{1, 2}) {
 		t.Fatalf("%s-value: versions %v, want [1 2]", topic, got)
 	}
-	if got := registry.Versions(t, other+"-value"); !reflect.DeepEqual(got, []int{1}) {
+	if got := reg.Versions(t, other+"-value"); !reflect.DeepEqual(got, []int{1}) {
 		t.Fatalf("%s-value (another record): versions %v, want [1]", other, got)
 	}
 	before := c.total()
@@ -205,12 +247,16 @@ func TestPreflightTopicStrategy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if enc.ID != registry.LatestID(t, topic+"-value") || c.total() != before {
+	if enc.ID != reg.LatestID(t, topic+"-value") || c.total() != before {
 		t.Fatalf("encoder id %d, %d requests", enc.ID, c.total()-before)
 	}
 }
 
 func TestPreflightIncompatibleBackward(t *testing.T) {
+	eachRegistry(t, testPreflightIncompatibleBackward)
+}
+
+func testPreflightIncompatibleBackward(t *testing.T, reg relaytest.SchemaRegistry) {
 	tests := []struct {
 		name   string
 		change string // the local schema's fields after id
@@ -225,9 +271,10 @@ func TestPreflightIncompatibleBackward(t *testing.T) {
 			local := parse(t, "OrderPlaced", `{"type":"record","name":"Order","namespace":"test.`+ns+`","fields":[{"name":"id","type":"string"}`+tt.change+`]}`)
 			topic := "orders-" + ns
 			subject := topic + "-" + local.FullName
-			registry.Register(t, subject, order(ns, ""))
+			reg.Register(t, subject, order(ns, ""))
+			defaultBackward(t, reg, subject)
 
-			r, _ := newRegistry(t, schemaregistry.TopicRecord, schemas(local))
+			r, _ := newRegistry(t, reg, schemaregistry.TopicRecord, schemas(local))
 			err := r.Preflight(ctx(t), nil)
 			var ie *schemaregistry.IncompatibleError
 			if !errors.As(err, &ie) {
@@ -243,7 +290,7 @@ func TestPreflightIncompatibleBackward(t *testing.T) {
 					t.Errorf("message lacks %q: %s", want, msg)
 				}
 			}
-			if got := registry.Versions(t, subject); !reflect.DeepEqual(got, []int{1}) {
+			if got := reg.Versions(t, subject); !reflect.DeepEqual(got, []int{1}) {
 				t.Errorf("versions %v, want [1]", got)
 			}
 			// The encoder path reports it the same way.
@@ -257,7 +304,9 @@ func TestPreflightIncompatibleBackward(t *testing.T) {
 // TestCompatibilityLevels shows for each level a change it rejects (with
 // the level in the message) and that the same change passes BACKWARD where
 // BACKWARD allows it.
-func TestCompatibilityLevels(t *testing.T) {
+func TestCompatibilityLevels(t *testing.T) { eachRegistry(t, testCompatibilityLevels) }
+
+func testCompatibilityLevels(t *testing.T, reg relaytest.SchemaRegistry) {
 	tests := []struct {
 		level        string
 		change       string // the new schema's extra fields; v1 has id, amount_cents, note (default "")
@@ -278,10 +327,10 @@ func TestCompatibilityLevels(t *testing.T) {
 			local := parse(t, "OrderPlaced", `{"type":"record","name":"Order","namespace":"test.`+ns+`","fields":[`+tt.change+`]}`)
 			topic := "orders-" + ns
 			subject := topic + "-" + local.FullName
-			registry.Register(t, subject, v1)
-			registry.SetLevel(t, subject, tt.level)
+			reg.Register(t, subject, v1)
+			reg.SetLevel(t, subject, tt.level)
 
-			r, _ := newRegistry(t, schemaregistry.TopicRecord, schemas(local))
+			r, _ := newRegistry(t, reg, schemaregistry.TopicRecord, schemas(local))
 			err := r.Preflight(ctx(t), nil)
 			var ie *schemaregistry.IncompatibleError
 			if !errors.As(err, &ie) || ie.Level != tt.level {
@@ -294,8 +343,8 @@ func TestCompatibilityLevels(t *testing.T) {
 			}
 
 			// Under BACKWARD the same change is accepted iff BACKWARD allows it.
-			registry.SetLevel(t, subject, "BACKWARD")
-			r2, _ := newRegistry(t, schemaregistry.TopicRecord, schemas(local))
+			reg.SetLevel(t, subject, "BACKWARD")
+			r2, _ := newRegistry(t, reg, schemaregistry.TopicRecord, schemas(local))
 			err = r2.Preflight(ctx(t), nil)
 			if tt.backwardOK != (err == nil) {
 				t.Fatalf("under BACKWARD: %v (want accepted: %v)", err, tt.backwardOK)
@@ -305,18 +354,22 @@ func TestCompatibilityLevels(t *testing.T) {
 }
 
 func TestCompatibleChangeRegistersNewVersion(t *testing.T) {
+	eachRegistry(t, testCompatibleChangeRegistersNewVersion)
+}
+
+func testCompatibleChangeRegistersNewVersion(t *testing.T, reg relaytest.SchemaRegistry) {
 	ns := suffix(t)
 	topic := "orders-" + ns
 	v1 := parse(t, "OrderPlaced", order(ns, ""))
 	subject := topic + "-" + v1.FullName
 
-	r1, _ := newRegistry(t, schemaregistry.TopicRecord, schemas(v1))
+	r1, _ := newRegistry(t, reg, schemaregistry.TopicRecord, schemas(v1))
 	enc1, err := r1.Encoder(ctx(t), topic, []byte("OrderPlaced"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A restarted relay with the same schema gets the same id, no new version.
-	r1b, _ := newRegistry(t, schemaregistry.TopicRecord, schemas(v1))
+	r1b, _ := newRegistry(t, reg, schemaregistry.TopicRecord, schemas(v1))
 	if err := r1b.Preflight(ctx(t), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +378,7 @@ func TestCompatibleChangeRegistersNewVersion(t *testing.T) {
 	}
 
 	v2 := parse(t, "OrderPlaced", order(ns, `,{"name":"currency","type":"string","default":"EUR"}`))
-	r2, _ := newRegistry(t, schemaregistry.TopicRecord, schemas(v2))
+	r2, _ := newRegistry(t, reg, schemaregistry.TopicRecord, schemas(v2))
 	if err := r2.Preflight(ctx(t), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -333,23 +386,25 @@ func TestCompatibleChangeRegistersNewVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := registry.Versions(t, subject); !reflect.DeepEqual(got, []int{1, 2}) {
+	if got := reg.Versions(t, subject); !reflect.DeepEqual(got, []int{1, 2}) {
 		t.Fatalf("versions %v, want [1 2]", got)
 	}
-	if enc2.ID == enc1.ID || enc2.ID != registry.LatestID(t, subject) {
-		t.Fatalf("v2 id %d, v1 id %d, registry latest %d", enc2.ID, enc1.ID, registry.LatestID(t, subject))
+	if enc2.ID == enc1.ID || enc2.ID != reg.LatestID(t, subject) {
+		t.Fatalf("v2 id %d, v1 id %d, registry latest %d", enc2.ID, enc1.ID, reg.LatestID(t, subject))
 	}
 }
 
 // TestEncoderWireFormat registers on first use, caches (request counts),
 // and writes values that decode with the schema fetched by id over HTTP.
-func TestEncoderWireFormat(t *testing.T) {
+func TestEncoderWireFormat(t *testing.T) { eachRegistry(t, testEncoderWireFormat) }
+
+func testEncoderWireFormat(t *testing.T, reg relaytest.SchemaRegistry) {
 	ns := suffix(t)
 	local, err := schemaregistry.LoadDir("../testdata/schemas")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, c := newRegistry(t, schemaregistry.TopicRecord, local)
+	r, c := newRegistry(t, reg, schemaregistry.TopicRecord, local)
 	if err := r.Preflight(ctx(t), func(topic string) bool { return strings.HasSuffix(topic, ns) }); err != nil {
 		t.Fatal(err)
 	}
@@ -376,17 +431,17 @@ func TestEncoderWireFormat(t *testing.T) {
 	if n := c.count(http.MethodPost, "/subjects/"+subject+"/versions"); n != 1 || c.total() != 2 {
 		t.Fatalf("500 events sent %d registrations (%d requests), want 1 (2)", n, c.total())
 	}
-	if got := registry.Versions(t, subject); !reflect.DeepEqual(got, []int{1}) {
+	if got := reg.Versions(t, subject); !reflect.DeepEqual(got, []int{1}) {
 		t.Fatalf("versions %v", got)
 	}
-	id := registry.LatestID(t, subject)
+	id := reg.LatestID(t, subject)
 
 	v := values[len(values)-1]
 	if v[0] != 0 || int(binary.BigEndian.Uint32(v[1:5])) != id {
 		t.Fatalf("header %x, want 00 and id %d", v[:5], id)
 	}
 	var byID struct{ Schema string }
-	if code := registry.Do(t, http.MethodGet, fmt.Sprintf("/schemas/ids/%d", id), nil, &byID); code != 200 {
+	if code := reg.Do(t, http.MethodGet, fmt.Sprintf("/schemas/ids/%d", id), nil, &byID); code != 200 {
 		t.Fatalf("GET /schemas/ids/%d: HTTP %d", id, code)
 	}
 	codec, err := goavro.NewCodec(byID.Schema)
@@ -437,7 +492,7 @@ func TestEncoderWireFormat(t *testing.T) {
 func TestEncoderWaitsForRegistry(t *testing.T) {
 	ns := suffix(t)
 	local := parse(t, "OrderPlaced", order(ns, ""))
-	r, c := newRegistry(t, schemaregistry.TopicRecord, schemas(local))
+	r, c := newRegistry(t, registry, schemaregistry.TopicRecord, schemas(local))
 	if err := registry.Stop(); err != nil {
 		t.Fatal(err)
 	}

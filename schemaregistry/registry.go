@@ -232,15 +232,29 @@ func (r *Registry) register(ctx context.Context, subject string, s *Schema) (*En
 }
 
 // incompatible builds the IncompatibleError for a 409 answer, asking the
-// registry for the level and, verbosely, for the reason.
+// registry for the level and, verbosely, for the reason. A registry whose
+// verbose check gives none (Apicurio: its 409 message lists diffs as
+// "warehouse at /fields/2") gets the relay's own reason after the 409
+// message, as schemas check gives it.
 func (r *Registry) incompatible(ctx context.Context, subject string, s *Schema, ae *apiError) error {
 	e := &IncompatibleError{Subject: subject, EventType: s.EventType, File: s.File}
 	e.Level = r.level(ctx, subject)
 	e.Reason = r.incompatibility(ctx, subject, s.Text)
 	if e.Reason == "" {
 		e.Reason = ae.Message
+		if own, err := r.explainAgainstLatest(ctx, subject, s, e.Level); err == nil && !strings.HasPrefix(own, noDifference) {
+			e.Reason = joinReasons(e.Reason, own)
+		}
 	}
 	return e
+}
+
+// joinReasons is "a; b", or the one that is not empty.
+func joinReasons(a, b string) string {
+	if a == "" || b == "" {
+		return a + b
+	}
+	return a + "; " + b
 }
 
 // sortedSchemas returns the local schemas ordered by event type.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -354,6 +355,48 @@ func TestIncompatibleFallbacks(t *testing.T) {
 	var ie *IncompatibleError
 	if !errors.As(err, &ie) || ie.Level != "BACKWARD" || ie.Reason != "field amount_cents changed type" {
 		t.Fatalf("got %#v", err)
+	}
+}
+
+// TestIncompatibleWithoutVerboseReason: a registry that refuses with a 409
+// and gives no reason in its verbose check (Apicurio Registry 3.x) gets
+// the relay's own reason against the latest version after its 409 message.
+func TestIncompatibleWithoutVerboseReason(t *testing.T) {
+	const subject = "orders-com.example.orders.OrderCreated"
+	const refusal = "io.apicurio.registry.rules.violation.RuleViolationException: Incompatible artifact: " + subject + " [AVRO], num of incompatible diffs: {1}, list of diff types: [customer_id at /fields/1]"
+	local, err := os.ReadFile("../testdata/schemas/OrderCreated.avsc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The latest version lacks customer_id, which the local schema adds
+	// without a default.
+	latest := strings.Replace(string(local), `{"name": "customer_id", "type": "string"},`, "", 1)
+	if latest == string(local) {
+		t.Fatal("the test schema has no customer_id line to remove")
+	}
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/subjects/"+subject+"/versions":
+			writeJSON(w, 409, map[string]any{"error_code": 409, "message": refusal})
+		case r.URL.Path == "/config/"+subject:
+			writeJSON(w, 200, map[string]string{"compatibilityLevel": "BACKWARD"})
+		case r.URL.Path == "/compatibility/subjects/"+subject+"/versions/latest":
+			writeJSON(w, 200, map[string]any{"is_compatible": false})
+		case r.Method == http.MethodGet && r.URL.Path == "/subjects/"+subject+"/versions/latest":
+			writeJSON(w, 200, map[string]any{"subject": subject, "id": 7, "version": 3, "schema": latest})
+		default:
+			writeJSON(w, 404, map[string]any{"error_code": 40401, "message": "unexpected " + r.URL.String()})
+		}
+	})
+	r := newTestRegistry(t, f.URL, nil, nil)
+	_, err = r.Encoder(context.Background(), "orders", []byte("OrderCreated"))
+	var ie *IncompatibleError
+	if !errors.As(err, &ie) {
+		t.Fatalf("got %v, want *IncompatibleError", err)
+	}
+	want := refusal + "; against the latest version (version 3), as a BACKWARD change: new field customer_id has no default, so data written with the latest version cannot be read"
+	if ie.Level != "BACKWARD" || ie.Reason != want {
+		t.Fatalf("level %q, reason\n%s\nwant\n%s", ie.Level, ie.Reason, want)
 	}
 }
 

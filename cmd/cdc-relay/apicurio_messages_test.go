@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/cdc-relay/cdc-relay/internal/registrytest"
 )
 
 // TestCompatMessagesApicurio runs schemas check and check against a real
@@ -21,11 +19,7 @@ import (
 //   - with the subject set to BACKWARD, check must print a reason after
 //     "under BACKWARD", never an empty one.
 func TestCompatMessagesApicurio(t *testing.T) {
-	ap, err := registrytest.StartApicurio()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ap.Close)
+	ap := apicurio.Need(t)
 	f := newFixture(t, "")
 	subject := f.topic("Order") + "-com.example.orders.OrderCreated"
 	b, err := os.ReadFile(filepath.Join(schemaDir, "OrderCreated.avsc"))

@@ -36,15 +36,11 @@ import (
 // independent client (srclient and goavro) decodes each with its writer
 // schema.
 func TestDebeziumApicurioParity(t *testing.T) {
-	ap, err := registrytest.StartApicurio()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ap := apicurio.Need(t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("Apicurio log (tail):\n%s", tailString(readFile(ap.LogPath()), 3000))
 		}
-		ap.Close()
 	})
 	convLibs, err := debeziumtest.ApicurioConverterDir()
 	if err != nil {

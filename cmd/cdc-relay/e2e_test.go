@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
 func uuidFor(i int) string {
@@ -29,8 +31,11 @@ func orderCancelled(orderID string, n int) string {
 
 // TestEndToEnd: several concurrent writers, transactions of 1 to 50 rows;
 // every event arrives with its topic, key, headers and an Avro body that
-// decodes to the inserted payload, in order per aggregate.
-func TestEndToEnd(t *testing.T) { testEndToEnd(t, newFixture(t, "")) }
+// decodes to the inserted payload (srclient and goavro against the
+// registry), in order per aggregate. Against each registry.
+func TestEndToEnd(t *testing.T) {
+	eachRegistry(t, func(t *testing.T, reg relaytest.SchemaRegistry) { testEndToEnd(t, newFixtureFor(t, reg, "")) })
+}
 
 func testEndToEnd(t *testing.T, f *fixture) {
 	// Building the primary key's index scans the new table once; the
@@ -117,7 +122,7 @@ func testEndToEnd(t *testing.T, f *fixture) {
 		byID[id] = rec
 		perAgg[rec.Key] = append(perAgg[rec.Key], rec)
 	}
-	dec := newAvroDecoder()
+	dec := f.avroDecoder()
 	for _, e := range all {
 		rec := byID[strconv.FormatInt(e.id, 10)]
 		if rec.Topic != f.topic("Order") {

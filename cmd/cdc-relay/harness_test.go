@@ -51,6 +51,9 @@ var (
 	pg       = services.PG
 	broker   = services.Broker
 	registry = services.Registry
+	// apicurio is the package's Apicurio Registry, the second registry of
+	// the registry-facing tests (eachRegistry).
+	apicurio = services.Apicurio
 	// dbURL is testDB's URL, set when PostgreSQL starts: read it after
 	// newFixture (or pg.Need).
 	dbURL string
@@ -124,6 +127,9 @@ type fixture struct {
 	publication string
 	topicPrefix string
 	dlq         string
+	// reg is the registry f.args names: the package's AxonOps registry
+	// unless the test runs under eachRegistry.
+	reg relaytest.SchemaRegistry
 }
 
 func randSuffix() string {
@@ -155,7 +161,7 @@ func newFixtureOn(t *testing.T, target pgTarget, ddl string) *fixture {
 	t.Helper()
 	s := randSuffix()
 	f := &fixture{t: t, pg: target, name: s, table: "outbox_" + s, slot: "slot_" + s, publication: "pub_" + s,
-		topicPrefix: "t" + s, dlq: "t" + s + ".dlq"}
+		topicPrefix: "t" + s, dlq: "t" + s + ".dlq", reg: registry}
 	if ddl == "" {
 		ddl = outboxDDL
 	}
@@ -187,7 +193,7 @@ func (f *fixture) topic(aggregateType string) string { return f.topicPrefix + ".
 // args are the relay flags for this fixture, plus extra.
 func (f *fixture) args(extra ...string) []string {
 	f.t.Helper()
-	relaytest.Need(f.t, broker, registry)
+	relaytest.Need(f.t, broker, f.reg)
 	return append([]string{"run",
 		"--pg-url", f.pg.url,
 		"--slot", f.slot,
@@ -195,11 +201,48 @@ func (f *fixture) args(extra ...string) []string {
 		"--table", "public." + f.table,
 		"--kafka-brokers", broker.Addr(),
 		"--topic-template", f.topicPrefix + ".{aggregate_type}",
-		"--schema-registry-url", registry.URL(),
+		"--schema-registry-url", f.reg.URL(),
 		"--schemas-dir", schemaDir,
 		"--dlq-topic", f.dlq,
 		"--log-level", "debug",
 	}, extra...)
+}
+
+// registries are the schema registries the registry-facing tests run
+// against (AxonOps and Apicurio Registry), one of each per test binary.
+var registries = services.Registries()
+
+// eachRegistry runs test as a parallel subtest per registry, named
+// "axonops" and "apicurio"; newFixtureFor gives the subtest a fixture whose
+// relay flags name that registry.
+func eachRegistry(t *testing.T, test func(t *testing.T, reg relaytest.SchemaRegistry)) {
+	t.Helper()
+	for _, reg := range registries {
+		t.Run(reg.Name(), func(t *testing.T) {
+			t.Parallel()
+			relaytest.Need(t, reg)
+			test(t, reg)
+		})
+	}
+}
+
+// defaultBackward gives subject the level BACKWARD where the registry's
+// default is not: Apicurio Registry has no compatibility rule unless one is
+// set (GET /config reports NONE, and it registers any change), where
+// Confluent's and AxonOps' default is BACKWARD.
+func defaultBackward(t *testing.T, reg relaytest.SchemaRegistry, subject string) {
+	t.Helper()
+	if reg.Name() == "apicurio" {
+		reg.SetLevel(t, subject, "BACKWARD")
+	}
+}
+
+// newFixtureFor is newFixture with reg as the fixture's registry.
+func newFixtureFor(t *testing.T, reg relaytest.SchemaRegistry, ddl string) *fixture {
+	t.Helper()
+	f := newFixture(t, ddl)
+	f.reg = reg
+	return f
 }
 
 // event is one outbox row to insert.
@@ -496,9 +539,15 @@ type avroDecoder struct {
 	client *srclient.SchemaRegistryClient
 }
 
-func newAvroDecoder() *avroDecoder {
-	return &avroDecoder{client: srclient.NewSchemaRegistryClient(registry.URL())}
+func newAvroDecoder() *avroDecoder { return newAvroDecoderAt(registry.URL()) }
+
+// newAvroDecoderAt is an avroDecoder against the registry at url.
+func newAvroDecoderAt(url string) *avroDecoder {
+	return &avroDecoder{client: srclient.NewSchemaRegistryClient(url)}
 }
+
+// avroDecoder is an avroDecoder against the fixture's registry.
+func (f *fixture) avroDecoder() *avroDecoder { return newAvroDecoderAt(f.reg.URL()) }
 
 func (d *avroDecoder) decode(value []byte) (map[string]any, uint32, error) {
 	if len(value) < 5 || value[0] != 0 {

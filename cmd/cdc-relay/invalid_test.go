@@ -14,6 +14,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
 // TestInvalidEventsGoToDLQ: each kind of invalid event lands in the
@@ -180,9 +182,14 @@ func TestHaltOnInvalid(t *testing.T) {
 
 // TestIncompatibleSchemaRefusesStart: after events were published with one
 // schema, an incompatible change stops the relay at startup (exit 2) with a
-// message naming the subject and the compatibility level.
+// message naming the subject and the compatibility level. Against each
+// registry.
 func TestIncompatibleSchemaRefusesStart(t *testing.T) {
-	f := newFixture(t, "")
+	eachRegistry(t, testIncompatibleSchemaRefusesStart)
+}
+
+func testIncompatibleSchemaRefusesStart(t *testing.T, reg relaytest.SchemaRegistry) {
+	f := newFixtureFor(t, reg, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
@@ -197,6 +204,8 @@ func TestIncompatibleSchemaRefusesStart(t *testing.T) {
 	}
 
 	// A new required field without a default breaks BACKWARD compatibility.
+	subject := f.topic("Order") + "-com.example.orders.OrderCreated"
+	defaultBackward(t, reg, subject)
 	dir := incompatibleSchemaDir(t)
 	args := f.args()
 	for i := range args {
@@ -208,13 +217,12 @@ func TestIncompatibleSchemaRefusesStart(t *testing.T) {
 	if code := r2.wait(60 * time.Second); code != exitConfig {
 		t.Fatalf("exit code = %d, want %d; output:\n%s", code, exitConfig, r2.Output())
 	}
-	subject := f.topic("Order") + "-com.example.orders.OrderCreated"
 	out := r2.Output()
-	if !strings.Contains(out, subject) || !strings.Contains(out, "BACKWARD") {
-		t.Fatalf("output does not name subject %s and level BACKWARD:\n%s", subject, out)
+	if !strings.Contains(out, subject) || !strings.Contains(out, "BACKWARD") || !strings.Contains(out, "warehouse") {
+		t.Fatalf("output does not name subject %s, level BACKWARD and field warehouse:\n%s", subject, out)
 	}
 	// Nothing was registered for the rejected schema.
-	resp, err := http.Get(registry.URL() + "/subjects/" + subject + "/versions")
+	resp, err := http.Get(reg.URL() + "/subjects/" + subject + "/versions")
 	if err != nil {
 		t.Fatal(err)
 	}

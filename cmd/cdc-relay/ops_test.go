@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
 // commandArgs turns a fixture's run flags into another subcommand's.
@@ -205,8 +206,11 @@ func connectAs(t *testing.T, url string) *pgx.Conn {
 
 // TestSchemasCheck: the CI gate passes compatible schemas, fails an
 // incompatible one with the subject and the reason, and registers nothing.
-func TestSchemasCheck(t *testing.T) {
-	f := newFixture(t, "")
+// Against each registry.
+func TestSchemasCheck(t *testing.T) { eachRegistry(t, testSchemasCheck) }
+
+func testSchemasCheck(t *testing.T, reg relaytest.SchemaRegistry) {
+	f := newFixtureFor(t, reg, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
@@ -218,7 +222,8 @@ func TestSchemasCheck(t *testing.T) {
 	c.waitIDs(60*time.Second, ids)
 	r.terminate()
 	subject := f.topic("Order") + "-com.example.orders.OrderCreated"
-	base := []string{"schemas", "check", "--schema-registry-url", registry.URL(), "--topic-template", f.topicPrefix + ".{aggregate_type}"}
+	defaultBackward(t, reg, subject)
+	base := []string{"schemas", "check", "--schema-registry-url", reg.URL(), "--topic-template", f.topicPrefix + ".{aggregate_type}"}
 
 	code, out := runCommand(append(base, "--schemas-dir", schemaDir, "--aggregate-types", "Invoice"))
 	if code != 0 || !strings.Contains(out, "ok    "+subject+": OrderCreated is compatible under BACKWARD") || !strings.Contains(out, f.topic("Invoice")+"-com.example.orders.OrderCreated: OrderCreated is a new subject") {
@@ -229,7 +234,7 @@ func TestSchemasCheck(t *testing.T) {
 	if code != exitFailed || !strings.Contains(out, "FAIL  "+subject) || !strings.Contains(out, "BACKWARD") {
 		t.Fatalf("schemas check of an incompatible schema = %d:\n%s", code, out)
 	}
-	if n := len(registry.Versions(t, subject)); n != 1 {
+	if n := len(reg.Versions(t, subject)); n != 1 {
 		t.Fatalf("schemas check registered something: %s has %d versions", subject, n)
 	}
 	// `check` reports it too.

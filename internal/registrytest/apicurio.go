@@ -56,6 +56,10 @@ func StartApicurio() (*Apicurio, error) {
 	if err != nil {
 		return nil, err
 	}
+	mgmtPort, err := freeport.Get()
+	if err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp("", "apicurio-")
 	if err != nil {
 		return nil, fmt.Errorf("registrytest: %w", err)
@@ -67,9 +71,13 @@ func StartApicurio() (*Apicurio, error) {
 		return nil, fmt.Errorf("registrytest: %w", err)
 	}
 	defer log.Close()
-	// The management listener would open 0.0.0.0:9000, a fixed port.
+	// The management listener (health, metrics) is fixed at build time
+	// (quarkus.management.enabled=false is ignored at run time) and would
+	// open 0.0.0.0:9000, which a second registry on the machine, in
+	// another test binary, cannot take: it gets a random loopback port too.
 	a.cmd = exec.Command(java, "-Xms64m", "-Xmx384m", "-Dquarkus.http.host=127.0.0.1", "-Dquarkus.http.port="+strconv.Itoa(port),
-		"-Dquarkus.management.enabled=false", "-jar", filepath.Join(app, "quarkus-run.jar"))
+		"-Dquarkus.management.host=127.0.0.1", "-Dquarkus.management.port="+strconv.Itoa(mgmtPort),
+		"-jar", filepath.Join(app, "quarkus-run.jar"))
 	a.cmd.Dir = app
 	a.cmd.Stdout, a.cmd.Stderr = log, log
 	a.cmd.SysProcAttr = procAttr()

@@ -16,6 +16,8 @@
 // registered.
 //
 // StartApicurio runs Apicurio Registry (the application scripts/debezium.sh
-// unpacks, on Java 21+) for the test of Debezium's Avro values through
-// Apicurio's Kafka Connect converter.
+// unpacks, on Java 21+), the second registry that the registry-facing tests
+// run against (relaytest.Lazy.Registries) and the one Debezium's Avro values
+// go through with Apicurio's Kafka Connect converter. Apicurio has the same
+// REST helpers.
 package registrytest

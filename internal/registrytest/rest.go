@@ -28,6 +28,67 @@ func SubjectPath(subject string) string { return "/subjects/" + url.PathEscape(s
 // the status code.
 func (r *Registry) Do(t testing.TB, method, path string, in, out any) int {
 	t.Helper()
+	return do(t, r.URL(), method, path, in, out)
+}
+
+// Register registers schema (Avro text) under subject and returns its id;
+// any status but 200 fails the test.
+func (r *Registry) Register(t testing.TB, subject, schema string) int {
+	t.Helper()
+	return register(t, r.URL(), subject, schema)
+}
+
+// Versions returns subject's version numbers, none for a subject the
+// registry does not know (404).
+func (r *Registry) Versions(t testing.TB, subject string) []int {
+	t.Helper()
+	return versions(t, r.URL(), subject)
+}
+
+// LatestID returns the schema id of subject's latest version.
+func (r *Registry) LatestID(t testing.TB, subject string) int {
+	t.Helper()
+	return latestID(t, r.URL(), subject)
+}
+
+// SetLevel sets subject's compatibility level (e.g. "FULL_TRANSITIVE").
+func (r *Registry) SetLevel(t testing.TB, subject, level string) {
+	t.Helper()
+	setLevel(t, r.URL(), subject, level)
+}
+
+// Do is Registry.Do against Apicurio's Confluent-compatible API.
+func (a *Apicurio) Do(t testing.TB, method, path string, in, out any) int {
+	t.Helper()
+	return do(t, a.URL(), method, path, in, out)
+}
+
+// Register is Registry.Register against Apicurio.
+func (a *Apicurio) Register(t testing.TB, subject, schema string) int {
+	t.Helper()
+	return register(t, a.URL(), subject, schema)
+}
+
+// Versions is Registry.Versions against Apicurio.
+func (a *Apicurio) Versions(t testing.TB, subject string) []int {
+	t.Helper()
+	return versions(t, a.URL(), subject)
+}
+
+// LatestID is Registry.LatestID against Apicurio.
+func (a *Apicurio) LatestID(t testing.TB, subject string) int {
+	t.Helper()
+	return latestID(t, a.URL(), subject)
+}
+
+// SetLevel is Registry.SetLevel against Apicurio.
+func (a *Apicurio) SetLevel(t testing.TB, subject, level string) {
+	t.Helper()
+	setLevel(t, a.URL(), subject, level)
+}
+
+func do(t testing.TB, base, method, path string, in, out any) int {
+	t.Helper()
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -36,7 +97,7 @@ func (r *Registry) Do(t testing.TB, method, path string, in, out any) int {
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, r.URL()+path, body)
+	req, err := http.NewRequest(method, base+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,46 +123,40 @@ func (r *Registry) Do(t testing.TB, method, path string, in, out any) int {
 	return res.StatusCode
 }
 
-// Register registers schema (Avro text) under subject and returns its id;
-// any status but 200 fails the test.
-func (r *Registry) Register(t testing.TB, subject, schema string) int {
+func register(t testing.TB, base, subject, schema string) int {
 	t.Helper()
 	var out struct {
 		ID int `json:"id"`
 	}
-	if code := r.Do(t, http.MethodPost, SubjectPath(subject)+"/versions", map[string]string{"schema": schema}, &out); code != http.StatusOK {
+	if code := do(t, base, http.MethodPost, SubjectPath(subject)+"/versions", map[string]string{"schema": schema}, &out); code != http.StatusOK {
 		t.Fatalf("register under %s: HTTP %d", subject, code)
 	}
 	return out.ID
 }
 
-// Versions returns subject's version numbers, none for a subject the
-// registry does not know (404).
-func (r *Registry) Versions(t testing.TB, subject string) []int {
+func versions(t testing.TB, base, subject string) []int {
 	t.Helper()
 	var out []int
-	if code := r.Do(t, http.MethodGet, SubjectPath(subject)+"/versions", nil, &out); code != http.StatusOK && code != http.StatusNotFound {
+	if code := do(t, base, http.MethodGet, SubjectPath(subject)+"/versions", nil, &out); code != http.StatusOK && code != http.StatusNotFound {
 		t.Fatalf("versions of %s: HTTP %d", subject, code)
 	}
 	return out
 }
 
-// LatestID returns the schema id of subject's latest version.
-func (r *Registry) LatestID(t testing.TB, subject string) int {
+func latestID(t testing.TB, base, subject string) int {
 	t.Helper()
 	var out struct {
 		ID int `json:"id"`
 	}
-	if code := r.Do(t, http.MethodGet, SubjectPath(subject)+"/versions/latest", nil, &out); code != http.StatusOK {
+	if code := do(t, base, http.MethodGet, SubjectPath(subject)+"/versions/latest", nil, &out); code != http.StatusOK {
 		t.Fatalf("latest version of %s: HTTP %d", subject, code)
 	}
 	return out.ID
 }
 
-// SetLevel sets subject's compatibility level (e.g. "FULL_TRANSITIVE").
-func (r *Registry) SetLevel(t testing.TB, subject, level string) {
+func setLevel(t testing.TB, base, subject, level string) {
 	t.Helper()
-	if code := r.Do(t, http.MethodPut, "/config/"+url.PathEscape(subject), map[string]string{"compatibility": level}, nil); code != http.StatusOK {
+	if code := do(t, base, http.MethodPut, "/config/"+url.PathEscape(subject), map[string]string{"compatibility": level}, nil); code != http.StatusOK {
 		t.Fatalf("set %s on %s: HTTP %d", level, subject, code)
 	}
 }

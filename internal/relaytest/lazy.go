@@ -39,6 +39,9 @@ type Lazy struct {
 	Broker *LazyBroker
 	// Registry is the schema registry.
 	Registry *LazyRegistry
+	// Apicurio is Apicurio Registry, the second registry that the
+	// registry-facing tests run against (Registries).
+	Apicurio *LazyApicurio
 }
 
 // NewLazy declares the services; it starts nothing.
@@ -63,12 +66,18 @@ func NewLazy(o LazyOptions) *Lazy {
 	s.Registry = &LazyRegistry{lazy[*registrytest.Registry]{name: "registry", group: s, ready: o.Ready,
 		addr:  (*registrytest.Registry).URL,
 		start: registrytest.Start}}
+	s.Apicurio = &LazyApicurio{lazy[*registrytest.Apicurio]{name: "apicurio", group: s, ready: o.Ready,
+		addr:  (*registrytest.Apicurio).URL,
+		start: registrytest.StartApicurio}}
 	return s
 }
 
 // Close stops every service that started, in parallel, and joins their
 // errors ("stop kafka: ..."). It starts nothing; any use after it fails.
 func (s *Lazy) Close() error {
+	if ap := s.Apicurio.l.take(); ap != nil {
+		ap.Close()
+	}
 	svc := Services{PG: s.PG.l.take(), Broker: s.Broker.l.take(), Registry: s.Registry.l.take()}
 	return svc.Close()
 }
@@ -270,6 +279,34 @@ func (b *LazyBroker) Stop() error { return b.Get().Stop() }
 // Restart is kafkatest.Broker.Restart.
 func (b *LazyBroker) Restart() error { return b.Get().Restart() }
 
+// SchemaRegistry is a registry that the registry-facing tests run against,
+// through its Confluent-compatible API: LazyRegistry (AxonOps) or
+// LazyApicurio.
+type SchemaRegistry interface {
+	Service
+	// Name names the registry's subtest: "axonops" or "apicurio".
+	Name() string
+	// URL is the relay's --schema-registry-url for it.
+	URL() string
+	// Do, Register, Versions, LatestID and SetLevel are
+	// registrytest.Registry's REST helpers.
+	Do(t testing.TB, method, path string, in, out any) int
+	Register(t testing.TB, subject, schema string) int
+	Versions(t testing.TB, subject string) []int
+	LatestID(t testing.TB, subject string) int
+	SetLevel(t testing.TB, subject, level string)
+}
+
+var (
+	_ SchemaRegistry = (*LazyRegistry)(nil)
+	_ SchemaRegistry = (*LazyApicurio)(nil)
+)
+
+// Registries are the registries every registry-facing test runs against,
+// each as a subtest named by its Name: AxonOps, then Apicurio. Each starts
+// on first use, at most once per test binary.
+func (s *Lazy) Registries() []SchemaRegistry { return []SchemaRegistry{s.Registry, s.Apicurio} }
+
 // LazyRegistry is the package's schema registry, started on first use. Its
 // methods are registrytest.Registry's (but Close); each starts the
 // registry first and panics when it cannot (see Need).
@@ -327,4 +364,65 @@ func (r *LazyRegistry) LatestID(t testing.TB, subject string) int {
 func (r *LazyRegistry) SetLevel(t testing.TB, subject, level string) {
 	t.Helper()
 	r.Need(t).SetLevel(t, subject, level)
+}
+
+// Name is "axonops".
+func (r *LazyRegistry) Name() string { return "axonops" }
+
+// LazyApicurio is the package's Apicurio Registry, started on first use
+// (about 5 s on an idle machine, Java 21+) and stopped by Lazy.Close. Its
+// methods are registrytest.Apicurio's (but Close); each starts the registry
+// first.
+type LazyApicurio struct{ l lazy[*registrytest.Apicurio] }
+
+// Ensure starts the registry unless it started already.
+func (a *LazyApicurio) Ensure() error { _, err := a.l.ensure(); return err }
+
+// Need starts the registry if needed and returns it; t fails when it
+// cannot start.
+func (a *LazyApicurio) Need(t T) *registrytest.Apicurio { t.Helper(); return a.l.need(t) }
+
+// Get returns the running registry (see LazyCluster.Get).
+func (a *LazyApicurio) Get() *registrytest.Apicurio { return a.l.get() }
+
+// Name is "apicurio".
+func (a *LazyApicurio) Name() string { return "apicurio" }
+
+// URL is registrytest.Apicurio.URL, the Confluent-compatible API.
+func (a *LazyApicurio) URL() string { return a.Get().URL() }
+
+// RegistryV2URL is registrytest.Apicurio.RegistryV2URL.
+func (a *LazyApicurio) RegistryV2URL() string { return a.Get().RegistryV2URL() }
+
+// LogPath is registrytest.Apicurio.LogPath.
+func (a *LazyApicurio) LogPath() string { return a.Get().LogPath() }
+
+// Do is registrytest.Apicurio.Do.
+func (a *LazyApicurio) Do(t testing.TB, method, path string, in, out any) int {
+	t.Helper()
+	return a.Need(t).Do(t, method, path, in, out)
+}
+
+// Register is registrytest.Apicurio.Register.
+func (a *LazyApicurio) Register(t testing.TB, subject, schema string) int {
+	t.Helper()
+	return a.Need(t).Register(t, subject, schema)
+}
+
+// Versions is registrytest.Apicurio.Versions.
+func (a *LazyApicurio) Versions(t testing.TB, subject string) []int {
+	t.Helper()
+	return a.Need(t).Versions(t, subject)
+}
+
+// LatestID is registrytest.Apicurio.LatestID.
+func (a *LazyApicurio) LatestID(t testing.TB, subject string) int {
+	t.Helper()
+	return a.Need(t).LatestID(t, subject)
+}
+
+// SetLevel is registrytest.Apicurio.SetLevel.
+func (a *LazyApicurio) SetLevel(t testing.TB, subject, level string) {
+	t.Helper()
+	a.Need(t).SetLevel(t, subject, level)
 }

@@ -27,11 +27,11 @@ func TestLazyNeedFails(t *testing.T) {
 	s := NewLazy(LazyOptions{})
 	defer s.Close()
 	ft := &fatalT{T: t}
-	Need(ft, s.PG, s.Broker, s.Registry)
+	Need(ft, s.PG, s.Broker, s.Registry, s.Apicurio)
 	if len(ft.fatal) != 1 {
 		t.Fatalf("Need failed the test %d times, want once: %q", len(ft.fatal), ft.fatal)
 	}
-	for _, want := range []string{"start postgres: pgtest: CDC_RELAY_TEST_NO_SERVICES", "start kafka: kafkatest: CDC_RELAY_TEST_NO_SERVICES", "start registry: registrytest: CDC_RELAY_TEST_NO_SERVICES"} {
+	for _, want := range []string{"start postgres: pgtest: CDC_RELAY_TEST_NO_SERVICES", "start kafka: kafkatest: CDC_RELAY_TEST_NO_SERVICES", "start registry: registrytest: CDC_RELAY_TEST_NO_SERVICES", "start apicurio: registrytest: CDC_RELAY_TEST_NO_SERVICES"} {
 		if !strings.Contains(ft.fatal[0], want) {
 			t.Errorf("Need's failure %q does not say %q", ft.fatal[0], want)
 		}
@@ -57,10 +57,27 @@ func TestLazyCloseStartsNothing(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close of services nobody used: %v", err)
 	}
-	if s.PG.l.tried || s.Broker.l.tried || s.Registry.l.tried {
+	if s.PG.l.tried || s.Broker.l.tried || s.Registry.l.tried || s.Apicurio.l.tried {
 		t.Fatal("Close started a service")
 	}
 	if err := s.PG.Ensure(); err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Fatalf("Ensure after Close = %v, want an error saying the services were closed", err)
+	}
+}
+
+// TestRegistries: the registry-facing tests run against AxonOps, then
+// Apicurio, named so in their subtests; listing them starts neither.
+func TestRegistries(t *testing.T) {
+	s := NewLazy(LazyOptions{})
+	defer s.Close()
+	var got []string
+	for _, r := range s.Registries() {
+		got = append(got, r.Name())
+	}
+	if strings.Join(got, ",") != "axonops,apicurio" {
+		t.Fatalf("Registries = %v, want axonops then apicurio", got)
+	}
+	if s.Registry.l.tried || s.Apicurio.l.tried {
+		t.Fatal("Registries started a registry")
 	}
 }
