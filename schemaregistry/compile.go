@@ -2,8 +2,10 @@ package schemaregistry
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,8 +20,13 @@ type node struct {
 	name    string // how error messages name the type: "long", "com.example.Status"
 	accepts uint8  // JSON kinds (jNull…jArray) this type can be written from
 
-	fields      []*field       // record
-	index       map[string]int // record: field name → position
+	fields []*field       // record
+	index  map[string]int // record: field name → position
+	// jsonbOrder is the record's field positions in the order PostgreSQL's
+	// jsonb writes object keys (shorter first, then bytewise): the order
+	// in which a jsonb payload's members arrive, so that finding each
+	// member's field is mostly one comparison instead of a map lookup.
+	jsonbOrder  []int
 	syms        map[string]int // enum: symbol → position
 	symbolList  string         // enum: "A, B, C" for messages
 	size        int            // fixed
@@ -29,6 +36,15 @@ type node struct {
 	nullIndex   int            // union: position of null, or -1
 
 	precision, scale int // decimal
+}
+
+// jsonbKeyCompare orders object keys as jsonb stores them: by length,
+// then bytewise.
+func jsonbKeyCompare(a, b string) int {
+	if len(a) != len(b) {
+		return cmp.Compare(len(a), len(b))
+	}
+	return strings.Compare(a, b)
 }
 
 type field struct {
@@ -155,7 +171,9 @@ func (c *compiler) compile(s avro.Schema) (*node, error) {
 			}
 			n.fields = append(n.fields, cf)
 			n.index[f.Name()] = i
+			n.jsonbOrder = append(n.jsonbOrder, i)
 		}
+		slices.SortFunc(n.jsonbOrder, func(a, b int) int { return jsonbKeyCompare(n.fields[a].name, n.fields[b].name) })
 		return n, nil
 	case *avro.EnumSchema:
 		if n := c.named[s.FullName()]; n != nil {

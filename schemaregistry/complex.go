@@ -2,6 +2,7 @@ package schemaregistry
 
 import (
 	"encoding/binary"
+	"slices"
 	"strconv"
 )
 
@@ -58,6 +59,7 @@ func (e *enc) scanFields(n *node, base int) *PayloadError {
 		e.pos++
 		return nil
 	}
+	next := 0 // the position in n.jsonbOrder of the member expected next
 	for {
 		e.ws()
 		if e.pos >= len(e.data) || e.data[e.pos] != '"' {
@@ -74,7 +76,14 @@ func (e *enc) scanFields(n *node, base int) *PayloadError {
 			}
 			key = e.scratch
 		}
-		i, known := n.index[string(key)]
+		var i int
+		known := false
+		if next < len(n.jsonbOrder) && n.fields[n.jsonbOrder[next]].name == string(key) {
+			i, known = n.jsonbOrder[next], true
+			next++
+		} else if i, known = n.index[string(key)]; known {
+			next = slices.Index(n.jsonbOrder, i) + 1
+		}
 		if known && e.spans[base+i] != 0 {
 			return &PayloadError{Reason: "duplicate field " + strconv.Quote(string(key))}
 		}

@@ -56,23 +56,37 @@ func parseTimestamp(b []byte) (sec, nsec int64, hasOffset, ok bool) {
 
 // isUUID reports whether b is a UUID in the 8-4-4-4-12 hex form.
 func isUUID(b []byte) bool {
-	if len(b) != 36 {
+	if len(b) != 36 || b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
 		return false
 	}
-	for i, c := range b {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
+	var bad byte
+	for _, c := range b[:8] {
+		bad |= hexClass[c]
+	}
+	for _, c := range b[9:13] {
+		bad |= hexClass[c]
+	}
+	for _, c := range b[14:18] {
+		bad |= hexClass[c]
+	}
+	for _, c := range b[19:23] {
+		bad |= hexClass[c]
+	}
+	for _, c := range b[24:] {
+		bad |= hexClass[c]
+	}
+	return bad == 0
+}
+
+// hexClass is 0 for the bytes of a hexadecimal digit, 1 for all others.
+var hexClass = func() (t [256]byte) {
+	for c := range t {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			t[c] = 1
 		}
 	}
-	return true
-}
+	return t
+}()
 
 // appendDecimal appends the big-endian two's complement bytes of the
 // unscaled value of n at the given scale. size 0 means minimal length
