@@ -84,7 +84,7 @@ latency: setup build
 	$(GO) run ./internal/bench --relay bin/cdc-relay --latency $(BENCH_FLAGS)
 
 microbench:
-	$(GO) test -run '^$$' -bench . -benchmem ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./schemaregistry/
+	$(GO) test -run '^$$' -bench . -benchmem ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./schemaregistry/ ./cmd/cdc-relay/
 
 # Short fuzz runs of the decoder, the header router, the Avro encoder, the
 # JSON value writers (against each other) and the JSON tokenizer (against
