@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -240,5 +243,52 @@ func TestHandlerSpans(t *testing.T) {
 	r := spans[1]
 	if r.Parent.IsValid() || header(root, "traceparent") != "00-"+r.SpanContext.TraceID().String()+"-"+r.SpanContext.SpanID().String()+"-01" {
 		t.Errorf("row without traceparent: parent %v, traceparent %q; want a root span named by the header", r.Parent, header(root, "traceparent"))
+	}
+}
+
+// TestHandlerRejectedMovesSpan: a record the broker refuses becomes a dead
+// letter that takes the record's span along: the span is then named after
+// the DLQ topic, carries the error kind, and ends at the letter's ack; the
+// letter's traceparent (the record's headers) names it.
+func TestHandlerRejectedMovesSpan(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	p := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer p.Shutdown(context.Background())
+	sink := &fakeSink{}
+	h := jsonHandler(t, sink, &tracing{provider: p, tracer: p.Tracer("test")})
+	stats := new(replication.Stats)
+	h.metrics, h.log = newMetrics(stats, newLagRate(stats.LagBytes)), slog.New(slog.DiscardHandler)
+	if err := h.Row(context.Background(), 1, 100, &replication.Tx{CommitTime: time.Now()}, tracedRow(tracedRow4)); err != nil {
+		t.Fatal(err)
+	}
+	rec := sink.enqueued[0]
+	dl, err := h.rejected(rec, errors.New("MESSAGE_TOO_LARGE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.OnAck != nil || dl.OnAck == nil {
+		t.Fatalf("OnAck of the refused record %v, of its dead letter %v; want the span moved to the letter", rec.OnAck, dl.OnAck)
+	}
+	dl.OnAck.Acked(0, 5)
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans exported, want 1", len(spans))
+	}
+	s := spans[0]
+	got := map[string]string{}
+	for _, a := range s.Attributes {
+		got[string(a.Key)] = a.Value.Emit()
+	}
+	if s.Name != "send dlq" || got["messaging.destination.name"] != "dlq" || got["error.type"] != "too_large" || got["messaging.kafka.offset"] != "5" || s.Status.Code != codes.Error {
+		t.Errorf("span %q, attributes %v, status %v; want send dlq, destination dlq, error.type too_large, offset 5, an error", s.Name, got, s.Status)
+	}
+	var tp string
+	for _, hd := range dl.Headers {
+		if hd.Key == "traceparent" {
+			tp = string(hd.Value)
+		}
+	}
+	if want := "00-" + s.SpanContext.TraceID().String() + "-" + s.SpanContext.SpanID().String() + "-01"; tp != want {
+		t.Errorf("dead letter's traceparent %q, want %q", tp, want)
 	}
 }
