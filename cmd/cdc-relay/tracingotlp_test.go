@@ -30,6 +30,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
@@ -460,4 +462,56 @@ func TestTracingOffKeepsHeaders(t *testing.T) {
 	if strings.Contains(r.Output(), "tracing on") {
 		t.Errorf("the relay logged that tracing is on")
 	}
+}
+
+// TestTracingRefusedRecord: a record too large for its topic
+// (max.message.bytes) becomes a dead letter in its place, and its span goes
+// along: the letter's traceparent names a span "send <dlq>", a child of the
+// writer's, with error.type too_large and the letter's partition and offset.
+func TestTracingRefusedRecord(t *testing.T) {
+	f := newFixture(t, "")
+	cl := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 10 * time.Second}
+	res, err := cl.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
+		Topic: f.topic("Order"), NumPartitions: 1, ReplicationFactor: 1,
+		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: "20000"}},
+	}}})
+	if err != nil || res.Errors[f.topic("Order")] != nil {
+		t.Fatalf("create topic: %v %v", err, res)
+	}
+	o, url := otlpHTTP(t)
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelayEnv(t, f.args("--tracing"), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + url, "OTEL_BSP_SCHEDULE_DELAY=100"})
+	r.waitStreaming(90 * time.Second)
+	w := newWriterContext()
+	agg := uuidFor(903)
+	big := strings.Replace(orderCreated(agg, 1), `"c-1"`, `"`+strings.Repeat("B", 40000)+`"`, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ids, err := f.insertTx(ctx, f.connect(), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated",
+		Payload: big, Headers: fmt.Sprintf(`{"traceparent": %q}`, w.traceparent("01"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := c.waitIDs(120*time.Second, ids)[0]
+	if rec.Topic != f.dlq || rec.Headers["error_kind"] != "too_large" {
+		t.Fatalf("the refused record went to %s with error_kind %q, want %s, too_large", rec.Topic, rec.Headers["error_kind"], f.dlq)
+	}
+	traceID, spanID, _ := parseTraceparent(t, rec.Headers["traceparent"])
+	var s *tracepb.Span
+	waitFor(t, 60*time.Second, "the dead letter's span at the receiver", func() bool {
+		spans, _ := o.bySpanID()
+		s = spans[spanID]
+		return s != nil
+	})
+	a := spanAttrs(s)
+	if traceID != w.trace || hex.EncodeToString(s.GetParentSpanId()) != w.span || s.GetName() != "send "+f.dlq || a["error.type"] != "too_large" ||
+		a["messaging.destination.name"] != f.dlq || a["messaging.kafka.offset"] != strconv.FormatInt(rec.Offset, 10) ||
+		a["messaging.destination.partition.id"] != strconv.Itoa(int(rec.Partition)) {
+		t.Errorf("span %q in trace %s, parent %x, attributes %v; want send %s in the writer's trace %s under %s, too_large, at %d/%d",
+			s.GetName(), traceID, s.GetParentSpanId(), a, f.dlq, w.trace, w.span, rec.Partition, rec.Offset)
+	}
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	o.check(t)
 }
