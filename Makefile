@@ -52,7 +52,7 @@ UNIT_PKGS := ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./checkp
 UNIT_SKIP_SCHEMAREGISTRY := ^(TestPreflightRecordStrategy|TestPreflightTopicRecordStrategy|TestPreflightTopicStrategy|TestPreflightIncompatibleBackward|TestCompatibilityLevels|TestCompatibleChangeRegistersNewVersion|TestEncoderWireFormat|TestEncoderWaitsForRegistry)$$
 # cmd/cdc-relay: settings, --help and _FILE of every command, the deploy
 # files, the readiness, alert and handler logic, tail's settings and output rules.
-UNIT_RUN_CMD := ^(TestDefaults|TestPrecedenceFlagEnvYAMLDefault|TestEnvConfigPath|TestSeveralTables|TestBoolFlags|TestJSONNeedsNoRegistry|TestBadSettingsNameTheField|TestUnknownYAMLKey|TestRedact|TestVersionAndUnknownCommand|TestKafkaSecuritySettings|TestSlotFailoverSettings|TestAllowExtraTablesSetting|TestHelpEveryCommand|TestFileEnvEveryCommand|TestEnvAndFileEnvBothSet|TestYAMLNestedTypo|TestUnknownFlagSuggestion|TestReplayHelp|TestReplayActionFlags|TestKubernetesManifests|TestGrafanaDashboard|TestComposeUsesRealSettings|TestLagRate|TestAlertEvaluator|TestKafkaDegraded|TestReadinessOnlyWhileStreaming|TestHandlerMarksRegistryRefusalFatal|TestTailFormat|TestTailSettings|TestDeliverySettings|TestCheckpointReplicationVerdict|TestDLQSettings|TestWithAttempts)$$
+UNIT_RUN_CMD := ^(TestDefaults|TestPrecedenceFlagEnvYAMLDefault|TestEnvConfigPath|TestSeveralTables|TestBoolFlags|TestJSONNeedsNoRegistry|TestBadSettingsNameTheField|TestUnknownYAMLKey|TestRedact|TestVersionAndUnknownCommand|TestKafkaSecuritySettings|TestSlotFailoverSettings|TestAllowExtraTablesSetting|TestHelpEveryCommand|TestFileEnvEveryCommand|TestEnvAndFileEnvBothSet|TestYAMLNestedTypo|TestUnknownFlagSuggestion|TestReplayHelp|TestReplayActionFlags|TestKubernetesManifests|TestGrafanaDashboard|TestComposeUsesRealSettings|TestLagRate|TestAlertEvaluator|TestKafkaDegraded|TestReadinessOnlyWhileStreaming|TestHandlerMarksRegistryRefusalFatal|TestTailFormat|TestTailSettings|TestDeliverySettings|TestCheckpointReplicationVerdict|TestDLQSettings|TestWithAttempts|TestTracingSettings|TestHandlerTracingOffAllocatesNothing|TestHandlerSpans|TestHandlerRejectedMovesSpan)$$
 unit:
 	$(UNIT_GO) $(UNIT_PKGS)
 	$(UNIT_GO) -skip '$(UNIT_SKIP_SCHEMAREGISTRY)' ./schemaregistry/
@@ -84,7 +84,7 @@ latency: setup build
 	$(GO) run ./internal/bench --relay bin/cdc-relay --latency $(BENCH_FLAGS)
 
 microbench:
-	$(GO) test -run '^$$' -bench . -benchmem ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./schemaregistry/
+	$(GO) test -run '^$$' -bench . -benchmem ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./schemaregistry/ ./cmd/cdc-relay/
 
 # Short fuzz runs of the decoder, the header router, the Avro encoder, the
 # JSON value writers (against each other) and the JSON tokenizer (against

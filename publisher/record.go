@@ -31,6 +31,13 @@ type Record struct {
 	// reports the record's stages to Observer.Stages (the relay sets it on
 	// a sample of the records).
 	Read time.Time
+	// OnAck, when set, hears of Kafka's acknowledgement of the record: the
+	// promise calls it with the partition and offset the record was
+	// written at, before the record can be released (the relay ends the
+	// record's trace span there). It is not called for a record Kafka
+	// refused or a session abandoned. It runs on the Kafka client's
+	// promise goroutine and must not block. Default nil: nothing is called.
+	OnAck AckHook
 
 	bytes   int // Size, once computed (size)
 	pooled  bool
@@ -161,6 +168,11 @@ func Size(key, value []byte, headers []kafka.Header) int {
 		n += 8 + len(h.Key) + len(h.Value)
 	}
 	return n
+}
+
+// AckHook is a Record's OnAck.
+type AckHook interface {
+	Acked(partition int32, offset int64)
 }
 
 // Acker receives acknowledgements of a contiguous prefix of sequence numbers.

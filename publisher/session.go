@@ -448,6 +448,9 @@ func (s *Session) promise(kr *kgo.Record, err error) {
 	if r.Seq != 0 && !r.Read.IsZero() {
 		s.p.obs.Stages(r.sent.Sub(r.Read), time.Since(r.sent))
 	}
+	if r.OnAck != nil {
+		r.OnAck.Acked(kr.Partition, kr.Offset)
+	}
 	events := 0
 	// One lock for the answer: the transaction's producer id, the
 	// acknowledged prefix, and last the count that commit waits on, so

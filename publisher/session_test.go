@@ -348,3 +348,60 @@ func TestHealthFailingSince(t *testing.T) {
 		t.Fatalf("after a successful produce: Health = %+v, want zero", h)
 	}
 }
+
+// ackRecorder is an AckHook that keeps where its record was written.
+type ackRecorder struct {
+	mu    *sync.Mutex
+	where map[string][2]int64 // value → partition, offset
+	value string
+}
+
+func (a *ackRecorder) Acked(partition int32, offset int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.where[a.value] = [2]int64{int64(partition), offset}
+}
+
+// TestSessionOnAckNamesPartitionAndOffset: a record's OnAck hears of its
+// acknowledgement once, with the partition and offset a consumer then finds
+// the record at.
+func TestSessionOnAckNamesPartitionAndOffset(t *testing.T) {
+	const topic, n = "orders", 200
+	c := newCluster(t, topic)
+	_, s, acker := startSession(t, Config{Brokers: c.ListenAddrs()})
+	var mu sync.Mutex
+	where := map[string][2]int64{}
+	for i := 1; i <= n; i++ {
+		v := strconv.Itoa(i)
+		r := &Record{Topic: topic, Key: []byte("agg-" + strconv.Itoa(i%7)), Value: []byte(v), Seq: uint64(i), Reserved: 1,
+			OnAck: &ackRecorder{mu: &mu, where: where, value: v}}
+		if err := s.Enqueue(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drainAll(t, s, acker, n, 20*time.Second)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for got := 0; got < n; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records", got, n)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got++
+			mu.Lock()
+			w, ok := where[string(r.Value)]
+			mu.Unlock()
+			if !ok {
+				t.Errorf("record %s: OnAck was not called", r.Value)
+			} else if w != [2]int64{int64(r.Partition), r.Offset} {
+				t.Errorf("record %s: OnAck said partition %d offset %d, the consumer read it at %d/%d", r.Value, w[0], w[1], r.Partition, r.Offset)
+			}
+		})
+	}
+}

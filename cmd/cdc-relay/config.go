@@ -90,6 +90,9 @@ type Config struct {
 	// the schema lacks; UnknownFieldsName is its text (ignore or dlq).
 	UnknownFields     recordpkg.UnknownFields
 	UnknownFieldsName string
+	// Tracing is --tracing: each event gets an OpenTelemetry span (see
+	// tracing.go for the OTEL_* environment that also decides). Default false.
+	Tracing bool
 	// CheckpointTopic is the compacted topic the relay keeps its checkpoint in.
 	CheckpointTopic string
 	// RelayID keys the checkpoint; "" means <system identifier>/<database>/<slot>.
@@ -186,6 +189,7 @@ func buildConfig(v *config.Values) (*Config, error) {
 		SlotPollInterval:  v.Duration("slot-poll-interval"),
 		RecreateLostSlot:  v.Bool("recreate-lost-slot"),
 		AllowExtraTables:  v.Bool("allow-extra-tables"),
+		Tracing:           v.Bool("tracing"),
 		ExactlyOnce:       v.String("delivery") == "exactly-once",
 		TransactionalID:   v.String("transactional-id"),
 		TxnInterval:       v.Duration("txn-interval"),

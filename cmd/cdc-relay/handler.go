@@ -25,6 +25,8 @@ type handler struct {
 	// skipBelow is what exactly-once delivery found in Kafka when the
 	// session started (replication.Skipping).
 	skipBelow replication.LSN
+	// tracing, when set (--tracing), gives each record a span.
+	tracing *tracing
 	// lastTx is the transaction of the previous row, whose commit-to-read
 	// time is observed once.
 	lastTx replication.LSN
@@ -91,6 +93,9 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 		}
 		h.invalid(inv)
 	}
+	if h.tracing != nil {
+		h.tracing.start(rec, tx.CommitTime, row, inv)
+	}
 	return haltOn(h.pub.Enqueue(rec))
 }
 
@@ -115,6 +120,9 @@ func (h *handler) rejected(r *publisher.Record, err error) (*publisher.Record, e
 		return nil, replication.Fatal(inv)
 	}
 	h.invalid(inv)
+	if h.tracing != nil {
+		h.tracing.rejected(r, dl, inv)
+	}
 	return dl, nil
 }
 
@@ -136,7 +144,7 @@ func (h *handler) Err() error { return haltOn(h.pub.Err()) }
 // only time out again).
 func haltOn(err error) error {
 	if err == nil {
-		return nil // the per-event path: &tooLong below escapes, an allocation
+		return nil // without the errors.As below, whose target escapes: no allocation per event
 	}
 	var tooLong *publisher.TxnTimeoutError
 	if errors.As(err, &tooLong) {

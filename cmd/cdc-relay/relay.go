@@ -75,7 +75,13 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 			return exitConfig
 		}
 	}
-	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log}
+	tr, err := newTracing(ctx, cfg.Tracing, getenv, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		return exitConfig
+	}
+	defer tr.shutdown(log) // after the publisher's flush, below
+	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log, tracing: tr}
 	pub, err := newPublisher(cfg, base.rejected, m, log, func(end uint64, commit time.Time) (*publisher.Record, error) {
 		server := stats.Server()
 		if server == nil {

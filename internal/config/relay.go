@@ -102,6 +102,7 @@ var Relay = NewRegistry([]Setting{
 	{Name: "tombstone-on-null-payload", Kind: Bool, Default: "false", Help: "true: a NULL payload becomes a record with a null value and the aggregate key (a tombstone, for compacted topics) instead of an invalid event"},
 	{Name: "cloudevents", Kind: Bool, Default: "false", Help: "true: add the CloudEvents Kafka binary-mode headers ce_specversion, ce_id, ce_source, ce_type, ce_subject, ce_time and content-type"},
 	{Name: "cloudevents-source", Arg: "URI", Help: "the CloudEvents source attribute, a URI-reference such as /orders or https://shop.example/orders; required with --cloudevents"},
+	{Name: "tracing", Kind: Bool, Default: "false", Help: "true: give each published event an OpenTelemetry span, a child of its traceparent header, exported over OTLP as the standard OTEL_* environment says (OTEL_TRACES_EXPORTER=otlp turns it on too; OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none keeps it off)"},
 	{Name: "halt-linger", Kind: Duration, Default: "20s", Min: 0, Max: 8760 * hour, Help: "after a halt, keep serving /readyz (503, with the cause) and /metrics this long before exiting 1; 0s exits at once, SIGTERM ends it early"},
 }, map[string]*Shape{"columns": Columns})
 

@@ -31,6 +31,9 @@ type Options struct {
 	LogDir string
 	// TailBytes is how much of the output a failure shows; default 4000.
 	TailBytes int
+	// Env is added to the environment (KEY=value), after the test's own;
+	// default nothing.
+	Env []string
 }
 
 // Process is a running binary whose stdout and stderr are kept in memory.
@@ -81,7 +84,7 @@ func Start(t T, bin string, args []string, o Options) *Process {
 		}
 	}
 	p.Cmd.Stdout, p.Cmd.Stderr = out, out
-	p.Cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
+	p.Cmd.Env = append(append(os.Environ(), "GOMAXPROCS=2"), o.Env...)
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", o.Name, err)
 	}
