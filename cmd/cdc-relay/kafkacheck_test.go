@@ -96,55 +96,15 @@ func TestCheckDLQRetention(t *testing.T) {
 // line that grants them and fails; once they are granted, it names none.
 func TestCheckACLs(t *testing.T) {
 	password := "relay-pw-" + randSuffix()
-	sb, err := kafkatest.Start(kafkatest.Options{
-		SASLUsers: map[string]string{"relay": password},
-		ExtraConfig: map[string]string{
-			"authorizer.class.name":          "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-			"super.users":                    "User:ANONYMOUS", // PLAINTEXT: inter-broker, controller and the test
-			"allow.everyone.if.no.acl.found": "false",
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			if b, err := os.ReadFile(sb.LogPath()); err == nil {
-				t.Logf("tail of the ACL broker's log:\n%s", tailString(string(b), 4000))
-			}
-		}
-		sb.Close()
-	})
+	sb := startACLBroker(t, map[string]string{"relay": password})
 	f := newFixture(t, "")
 	checkpoints, orders := "cp."+f.name, f.topic("Order")
 	for _, name := range []string{f.dlq, checkpoints, orders} {
 		createTopic(t, sb.Addr(), name, map[string]string{"retention.ms": "-1"})
 	}
-	admin, err := kgo.NewClient(kgo.SeedBrokers(sb.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
 	allow := func(resource kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) {
 		t.Helper()
-		req := kmsg.NewPtrCreateACLsRequest()
-		for _, op := range ops {
-			c := kmsg.NewCreateACLsRequestCreation()
-			c.ResourceType, c.ResourceName, c.ResourcePatternType = resource, name, kmsg.ACLResourcePatternTypeLiteral
-			c.Principal, c.Host, c.Operation, c.PermissionType = "User:relay", "*", op, kmsg.ACLPermissionTypeAllow
-			req.Creations = append(req.Creations, c)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		resp, err := req.RequestWith(ctx, admin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range resp.Results {
-			if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-				t.Fatalf("create ACL on %s: %v", name, err)
-			}
-		}
+		sb.allow("User:relay", resource, name, ops...)
 	}
 	allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationDescribeConfigs)
 	allow(kmsg.ACLResourceTypeTopic, f.dlq, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe, kmsg.ACLOperationDescribeConfigs)
@@ -187,6 +147,72 @@ func TestCheckACLs(t *testing.T) {
 	})
 	if !strings.Contains(out, "READ on topic "+checkpoints) || !strings.Contains(out, "WRITE on topic "+orders) {
 		t.Errorf("after the grants, check does not list READ on %s and WRITE on %s:\n%s", checkpoints, orders, out)
+	}
+}
+
+// aclBroker is a Kafka broker of a test's own with SCRAM users and Kafka's
+// StandardAuthorizer, denying what no ACL allows. Its PLAINTEXT listener
+// is User:ANONYMOUS, a super user: the test creates topics and ACLs there
+// through admin, a franz-go client.
+type aclBroker struct {
+	*kafkatest.Broker
+	t     *testing.T
+	admin *kgo.Client
+}
+
+// startACLBroker starts an aclBroker with users (name → password), closed
+// at cleanup; a failed test logs the tail of its log.
+func startACLBroker(t *testing.T, users map[string]string) *aclBroker {
+	t.Helper()
+	sb, err := kafkatest.Start(kafkatest.Options{
+		SASLUsers: users,
+		ExtraConfig: map[string]string{
+			"authorizer.class.name":          "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+			"super.users":                    "User:ANONYMOUS", // PLAINTEXT: inter-broker, controller and the test
+			"allow.everyone.if.no.acl.found": "false",
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(sb.LogPath()); err == nil {
+				t.Logf("tail of the ACL broker's log:\n%s", tailString(string(b), 4000))
+			}
+		}
+		sb.Close()
+	})
+	admin, err := kgo.NewClient(kgo.SeedBrokers(sb.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	return &aclBroker{Broker: sb, t: t, admin: admin}
+}
+
+// allow grants principal ops on the literal resource name, from any host.
+// The broker's authorizer learns them through the metadata log, a moment
+// later: poll for their effect.
+func (b *aclBroker) allow(principal string, resource kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) {
+	b.t.Helper()
+	req := kmsg.NewPtrCreateACLsRequest()
+	for _, op := range ops {
+		c := kmsg.NewCreateACLsRequestCreation()
+		c.ResourceType, c.ResourceName, c.ResourcePatternType = resource, name, kmsg.ACLResourcePatternTypeLiteral
+		c.Principal, c.Host, c.Operation, c.PermissionType = principal, "*", op, kmsg.ACLPermissionTypeAllow
+		req.Creations = append(req.Creations, c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, b.admin)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for _, r := range resp.Results {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			b.t.Fatalf("create ACL for %s on %s: %v", principal, name, err)
+		}
 	}
 }
 
