@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
+	"github.com/cdc-relay/cdc-relay/internal/backoff"
 	"github.com/cdc-relay/cdc-relay/router"
 )
 
@@ -74,6 +75,9 @@ type aclVerdict struct {
 	known bool
 	has   bool
 	note  string // why it is not known, or what was found
+	// coordinator is set when a transaction coordinator was not
+	// available to answer: worth asking again.
+	coordinator bool
 }
 
 // aclProbe tells, for needs on one kind of resource, whether the principal
@@ -219,28 +223,51 @@ const (
 // Neither can fence a running relay: what fences a transactional id is an
 // InitProducerID for it, which bumps its epoch and aborts its open
 // transaction, and check never sends one (nor EndTxn, nor any request
-// with a producer id of the relay's). DescribeAcls is not used: it needs DESCRIBE on the cluster,
-// which a relay's principal seldom has, and would leave the evaluation of
-// prefixed, wildcard and DENY entries, super.users and custom authorizers
-// to check, where these requests get the authorizer's own answer.
+// with a producer id of the relay's). DescribeAcls is not used: it needs
+// DESCRIBE on the cluster, which a relay's principal seldom has, and would
+// leave the evaluation of prefixed, wildcard and DENY entries, super.users
+// and custom authorizers to check, where these requests get the
+// authorizer's own answer.
+//
+// A cluster's first FindCoordinator for a transaction makes the broker
+// create __transaction_state, and its coordinators answer
+// COORDINATOR_NOT_AVAILABLE until it is loaded: the probes wait for them,
+// txnCoordinatorWait at most for both.
 func probeTransactionalIDACLs(ctx context.Context, k *kafkaView, needs []aclNeed) []aclVerdict {
+	ctx, cancel := context.WithTimeout(ctx, txnCoordinatorWait)
+	defer cancel()
 	out := make([]aclVerdict, 0, len(needs))
 	for _, n := range needs {
+		var probe func(context.Context, *kgo.Client, aclNeed) aclVerdict
+		switch n.op {
+		case aclWrite:
+			probe = probeTxnWrite
+		case aclDescribe:
+			probe = probeTxnDescribe
+		}
 		v := aclVerdict{need: n}
 		switch {
 		case n.name == unknownTxnID:
 			v.note = "the relay id is not known without PostgreSQL: set --transactional-id or --relay-id"
-		case n.op == aclWrite:
-			v = probeTxnWrite(ctx, k.client, n)
-		case n.op == aclDescribe:
-			v = probeTxnDescribe(ctx, k.client, n)
-		default:
+		case probe == nil:
 			v.note = "no probe for " + n.op.String()
+		default:
+			b := backoff.Backoff{Max: 2 * time.Second}
+			for v = probe(ctx, k.client, n); v.coordinator; v = probe(ctx, k.client, n) {
+				if b.Wait(ctx) != nil {
+					v.note = "no transaction coordinator answered within " + txnCoordinatorWait.String() + ": run check again"
+					break
+				}
+			}
 		}
 		out = append(out, v)
 	}
 	return out
 }
+
+// txnCoordinatorWait bounds the transactional-id probes' wait for a
+// transaction coordinator.
+const txnCoordinatorWait = 30 * time.Second
 
 // probeTxnWrite is the WRITE probe of probeTransactionalIDACLs.
 func probeTxnWrite(ctx context.Context, client *kgo.Client, n aclNeed) aclVerdict {
@@ -286,9 +313,17 @@ func probeTxnDescribe(ctx context.Context, client *kgo.Client, n aclNeed) aclVer
 
 // txnVerdict reads a transactional-id probe's answer: err from the request
 // (a FindCoordinator refused for the id comes back here), else the answer's
-// code, which is one of granted when the right is there.
+// code, which is one of granted when the right is there. A coordinator not
+// available (yet) sets v.coordinator: ask again.
 func txnVerdict(v aclVerdict, err error, code int16, granted ...int16) aclVerdict {
+	answer := err
+	if answer == nil && code > 0 {
+		answer = kerr.ErrorForCode(code)
+	}
 	switch {
+	case errors.Is(answer, kerr.CoordinatorNotAvailable) || errors.Is(answer, kerr.CoordinatorLoadInProgress) || errors.Is(answer, kerr.NotCoordinator):
+		v.coordinator = true
+		v.note = answer.Error()
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || (err == nil && code == kafkaTxnAuthorizationErr):
 		v.known, v.has = true, false
 		if err != nil && v.need.op != aclDescribe {

@@ -206,3 +206,25 @@ func TestCheckExactlyOnceNoFencing(t *testing.T) {
 	}
 	t.Logf("%d events, each once, across 3 checks", len(ids))
 }
+
+// TestCheckTransactionalIDWithoutPostgres: with PostgreSQL unreachable the
+// default transactional id cannot be known (the relay id needs the
+// server's system identifier), so check lists its rights as not checked,
+// with the two flags that make it known; --relay-id is one, and then the
+// rights on cdc-relay-<relay id> are found (the shared broker has no
+// authorizer).
+func TestCheckTransactionalIDWithoutPostgres(t *testing.T) {
+	f := newFixture(t, "")
+	args := f.args(exactlyOnce...)
+	setFlag(args, "--pg-url", "postgres://postgres@127.0.0.1:1/relay_test?connect_timeout=5")
+	code, out := runCommand(commandArgs("check", args))
+	want := "WRITE on transactional-id cdc-relay-<relay id> (the relay id is not known without PostgreSQL: set --transactional-id or --relay-id), DESCRIBE on transactional-id cdc-relay-<relay id> (the relay id is not known without PostgreSQL: set --transactional-id or --relay-id)\n"
+	if code != exitFailed || !strings.Contains(out, want) {
+		t.Errorf("check without PostgreSQL = %d, want %d and\n%s---\n%s", code, exitFailed, want, out)
+	}
+	relayID := "r." + f.name
+	_, out = runCommand(commandArgs("check", append(args, "--relay-id", relayID)))
+	if want := "WRITE on transactional-id cdc-relay-" + relayID + ", DESCRIBE on transactional-id cdc-relay-" + relayID + "\n"; !strings.Contains(out, want) {
+		t.Errorf("check without PostgreSQL, --relay-id %s: lacks\n%s---\n%s", relayID, want, out)
+	}
+}
