@@ -243,3 +243,42 @@ func TestCheckpointReplicationVerdict(t *testing.T) {
 		t.Errorf("no create command for a missing topic: %q", got)
 	}
 }
+
+// TestTxnVerdict: how the transactional-id probes read the broker's
+// answers. A refused FindCoordinator (no DESCRIBE) or a refused request is
+// a missing right; an answer past the id's authorization (the probe
+// topic refused or unknown, no transaction for the id) is the right
+// there; a coordinator not available yet is asked again; anything else is
+// not known.
+func TestTxnVerdict(t *testing.T) {
+	write := aclVerdict{need: aclNeed{transactionalIDResource, "cdc-relay-x", aclWrite, ""}}
+	describe := aclVerdict{need: aclNeed{transactionalIDResource, "cdc-relay-x", aclDescribe, ""}}
+	writeGranted := []int16{kafkaInvalidTopic, kafkaTopicAuthorizationErr, kafkaUnknownTopic, kafkaOperationNotTried}
+	cases := []struct {
+		name                    string
+		v                       aclVerdict
+		err                     error
+		code                    int16
+		granted                 []int16
+		known, has, coordinator bool
+		note                    string
+	}{
+		{"write refused", write, nil, kafkaTxnAuthorizationErr, writeGranted, true, false, false, ""},
+		{"write: FindCoordinator refused", write, kerr.TransactionalIDAuthorizationFailed, -1, writeGranted, true, false, false, "the principal may not even describe it"},
+		{"write: probe topic refused", write, nil, kafkaTopicAuthorizationErr, writeGranted, true, true, false, ""},
+		{"write: probe topic unknown", write, nil, kafkaUnknownTopic, writeGranted, true, true, false, ""},
+		{"write: coordinator loading", write, nil, 14, writeGranted, false, false, true, "COORDINATOR_LOAD_IN_PROGRESS"},
+		{"write: no coordinator yet", write, kerr.CoordinatorNotAvailable, -1, writeGranted, false, false, true, "COORDINATOR_NOT_AVAILABLE"},
+		{"write: something else", write, nil, 47, writeGranted, false, false, false, "INVALID_PRODUCER_EPOCH"},
+		{"write: no partition in the answer", write, nil, -1, writeGranted, false, false, false, "no answer for it"},
+		{"describe refused", describe, kerr.TransactionalIDAuthorizationFailed, -1, []int16{0, kafkaTxnIDNotFound}, true, false, false, ""},
+		{"describe: no transaction yet", describe, nil, kafkaTxnIDNotFound, []int16{0, kafkaTxnIDNotFound}, true, true, false, ""},
+		{"describe: a state", describe, nil, 0, []int16{0, kafkaTxnIDNotFound}, true, true, false, ""},
+	}
+	for _, tc := range cases {
+		got := txnVerdict(tc.v, tc.err, tc.code, tc.granted...)
+		if got.known != tc.known || got.has != tc.has || got.coordinator != tc.coordinator || !strings.Contains(got.note, tc.note) || (tc.note == "" && got.note != "") {
+			t.Errorf("%s: known %v, has %v, coordinator %v, note %q; want %v, %v, %v, %q", tc.name, got.known, got.has, got.coordinator, got.note, tc.known, tc.has, tc.coordinator, tc.note)
+		}
+	}
+}
