@@ -26,6 +26,10 @@ import (
 type checker struct {
 	out    io.Writer
 	failed int
+	// server is what IDENTIFY_SYSTEM answered (nil when PostgreSQL was not
+	// reached): with --slot it makes the default relay id, and so the
+	// default transactional id that the Kafka ACL check asks about.
+	server *replication.Server
 }
 
 func (c *checker) ok(format string, args ...any) {
@@ -156,6 +160,7 @@ func (c *checker) checkpoint(ctx context.Context, cfg *Config, info replication.
 		c.fail("PostgreSQL: %v", err)
 		return
 	}
+	c.server = &server
 	transport, err := kafkaTransport(cfg)
 	if err != nil {
 		c.fail("--kafka-tls: %v", err)

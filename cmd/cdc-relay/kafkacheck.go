@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,13 +14,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cdc-relay/cdc-relay/checkpoint"
+	"github.com/cdc-relay/cdc-relay/internal/backoff"
 	"github.com/cdc-relay/cdc-relay/router"
 )
 
 // The Kafka checks of `cdc-relay check` beyond reachability: what the
-// relay's principal may do on the topics it uses (aclNeeds), how long the
+// relay's principal may do on the topics it uses and, in exactly-once
+// mode, on its transactional id (aclNeeds), how long the
 // dead-letter topic keeps records, and how many copies the checkpoint topic
-// has. They read metadata and configurations only and change nothing.
+// has. They read metadata, configurations and a transaction's state, and
+// change nothing.
 
 // aclOperation is a Kafka ACL operation, numbered as Kafka numbers them
 // (AclOperation): bit 1<<op of a metadata answer's authorized operations.
@@ -46,12 +51,14 @@ func (o aclOperation) String() string {
 // aclResource is the kind of Kafka resource an ACL is on.
 type aclResource string
 
-// topicResource is a topic. A transactional id (resource type
-// TransactionalId: WRITE to produce in a transaction, DESCRIBE) is the next
-// kind exactly-once delivery needs: give it an aclNeed in aclNeeds and a
-// probe in aclProbes (DescribeTransactions answers
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED without DESCRIBE).
-const topicResource aclResource = "topic"
+// The kinds of resource the relay needs rights on. Each is also the
+// kafka-acls.sh option that names such a resource.
+const (
+	topicResource aclResource = "topic"
+	// transactionalIDResource is a transactional id (Kafka's resource type
+	// TransactionalId), which only --delivery exactly-once uses.
+	transactionalIDResource aclResource = "transactional-id"
+)
 
 // aclNeed is one right the relay's principal needs.
 type aclNeed struct {
@@ -68,6 +75,9 @@ type aclVerdict struct {
 	known bool
 	has   bool
 	note  string // why it is not known, or what was found
+	// coordinator is set when a transaction coordinator was not
+	// available to answer: worth asking again.
+	coordinator bool
 }
 
 // aclProbe tells, for needs on one kind of resource, whether the principal
@@ -75,7 +85,7 @@ type aclVerdict struct {
 type aclProbe func(ctx context.Context, k *kafkaView, needs []aclNeed) []aclVerdict
 
 // aclProbes are the probes by resource kind.
-var aclProbes = map[aclResource]aclProbe{topicResource: probeTopicACLs}
+var aclProbes = map[aclResource]aclProbe{topicResource: probeTopicACLs, transactionalIDResource: probeTransactionalIDACLs}
 
 // kafkaView is what the metadata with the principal's authorized
 // operations told about the cluster, and the client to ask more. It is a
@@ -144,8 +154,14 @@ func metadataView(ctx context.Context, client *kgo.Client, names []string) (*kaf
 // aclNeeds lists the rights the relay's principal needs: WRITE on the
 // dead-letter topic and on every existing topic the template can route to,
 // READ and WRITE on the checkpoint topic (read at start, written as the
-// relay confirms).
-func aclNeeds(cfg *Config, k *kafkaView) []aclNeed {
+// relay confirms), and with --delivery exactly-once WRITE and DESCRIBE on
+// its transactional id txnID (unknownTxnID when the relay id is not known).
+//
+// IDEMPOTENT_WRITE on the cluster is not among them: since Kafka 2.8
+// (KIP-679) an idempotent producer's InitProducerID passes with WRITE on any
+// topic instead, and a transactional one's needs only WRITE on its
+// transactional id; Produce asks for neither.
+func aclNeeds(cfg *Config, k *kafkaView, txnID string) []aclNeed {
 	needs := []aclNeed{
 		{topicResource, cfg.CheckpointTopic, aclRead, "the relay reads its checkpoint at start"},
 		{topicResource, cfg.CheckpointTopic, aclWrite, "the relay writes its checkpoint as it confirms"},
@@ -164,7 +180,165 @@ func aclNeeds(cfg *Config, k *kafkaView) []aclNeed {
 			needs = append(needs, aclNeed{topicResource, name, aclWrite, "the template " + cfg.TopicTemplate + " routes events there"})
 		}
 	}
+	if cfg.ExactlyOnce {
+		needs = append(needs,
+			aclNeed{transactionalIDResource, txnID, aclWrite, "exactly-once: the relay fences older instances and produces in Kafka transactions under it"},
+			aclNeed{transactionalIDResource, txnID, aclDescribe, "exactly-once: the relay finds its transaction coordinator by it"})
+	}
 	return needs
+}
+
+// unknownTxnID stands for the default transactional id when check could
+// not learn the relay id (PostgreSQL not reached, no --relay-id).
+const unknownTxnID = "cdc-relay-<relay id>"
+
+// txnProbeTopic is the topic the WRITE probe names. A space is not allowed
+// in a topic name, so no topic of this name can exist.
+const txnProbeTopic = "cdc-relay check: no such topic"
+
+// Kafka error codes of the transactional-id probes.
+const (
+	kafkaInvalidTopic        = 17
+	kafkaTxnAuthorizationErr = 53
+	kafkaOperationNotTried   = 55
+	kafkaTxnIDNotFound       = 105
+)
+
+// probeTransactionalIDACLs asks the broker's own authorizer, with one
+// request per right that needs it and changes no transaction:
+//
+//   - DESCRIBE: DescribeTransactions (KIP-664) for the id, read only; kgo
+//     first sends FindCoordinator with key type transaction, which needs
+//     DESCRIBE as well. Both answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+//     without it.
+//   - WRITE: AddPartitionsToTxn v3 (the client version) for producer id -1,
+//     epoch -1 and partition 0 of txnProbeTopic. The broker checks WRITE on
+//     the transactional id first (TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+//     then the topic (TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION),
+//     and answers a refused or missing partition itself: the transaction
+//     coordinator never sees the request. Were it to, producer id -1 matches
+//     no producer, and the coordinator answers INVALID_PRODUCER_ID_MAPPING
+//     without a change.
+//
+// Neither can fence a running relay: what fences a transactional id is an
+// InitProducerID for it, which bumps its epoch and aborts its open
+// transaction, and check never sends one (nor EndTxn, nor any request
+// with a producer id of the relay's). DescribeAcls is not used: it needs
+// DESCRIBE on the cluster, which a relay's principal seldom has, and would
+// leave the evaluation of prefixed, wildcard and DENY entries, super.users
+// and custom authorizers to check, where these requests get the
+// authorizer's own answer.
+//
+// A cluster's first FindCoordinator for a transaction makes the broker
+// create __transaction_state, and its coordinators answer
+// COORDINATOR_NOT_AVAILABLE until it is loaded: the probes wait for them,
+// txnCoordinatorWait at most for both.
+func probeTransactionalIDACLs(ctx context.Context, k *kafkaView, needs []aclNeed) []aclVerdict {
+	ctx, cancel := context.WithTimeout(ctx, txnCoordinatorWait)
+	defer cancel()
+	out := make([]aclVerdict, 0, len(needs))
+	for _, n := range needs {
+		var probe func(context.Context, *kgo.Client, aclNeed) aclVerdict
+		switch n.op {
+		case aclWrite:
+			probe = probeTxnWrite
+		case aclDescribe:
+			probe = probeTxnDescribe
+		}
+		v := aclVerdict{need: n}
+		switch {
+		case n.name == unknownTxnID:
+			v.note = "the relay id is not known without PostgreSQL: set --transactional-id or --relay-id"
+		case probe == nil:
+			v.note = "no probe for " + n.op.String()
+		default:
+			b := backoff.Backoff{Max: 2 * time.Second}
+			for v = probe(ctx, k.client, n); v.coordinator; v = probe(ctx, k.client, n) {
+				if b.Wait(ctx) != nil {
+					v.note = "no transaction coordinator answered within " + txnCoordinatorWait.String() + ": run check again"
+					break
+				}
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// txnCoordinatorWait bounds the transactional-id probes' wait for a
+// transaction coordinator.
+const txnCoordinatorWait = 30 * time.Second
+
+// probeTxnWrite is the WRITE probe of probeTransactionalIDACLs.
+func probeTxnWrite(ctx context.Context, client *kgo.Client, n aclNeed) aclVerdict {
+	v := aclVerdict{need: n}
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch = n.name, -1, -1
+	t := kmsg.NewAddPartitionsToTxnRequestTopic()
+	t.Topic, t.Partitions = txnProbeTopic, []int32{0}
+	req.Topics = append(req.Topics, t)
+	// kgo sends it to the id's coordinator, pinned to v3: v4+ is the
+	// brokers' own (CLUSTER_ACTION).
+	resp, err := req.RequestWith(ctx, client)
+	code := int16(-1)
+	if err == nil {
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				code = rp.ErrorCode
+			}
+		}
+	}
+	return txnVerdict(v, err, code, kafkaInvalidTopic, kafkaTopicAuthorizationErr, kafkaUnknownTopic, kafkaOperationNotTried)
+}
+
+// probeTxnDescribe is the DESCRIBE probe of probeTransactionalIDACLs.
+func probeTxnDescribe(ctx context.Context, client *kgo.Client, n aclNeed) aclVerdict {
+	v := aclVerdict{need: n}
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{n.name}
+	resp, err := req.RequestWith(ctx, client)
+	code := int16(-1)
+	if resp != nil {
+		for _, st := range resp.TransactionStates {
+			if st.TransactionalID == n.name {
+				code = st.ErrorCode
+			}
+		}
+	}
+	if code != -1 {
+		err = nil // the state's own code says more than the merged error
+	}
+	return txnVerdict(v, err, code, 0, kafkaTxnIDNotFound)
+}
+
+// txnVerdict reads a transactional-id probe's answer: err from the request
+// (a FindCoordinator refused for the id comes back here), else the answer's
+// code, which is one of granted when the right is there. A coordinator not
+// available (yet) sets v.coordinator: ask again.
+func txnVerdict(v aclVerdict, err error, code int16, granted ...int16) aclVerdict {
+	answer := err
+	if answer == nil && code > 0 {
+		answer = kerr.ErrorForCode(code)
+	}
+	switch {
+	case errors.Is(answer, kerr.CoordinatorNotAvailable) || errors.Is(answer, kerr.CoordinatorLoadInProgress) || errors.Is(answer, kerr.NotCoordinator):
+		v.coordinator = true
+		v.note = answer.Error()
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || (err == nil && code == kafkaTxnAuthorizationErr):
+		v.known, v.has = true, false
+		if err != nil && v.need.op != aclDescribe {
+			v.note = "the principal may not even describe it" // FindCoordinator refused
+		}
+	case err != nil:
+		v.note = err.Error()
+	case slices.Contains(granted, code):
+		v.known, v.has = true, true
+	case code == -1:
+		v.note = "no answer for it"
+	default:
+		v.note = "the broker answered " + kerr.ErrorForCode(code).Error()
+	}
+	return v
 }
 
 // probeTopicACLs reads the principal's rights on each topic from the
@@ -198,7 +372,7 @@ func probeTopicACLs(_ context.Context, k *kafkaView, needs []aclNeed) []aclVerdi
 func (c *checker) acls(ctx context.Context, cfg *Config, k *kafkaView) {
 	byKind := map[aclResource][]aclNeed{}
 	var kinds []aclResource
-	for _, n := range aclNeeds(cfg, k) {
+	for _, n := range aclNeeds(cfg, k, c.transactionalID(cfg)) {
 		if _, ok := byKind[n.resource]; !ok {
 			kinds = append(kinds, n.resource)
 		}
@@ -240,6 +414,21 @@ func (c *checker) acls(ctx context.Context, cfg *Config, k *kafkaView) {
 	if len(unknown) > 0 {
 		c.ok("Kafka: not checked yet: %s", strings.Join(unknown, ", "))
 	}
+}
+
+// transactionalID is the transactional id run would use, from
+// --transactional-id, else the relay id (--relay-id, else the one made of
+// the server c identified and --slot); unknownTxnID without either.
+func (c *checker) transactionalID(cfg *Config) string {
+	relayID := cfg.RelayID
+	switch {
+	case cfg.TransactionalID != "" || relayID != "":
+	case c.server != nil:
+		relayID = checkpoint.DefaultRelayID(*c.server, cfg.Slot)
+	default:
+		return unknownTxnID
+	}
+	return transactionalID(cfg, relayID)
 }
 
 // aclPrincipalArg is the --allow-principal argument for principal.

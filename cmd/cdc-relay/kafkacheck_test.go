@@ -96,55 +96,15 @@ func TestCheckDLQRetention(t *testing.T) {
 // line that grants them and fails; once they are granted, it names none.
 func TestCheckACLs(t *testing.T) {
 	password := "relay-pw-" + randSuffix()
-	sb, err := kafkatest.Start(kafkatest.Options{
-		SASLUsers: map[string]string{"relay": password},
-		ExtraConfig: map[string]string{
-			"authorizer.class.name":          "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-			"super.users":                    "User:ANONYMOUS", // PLAINTEXT: inter-broker, controller and the test
-			"allow.everyone.if.no.acl.found": "false",
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			if b, err := os.ReadFile(sb.LogPath()); err == nil {
-				t.Logf("tail of the ACL broker's log:\n%s", tailString(string(b), 4000))
-			}
-		}
-		sb.Close()
-	})
+	sb := startACLBroker(t, map[string]string{"relay": password})
 	f := newFixture(t, "")
 	checkpoints, orders := "cp."+f.name, f.topic("Order")
 	for _, name := range []string{f.dlq, checkpoints, orders} {
 		createTopic(t, sb.Addr(), name, map[string]string{"retention.ms": "-1"})
 	}
-	admin, err := kgo.NewClient(kgo.SeedBrokers(sb.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
 	allow := func(resource kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) {
 		t.Helper()
-		req := kmsg.NewPtrCreateACLsRequest()
-		for _, op := range ops {
-			c := kmsg.NewCreateACLsRequestCreation()
-			c.ResourceType, c.ResourceName, c.ResourcePatternType = resource, name, kmsg.ACLResourcePatternTypeLiteral
-			c.Principal, c.Host, c.Operation, c.PermissionType = "User:relay", "*", op, kmsg.ACLPermissionTypeAllow
-			req.Creations = append(req.Creations, c)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		resp, err := req.RequestWith(ctx, admin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range resp.Results {
-			if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-				t.Fatalf("create ACL on %s: %v", name, err)
-			}
-		}
+		sb.allow("User:relay", resource, name, ops...)
 	}
 	allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationDescribeConfigs)
 	allow(kmsg.ACLResourceTypeTopic, f.dlq, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe, kmsg.ACLOperationDescribeConfigs)
@@ -190,6 +150,72 @@ func TestCheckACLs(t *testing.T) {
 	}
 }
 
+// aclBroker is a Kafka broker of a test's own with SCRAM users and Kafka's
+// StandardAuthorizer, denying what no ACL allows. Its PLAINTEXT listener
+// is User:ANONYMOUS, a super user: the test creates topics and ACLs there
+// through admin, a franz-go client.
+type aclBroker struct {
+	*kafkatest.Broker
+	t     *testing.T
+	admin *kgo.Client
+}
+
+// startACLBroker starts an aclBroker with users (name → password), closed
+// at cleanup; a failed test logs the tail of its log.
+func startACLBroker(t *testing.T, users map[string]string) *aclBroker {
+	t.Helper()
+	sb, err := kafkatest.Start(kafkatest.Options{
+		SASLUsers: users,
+		ExtraConfig: map[string]string{
+			"authorizer.class.name":          "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+			"super.users":                    "User:ANONYMOUS", // PLAINTEXT: inter-broker, controller and the test
+			"allow.everyone.if.no.acl.found": "false",
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(sb.LogPath()); err == nil {
+				t.Logf("tail of the ACL broker's log:\n%s", tailString(string(b), 4000))
+			}
+		}
+		sb.Close()
+	})
+	admin, err := kgo.NewClient(kgo.SeedBrokers(sb.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	return &aclBroker{Broker: sb, t: t, admin: admin}
+}
+
+// allow grants principal ops on the literal resource name, from any host.
+// The broker's authorizer learns them through the metadata log, a moment
+// later: poll for their effect.
+func (b *aclBroker) allow(principal string, resource kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) {
+	b.t.Helper()
+	req := kmsg.NewPtrCreateACLsRequest()
+	for _, op := range ops {
+		c := kmsg.NewCreateACLsRequestCreation()
+		c.ResourceType, c.ResourceName, c.ResourcePatternType = resource, name, kmsg.ACLResourcePatternTypeLiteral
+		c.Principal, c.Host, c.Operation, c.PermissionType = principal, "*", op, kmsg.ACLPermissionTypeAllow
+		req.Creations = append(req.Creations, c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, b.admin)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for _, r := range resp.Results {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			b.t.Fatalf("create ACL for %s on %s: %v", principal, name, err)
+		}
+	}
+}
+
 // TestCheckpointReplicationVerdict: below 3 replicas on 3 or more brokers
 // is a warning, naming the fix for an existing topic and for one the relay
 // will create with the broker's default. (The integration tests run one
@@ -215,5 +241,44 @@ func TestCheckpointReplicationVerdict(t *testing.T) {
 	}
 	if got, _ := checkpointRFVerdict("cp", 1, 3, "default.replication.factor"); !strings.Contains(got, "kafka-topics.sh --bootstrap-server ... --create --topic cp --partitions 1 --replication-factor 3 --config cleanup.policy=compact") {
 		t.Errorf("no create command for a missing topic: %q", got)
+	}
+}
+
+// TestTxnVerdict: how the transactional-id probes read the broker's
+// answers. A refused FindCoordinator (no DESCRIBE) or a refused request is
+// a missing right; an answer past the id's authorization (the probe
+// topic refused or unknown, no transaction for the id) is the right
+// there; a coordinator not available yet is asked again; anything else is
+// not known.
+func TestTxnVerdict(t *testing.T) {
+	write := aclVerdict{need: aclNeed{transactionalIDResource, "cdc-relay-x", aclWrite, ""}}
+	describe := aclVerdict{need: aclNeed{transactionalIDResource, "cdc-relay-x", aclDescribe, ""}}
+	writeGranted := []int16{kafkaInvalidTopic, kafkaTopicAuthorizationErr, kafkaUnknownTopic, kafkaOperationNotTried}
+	cases := []struct {
+		name                    string
+		v                       aclVerdict
+		err                     error
+		code                    int16
+		granted                 []int16
+		known, has, coordinator bool
+		note                    string
+	}{
+		{"write refused", write, nil, kafkaTxnAuthorizationErr, writeGranted, true, false, false, ""},
+		{"write: FindCoordinator refused", write, kerr.TransactionalIDAuthorizationFailed, -1, writeGranted, true, false, false, "the principal may not even describe it"},
+		{"write: probe topic refused", write, nil, kafkaTopicAuthorizationErr, writeGranted, true, true, false, ""},
+		{"write: probe topic unknown", write, nil, kafkaUnknownTopic, writeGranted, true, true, false, ""},
+		{"write: coordinator loading", write, nil, 14, writeGranted, false, false, true, "COORDINATOR_LOAD_IN_PROGRESS"},
+		{"write: no coordinator yet", write, kerr.CoordinatorNotAvailable, -1, writeGranted, false, false, true, "COORDINATOR_NOT_AVAILABLE"},
+		{"write: something else", write, nil, 47, writeGranted, false, false, false, "INVALID_PRODUCER_EPOCH"},
+		{"write: no partition in the answer", write, nil, -1, writeGranted, false, false, false, "no answer for it"},
+		{"describe refused", describe, kerr.TransactionalIDAuthorizationFailed, -1, []int16{0, kafkaTxnIDNotFound}, true, false, false, ""},
+		{"describe: no transaction yet", describe, nil, kafkaTxnIDNotFound, []int16{0, kafkaTxnIDNotFound}, true, true, false, ""},
+		{"describe: a state", describe, nil, 0, []int16{0, kafkaTxnIDNotFound}, true, true, false, ""},
+	}
+	for _, tc := range cases {
+		got := txnVerdict(tc.v, tc.err, tc.code, tc.granted...)
+		if got.known != tc.known || got.has != tc.has || got.coordinator != tc.coordinator || !strings.Contains(got.note, tc.note) || (tc.note == "" && got.note != "") {
+			t.Errorf("%s: known %v, has %v, coordinator %v, note %q; want %v, %v, %v, %q", tc.name, got.known, got.has, got.coordinator, got.note, tc.known, tc.has, tc.coordinator, tc.note)
+		}
 	}
 }

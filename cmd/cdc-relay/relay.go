@@ -430,10 +430,7 @@ func exactlyOnceStart(ctx context.Context, cfg *Config, pub *publisher.Publisher
 	if server == nil {
 		return 0, errors.New("exactly-once: no server identified")
 	}
-	id := cfg.TransactionalID
-	if id == "" {
-		id = "cdc-relay-" + guard.RelayID()
-	}
+	id := transactionalID(cfg, guard.RelayID())
 	pub.SetTransactionalID(id)
 	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -452,6 +449,16 @@ func exactlyOnceStart(ctx context.Context, cfg *Config, pub *publisher.Publisher
 	}
 	log.Info("exactly-once: fenced older instances and read the checkpoint", "transactional_id", id, "checkpoint_lsn", skip.String())
 	return skip, nil
+}
+
+// transactionalID is the Kafka transactional id of exactly-once delivery:
+// --transactional-id, else cdc-relay-<relay id>, so that every replica of
+// one relay (one slot) shares it.
+func transactionalID(cfg *Config, relayID string) string {
+	if cfg.TransactionalID != "" {
+		return cfg.TransactionalID
+	}
+	return "cdc-relay-" + relayID
 }
 
 // isGap reports whether err means events may be missing from Kafka: the
