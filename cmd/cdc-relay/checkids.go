@@ -32,6 +32,6 @@ func (c *checker) integerIDs(cfg *Config, tables []string) {
 	}
 	c.warn("tables %s have integer ids, and their events can route to %s (--topic-template %s takes the topic from aggregate_type and event_type, not from the table): "+
 		"each table counts its ids from 1, so two events can share an id there, and a consumer that deduplicates on id drops the second as a duplicate; "+
-		"give the tables uuid ids (docs/outbox_uuid.sql: outbox.Write gives each a UUIDv7), or ids from one shared sequence",
+		"give the tables uuid ids (docs/outbox.sql: outbox.Write gives each a UUIDv7), or ids from one shared sequence",
 		strings.Join(tables, ", "), where, cfg.TopicTemplate)
 }

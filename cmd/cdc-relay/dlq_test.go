@@ -337,7 +337,7 @@ func TestCheckWarnsIntegerIDs(t *testing.T) {
 	}
 	code, out := runCommand(args(serial))
 	want := fmt.Sprintf("WARN  tables public.%s (id bigint), %s (id bigint) have integer ids, and their events can route to one topic", f.table, serial)
-	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "docs/outbox_uuid.sql") {
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "docs/outbox.sql") {
 		t.Errorf("check with two bigserial tables = %d, want the warning %q:\n%s", code, want, out)
 	}
 	code, out = runCommand(args(uuids))

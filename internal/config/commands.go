@@ -202,9 +202,11 @@ or the re-appended letter): a kill repeats at most the letters in flight.
 
 It stops at the topic's end offsets as they were when it started, unless
 --follow. It reads the catalog of the outbox tables as run does (--pg-url),
-and takes every setting of cdc-relay run. A letter the filters leave out,
-or one that keeps too little to be built again, is skipped: the group's
-offset moves past it and it stays in the topic.
+and takes every setting of cdc-relay run. A letter the filters leave out
+is appended to the topic again unchanged (so that a later run without the
+filters sees it), then the group's offset moves past it; one that keeps
+too little to be built again is skipped: the offset moves past it and it
+stays where it is. Both are counted as skipped.
 
 TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m).
 Prints one line per letter and a summary ("redriven N, still failing M,
