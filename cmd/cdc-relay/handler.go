@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
@@ -91,7 +94,7 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 		}
 		h.invalid(inv)
 	}
-	return haltOn(h.pub.Enqueue(rec))
+	return markFenced(haltOn(h.pub.Enqueue(rec)))
 }
 
 // invalid counts and logs an event sent to the dead-letter topic.
@@ -119,7 +122,7 @@ func (h *handler) rejected(r *publisher.Record, err error) (*publisher.Record, e
 }
 
 // Drain waits for Kafka to acknowledge everything handed over.
-func (h *handler) Drain(ctx context.Context) error { return h.pub.Drain(ctx) }
+func (h *handler) Drain(ctx context.Context) error { return markFenced(h.pub.Drain(ctx)) }
 
 // Close drops the session.
 func (h *handler) Close() { h.pub.Close() }
@@ -128,8 +131,21 @@ func (h *handler) Close() { h.pub.Close() }
 func (h *handler) Done() <-chan struct{} { return h.pub.Done() }
 
 // Err is the publisher session's terminal error; a PostgreSQL transaction
-// too large for one Kafka transaction halts the relay.
-func (h *handler) Err() error { return haltOn(h.pub.Err()) }
+// too large for one Kafka transaction halts the relay, and a fence by
+// another relay is marked replication.ErrFenced.
+func (h *handler) Err() error { return markFenced(haltOn(h.pub.Err())) }
+
+// markFenced marks an error of Kafka meaning another relay with the same
+// transactional id took over (PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH,
+// which Kafka 4 answers a produce or EndTxn of an older epoch) with
+// replication.ErrFenced, so that the reconnect counts as cause "fenced".
+func markFenced(err error) error {
+	if err != nil && !errors.Is(err, replication.ErrFenced) &&
+		(errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)) {
+		return fmt.Errorf("%w: %w", replication.ErrFenced, err)
+	}
+	return err
+}
 
 // haltOn marks the publisher errors that halt the relay: a PostgreSQL
 // transaction that cannot be delivered within --txn-timeout (a replay would

@@ -133,7 +133,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 					}
 					skip, err := exactlyOnceStart(sctx, cfg, pub, guard, stats, log)
 					if err != nil {
-						return nil, err
+						return nil, markFenced(err)
 					}
 					h := base.session(builder, pub.NewSession(sctx, tr))
 					h.skipBelow = skip
