@@ -50,13 +50,19 @@ func emit(t *testing.T, ctx context.Context, tx pgx.Tx, prefix, aggType, aggID, 
 // their order per aggregate; a message's id is its LSN unless it carries
 // one; an aborted transaction's message never appears; a non-transactional
 // or malformed message goes to the DLQ with its reason; other prefixes are
-// ignored.
+// ignored. It runs at-least-once and exactly-once (delivery_test.go): a
+// read_committed consumer then reads every row, message and dead letter
+// exactly once, and each dead letter is counted once.
 func TestLogicalMessages(t *testing.T) {
 	applyOutboxSQL(t)
+	eachDelivery(t, true, testLogicalMessages)
+}
+
+func testLogicalMessages(t *testing.T, d delivery) {
 	f := newFixture(t, "")
 	prefix := "outbox_" + f.name
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args("--message-prefix", prefix))
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, d.with(f.args("--message-prefix", prefix)))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	conn := connect(t)
@@ -163,6 +169,12 @@ func TestLogicalMessages(t *testing.T) {
 	}
 	end := currentLSN(t, conn)
 	waitFor(t, 30*time.Second, "the slot to confirm past the messages", func() bool { return f.confirmedFlush() >= end })
+	if d.once() {
+		checkOnce(t, c.records(), want)
+		if n, err := r.metric("cdc_relay_dlq_events_total"); err != nil || n != 2 {
+			t.Errorf("cdc_relay_dlq_events_total = %v (%v), want 2: each dead letter counted once", n, err)
+		}
+	}
 	if code := r.terminate(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
