@@ -43,7 +43,13 @@ const formatsDDL = `CREATE TABLE %s (
 // The database's default TimeZone and DateStyle are not UTC and ISO here,
 // as on many servers: the relay's replication connection must still get
 // timestamp text it reads correctly.
-func TestDebeziumShapedRecords(t *testing.T) {
+//
+// It runs at-least-once and exactly-once (delivery_test.go: read_committed,
+// every record, tombstone and dead letter exactly once), one after the
+// other: both change the database's settings.
+func TestDebeziumShapedRecords(t *testing.T) { eachDelivery(t, false, testDebeziumShapedRecords) }
+
+func testDebeziumShapedRecords(t *testing.T, d delivery) {
 	f := newFixture(t, formatsDDL)
 	f.exec(`ALTER DATABASE ` + testDB + ` SET timezone = 'Asia/Kolkata'`)
 	f.exec(`ALTER DATABASE ` + testDB + ` SET datestyle = 'SQL, DMY'`)
@@ -51,13 +57,13 @@ func TestDebeziumShapedRecords(t *testing.T) {
 		f.exec(`ALTER DATABASE ` + testDB + ` RESET timezone`)
 		f.exec(`ALTER DATABASE ` + testDB + ` RESET datestyle`)
 	})
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
 	args := []string{"run", "--pg-url", dbURL, "--slot", f.slot, "--publication", f.publication, "--table", "public." + f.table,
 		"--kafka-brokers", broker.Addr(), "--topic-template", f.topicPrefix + ".{aggregate_type}", "--dlq-topic", f.dlq,
 		"--key-format", "json", "--value-format", "json", "--builtin-headers", "id",
 		"--header-columns", "tenant,occurred_at:occurred,seq,local_ts", "--timestamp-column", "occurred_at",
 		"--tombstone-on-null-payload", "true"}
-	r := startRelay(t, args)
+	r := startRelay(t, d.with(args))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	conn := connect(t)
@@ -125,6 +131,11 @@ func TestDebeziumShapedRecords(t *testing.T) {
 	if n, err := r.metric(`cdc_relay_dlq_events_total`); err != nil || n != 1 {
 		t.Errorf("dlq events %v, %v; want 1", n, err)
 	}
+	if d.once() {
+		end := currentLSN(t, conn)
+		waitFor(t, 30*time.Second, "the slot to confirm past the events", func() bool { return f.confirmedFlush() >= end })
+		checkOnce(t, c.records(), idStrings(ids))
+	}
 	if code := r.terminate(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
@@ -133,16 +144,21 @@ func TestDebeziumShapedRecords(t *testing.T) {
 // TestAvroKey: --key-format avro writes Confluent's framing of an Avro
 // string, registered as "string" under <topic>-key; an independent client
 // (srclient fetches the schema by id, goavro decodes) reads the aggregate id.
-func TestAvroKey(t *testing.T) {
+// It runs at-least-once and exactly-once (delivery_test.go).
+func TestAvroKey(t *testing.T) { eachDelivery(t, true, testAvroKey) }
+
+func testAvroKey(t *testing.T, d delivery) {
 	f := newFixture(t, "")
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args("--key-format", "avro"))
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, d.with(f.args("--key-format", "avro")))
 	r.waitStreaming(60 * time.Second)
 	agg := uuidFor(910)
-	ids, err := f.insertTx(context.Background(), connect(t), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	conn := connect(t)
+	ids, err := f.insertTx(context.Background(), conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	end := currentLSN(t, conn)
 	rec := c.waitIDs(60*time.Second, ids)[0]
 	key := []byte(rec.Key)
 	if len(key) < 5 || key[0] != 0 {
@@ -162,6 +178,10 @@ func TestAvroKey(t *testing.T) {
 	}
 	if v, _, err := newAvroDecoder().decode(rec.Value); err != nil || v["order_id"] != agg {
 		t.Fatalf("value %v, %v", v, err)
+	}
+	if d.once() {
+		waitFor(t, 30*time.Second, "the slot to confirm past the event", func() bool { return f.confirmedFlush() >= end })
+		checkOnce(t, c.records(), idStrings(ids))
 	}
 }
 

@@ -178,12 +178,18 @@ func hostileCases(f *fixture, agg string) []hostileCase {
 // TestHostileInputDLQ: every hostile row lands in the dead-letter topic
 // with its exact reason, the raw payload (unless it cannot fit) and the
 // fixed headers; the valid rows in the same transactions arrive; odd but
-// valid rows arrive exactly.
-func TestHostileInputDLQ(t *testing.T) {
+// valid rows arrive exactly. It runs at-least-once and exactly-once
+// (delivery_test.go), where the dead letters go inside the Kafka
+// transactions of their PostgreSQL transactions: a read_committed consumer
+// reads every row and every dead letter exactly once, in order, and each
+// dead letter is counted once.
+func TestHostileInputDLQ(t *testing.T) { eachDelivery(t, true, testHostileInputDLQ) }
+
+func testHostileInputDLQ(t *testing.T, d delivery) {
 	f := newFixture(t, nullableDDL)
-	c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
 	// --max-record-bytes is left at its default.
-	r := startRelay(t, f.args())
+	r := startRelay(t, d.with(f.args()))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	conn := connect(t)
@@ -191,10 +197,14 @@ func TestHostileInputDLQ(t *testing.T) {
 
 	cases := hostileCases(f, agg)
 	var validIDs []int64
+	var order []string // every id in commit order
 	bad := map[string]hostileCase{}
 	for i, tc := range cases {
 		ids, _ := f.insertRows(ctx, conn, []nrow{validRow(agg, 1000+i), tc.row, validRow(agg, 2000+i)})
 		validIDs = append(validIDs, ids[0], ids[2])
+		for _, id := range ids {
+			order = append(order, strconv.FormatInt(id, 10))
+		}
 		bad[strconv.FormatInt(ids[1], 10)] = tc
 	}
 
@@ -282,6 +292,14 @@ func TestHostileInputDLQ(t *testing.T) {
 	want := float64(len(cases))
 	if got := r.waitMetric("cdc_relay_dlq_events_total", 10*time.Second, func(v float64) bool { return v >= want }); got != want {
 		t.Fatalf("cdc_relay_dlq_events_total = %v, want %v", got, want)
+	}
+	if d.once() {
+		for _, id := range append(odd, uniIDs...) {
+			order = append(order, strconv.FormatInt(id, 10))
+		}
+		end := currentLSN(t, conn)
+		waitFor(t, 30*time.Second, "the slot to confirm past the events", func() bool { return f.confirmedFlush() >= end })
+		checkOnce(t, c.records(), order)
 	}
 }
 
