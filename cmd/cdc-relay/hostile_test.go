@@ -719,10 +719,15 @@ func TestUpdateDeleteTruncateIgnored(t *testing.T) {
 // TestDLQPublishFailureRetried: a dead-letter record that cannot be written
 // (the broker is down) is retried; while it is not in Kafka the slot is not
 // confirmed past its transaction; once Kafka is back it arrives and only
-// then the confirmed LSN moves past it.
-func TestDLQPublishFailureRetried(t *testing.T) {
+// then the confirmed LSN moves past it. It runs at-least-once and
+// exactly-once (delivery_test.go), one after the other (each stops the
+// broker): a read_committed consumer then reads the three events exactly
+// once. In both the dead letter is counted once.
+func TestDLQPublishFailureRetried(t *testing.T) { eachDelivery(t, false, testDLQPublishFailureRetried) }
+
+func testDLQPublishFailureRetried(t *testing.T, d delivery) {
 	f := newFixture(t, "")
-	r := startRelay(t, f.args())
+	r := startRelay(t, d.with(f.args()))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	conn := connect(t)
@@ -756,7 +761,7 @@ func TestDLQPublishFailureRetried(t *testing.T) {
 	}
 
 	restartBroker()
-	c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
 	recs := byID(c.waitIDs(120*time.Second, append(append(good, bad...), after...)))
 	rec := recs[strconv.FormatInt(bad[0], 10)]
 	if rec.Topic != f.dlq || !strings.Contains(rec.Headers[recordpkg.HeaderError], `no schema for event_type "NoSuchEvent"`) {
@@ -764,6 +769,12 @@ func TestDLQPublishFailureRetried(t *testing.T) {
 	}
 	end := currentLSN(t, conn)
 	waitFor(t, 60*time.Second, "confirmed_flush_lsn to pass the dead-letter event", func() bool { return f.confirmedFlush() >= end })
+	if d.once() {
+		checkOnce(t, c.records(), idStrings(append(append(good, bad...), after...)))
+	}
+	if n, err := r.metric("cdc_relay_dlq_events_total"); err != nil || n != 1 {
+		t.Errorf("cdc_relay_dlq_events_total = %v (%v), want 1: the dead letter counted once", n, err)
+	}
 	if code := r.terminate(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
