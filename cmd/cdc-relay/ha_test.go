@@ -435,7 +435,9 @@ func TestStartedAgainstStandby(t *testing.T) {
 // may be missing, and creates no slot on the new primary, also when started
 // again. It runs at-least-once and exactly-once (delivery_test.go), which
 // exits 3 by the same rules.
-func TestFailoverWithoutFailoverSlot(t *testing.T) { eachDelivery(t, true, testFailoverWithoutFailoverSlot) }
+func TestFailoverWithoutFailoverSlot(t *testing.T) {
+	eachDelivery(t, true, testFailoverWithoutFailoverSlot)
+}
 
 func testFailoverWithoutFailoverSlot(t *testing.T, d delivery) {
 	h := startHAPair(t, 17)
