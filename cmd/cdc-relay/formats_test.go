@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -128,8 +129,10 @@ func testDebeziumShapedRecords(t *testing.T, d delivery) {
 	if got.Topic != f.dlq || !strings.Contains(got.Headers["error"], "not a JSON object") || got.Headers["error_kind"] != "invalid_payload" || string(got.Value) != "[1, 2]" {
 		t.Errorf("non-object payload: topic %q error %q value %q", got.Topic, got.Headers["error"], got.Value)
 	}
-	if n, err := r.metric(`cdc_relay_dlq_events_total`); err != nil || n != 1 {
-		t.Errorf("dlq events %v, %v; want 1", n, err)
+	// Exactly once, a dead letter counts once its Kafka transaction
+	// committed, which a read_committed consumer may see first.
+	if n := r.waitMetric(`cdc_relay_dlq_events_total`, 30*time.Second, func(v float64) bool { return v >= 1 }); n != 1 {
+		t.Errorf("dlq events %v; want 1", n)
 	}
 	if d.once() {
 		end := currentLSN(t, conn)
@@ -230,7 +233,10 @@ func TestRecordColumnsConfigErrors(t *testing.T) {
 // exactly-once (read by a read_committed consumer): the broker refuses the
 // batch holding a future-dated record; after the restart that batch's
 // records go one at a time, and only the refused one is dead-lettered, in
-// its place.
+// its place. The refused record's transaction also holds an invalid event,
+// dead-lettered before the refusal and again after the restart: under
+// exactly-once the first dead letter was in the aborted Kafka transaction,
+// so a read_committed consumer reads it once and it is counted once.
 func TestBrokerRefusesTimestamp(t *testing.T) {
 	for _, delivery := range []string{"at-least-once", "exactly-once"} {
 		t.Run(delivery, func(t *testing.T) {
@@ -249,27 +255,51 @@ func TestBrokerRefusesTimestamp(t *testing.T) {
 			ctx := context.Background()
 			conn := connect(t)
 			insert := fmt.Sprintf(`INSERT INTO %s (aggregate_type, aggregate_id, event_type, payload, occurred_at)
-				VALUES ('Customer', 'c1', 'CustomerChanged', '{"n": 1}', $1) RETURNING id`, f.table)
+				VALUES ('Customer', 'c1', 'CustomerChanged', $2::jsonb, $1) RETURNING id`, f.table)
 			var ids []int64
-			for _, at := range []time.Time{time.Now().Add(-time.Minute), time.Now().Add(30 * 24 * time.Hour), time.Now()} {
+			add := func(q interface {
+				QueryRow(context.Context, string, ...any) pgx.Row
+			}, at time.Time, payload string) {
 				var id int64
-				if err := conn.QueryRow(ctx, insert, at).Scan(&id); err != nil {
+				if err := q.QueryRow(ctx, insert, at, payload).Scan(&id); err != nil {
 					t.Fatal(err)
 				}
 				ids = append(ids, id)
 			}
+			add(conn, time.Now().Add(-time.Minute), `{"n": 1}`)
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			add(tx, time.Now(), `[1]`) // not an object: a dead letter
+			add(tx, time.Now().Add(30*24*time.Hour), `{"n": 2}`)
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			add(conn, time.Now(), `{"n": 3}`)
 			recs := byID(c.waitIDs(60*time.Second, ids))
-			future := recs[strconv.FormatInt(ids[1], 10)]
+			if inv := recs[strconv.FormatInt(ids[1], 10)]; inv.Topic != f.dlq || inv.Headers["error_kind"] != "invalid_payload" {
+				t.Errorf("invalid event: topic %q error_kind %q, want the DLQ with invalid_payload", inv.Topic, inv.Headers["error_kind"])
+			}
+			future := recs[strconv.FormatInt(ids[2], 10)]
 			if future.Topic != f.dlq || !strings.Contains(future.Headers["error"], "refused the record") || !strings.Contains(future.Headers["error"], "timestamp") || future.Headers["error_kind"] != "invalid_timestamp" {
 				t.Errorf("future-dated event: topic %q error %q, want the DLQ saying the broker refused its timestamp", future.Topic, future.Headers["error"])
 			}
-			for _, id := range []int64{ids[0], ids[2]} {
+			for _, id := range []int64{ids[0], ids[3]} {
 				if rec := recs[strconv.FormatInt(id, 10)]; rec.Topic != f.topic("Customer") {
 					t.Errorf("event %d went to %s", id, rec.Topic)
 				}
 			}
-			if n, err := r.metric("cdc_relay_dlq_events_total"); err != nil || n != 1 {
-				t.Errorf("dlq events %v, %v", n, err)
+			if n := r.waitMetric(`cdc_relay_dlq_events_total{reason="invalid_timestamp"}`, 30*time.Second, func(v float64) bool { return v >= 1 }); n != 1 {
+				t.Errorf("invalid_timestamp dead letters %v; want 1", n)
+			}
+			if delivery == "exactly-once" {
+				end := currentLSN(t, conn)
+				waitFor(t, 30*time.Second, "the slot to confirm past the events", func() bool { return f.confirmedFlush() >= end })
+				checkOnce(t, c.records(), idStrings(ids))
+				if n, err := r.metric(`cdc_relay_dlq_events_total{reason="invalid_payload"}`); err != nil || n != 1 {
+					t.Errorf("invalid_payload dead letters %v, %v; want 1: the one of the aborted Kafka transaction is not counted", n, err)
+				}
 			}
 		})
 	}

@@ -24,7 +24,9 @@ type handler struct {
 	halt    bool   // --on-invalid halt
 	dlq     string // --dlq-topic: for logs, and the dead letter of a refused record
 	metrics *metrics
-	log     *slog.Logger
+	// dead counts the dead letters; nil counts each in metrics at once.
+	dead *deadLetters
+	log  *slog.Logger
 	// skipBelow is what exactly-once delivery found in Kafka when the
 	// session started (replication.Skipping).
 	skipBelow replication.LSN
@@ -92,14 +94,19 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 			publisher.Release(rec)
 			return replication.Fatal(inv)
 		}
-		h.invalid(inv)
+		h.invalid(inv, seq)
 	}
 	return markFenced(haltOn(h.pub.Enqueue(rec)))
 }
 
-// invalid counts and logs an event sent to the dead-letter topic.
-func (h *handler) invalid(inv *recordpkg.Invalid) {
-	h.metrics.dlq.WithLabelValues(inv.Kind).Inc()
+// invalid counts and logs an event sent to the dead-letter topic as the
+// record of seq.
+func (h *handler) invalid(inv *recordpkg.Invalid, seq uint64) {
+	if h.dead != nil {
+		h.dead.add(seq, inv.Kind)
+	} else {
+		h.metrics.dlq.WithLabelValues(inv.Kind).Inc()
+	}
 	if inv.Kind == recordpkg.ReasonUnconfigured {
 		h.log.Warn("a row of a table that is not a configured outbox table arrived (the publication publishes it): sent to the dead-letter topic with its columns as text; "+
 			"drop the table from the publication or add it to --table", "table", inv.Table, "reason", inv.Kind, "dlq_topic", h.dlq)
@@ -117,7 +124,7 @@ func (h *handler) rejected(r *publisher.Record, err error) (*publisher.Record, e
 	if h.halt {
 		return nil, replication.Fatal(inv)
 	}
-	h.invalid(inv)
+	h.invalid(inv, r.Seq)
 	return dl, nil
 }
 

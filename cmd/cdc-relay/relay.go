@@ -75,7 +75,8 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 			return exitConfig
 		}
 	}
-	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log}
+	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log,
+		dead: &deadLetters{count: func(reason string) { m.dlq.WithLabelValues(reason).Inc() }}}
 	pub, err := newPublisher(cfg, base.rejected, m, log, func(end uint64, commit time.Time) (*publisher.Record, error) {
 		server := stats.Server()
 		if server == nil {
@@ -92,6 +93,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		return exitConfig
 	}
 	defer pub.Close()
+	base.dead.exactlyOnce = pub.Transactional()
 	m.ready.kafka = pub.Health
 
 	stream := replication.NewStream(replication.Config{
@@ -135,7 +137,8 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 					if err != nil {
 						return nil, markFenced(err)
 					}
-					h := base.session(builder, pub.NewSession(sctx, tr))
+					base.dead.begin()
+					h := base.session(builder, pub.NewSession(sctx, commitAcker{tr, base.dead}))
 					h.skipBelow = skip
 					return h, nil
 				}}, nil
