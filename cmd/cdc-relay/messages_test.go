@@ -185,16 +185,22 @@ func testLogicalMessages(t *testing.T, d delivery) {
 // point stands for a restart from an older confirmed position), and a
 // message transaction interleaved with a kill -9 is delivered after the
 // restart; with only other-prefix messages and another table's writes, the
-// slot keeps up with the WAL.
+// slot keeps up with the WAL. It runs at-least-once and exactly-once
+// (delivery_test.go), one after the other (each stops the broker): through
+// the kill a read_committed consumer then reads each message once.
 func TestLogicalMessagesRedelivery(t *testing.T) {
 	applyOutboxSQL(t)
+	eachDelivery(t, false, testLogicalMessagesRedelivery)
+}
+
+func testLogicalMessagesRedelivery(t *testing.T, d delivery) {
 	f := newFixture(t, "")
 	prefix := "outbox_" + f.name
 	second := "slot2_" + f.name
 	f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", second)
 	t.Cleanup(func() { f.exec("SELECT pg_drop_replication_slot($1)", second) })
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args("--message-prefix", prefix))
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, d.with(f.args("--message-prefix", prefix)))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	connA, connB := connect(t), connect(t)
@@ -229,14 +235,19 @@ func TestLogicalMessagesRedelivery(t *testing.T) {
 	r.waitMetric("cdc_relay_events_read_total", 30*time.Second, func(v float64) bool { return v >= 3 })
 	r.kill()
 	restartBroker()
-	r2 := startRelay(t, f.args("--message-prefix", prefix))
+	r2 := startRelay(t, d.with(f.args("--message-prefix", prefix)))
 	waitFor(t, 90*time.Second, "B after the restart", func() bool { return distinctIDs(c.records())[lsnB] > 0 })
+	if d.once() {
+		afterB := currentLSN(t, connA)
+		waitFor(t, 60*time.Second, "the restarted relay to confirm past B", func() bool { return f.confirmedFlush() >= afterB })
+		checkOnce(t, c.records(), []string{lsnA1, lsnA2, lsnB})
+	}
 
 	// The same WAL decoded again from the second slot: the same ids.
 	if code := r2.terminate(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
-	args := f.args("--message-prefix", prefix)
+	args := d.with(f.args("--message-prefix", prefix))
 	setFlag(args, "--slot", second)
 	r3 := startRelay(t, args)
 	waitFor(t, 90*time.Second, "the messages once more from the second slot", func() bool {
