@@ -382,7 +382,10 @@ func checkUnicode(t *testing.T, rows []nrow, ids []int64, recs map[string]record
 // TestHostileInputHalt: under --on-invalid halt each kind of bad row stops
 // the relay (exit 1) with a message naming its id and the reason; what came
 // before is confirmed, nothing past it; restarted in dlq mode the relay
-// delivers the row to the DLQ and the valid rows around it.
+// delivers the row to the DLQ and the valid rows around it. Each case runs
+// at-least-once and exactly-once (delivery_test.go), where the halt leaves
+// nothing of the invalid event's transaction visible to read_committed and
+// after the restart each event is read once.
 func TestHostileInputHalt(t *testing.T) {
 	agg := uuidFor(302)
 	// The cases, picked by name: one per family (payload, NULL key, topic,
@@ -391,58 +394,81 @@ func TestHostileInputHalt(t *testing.T) {
 		"topic of 250 characters", "larger than message.max.bytes", "headers an array"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, nullableDDL)
-			var tc hostileCase
-			for _, c := range hostileCases(f, agg) {
-				if c.name == name {
-					tc = c
+			eachDelivery(t, true, func(t *testing.T, d delivery) {
+				f := newFixture(t, nullableDDL)
+				var tc hostileCase
+				for _, c := range hostileCases(f, agg) {
+					if c.name == name {
+						tc = c
+					}
 				}
-			}
-			c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
-			r := startRelay(t, f.args("--on-invalid", "halt", "--halt-linger", "1s"))
-			r.waitStreaming(60 * time.Second)
-			ctx := context.Background()
-			conn := connect(t)
-			// goodBefore is read inside the earlier transaction, before its
-			// commit: the other parallel subtests write WAL too, so a position
-			// read after the commit may lie beyond its end, which a halted
-			// relay (no idle advance) never confirms.
-			good, goodBefore := f.insertRows(ctx, conn, []nrow{validRow(agg, 1)})
-			ids, before := f.insertRows(ctx, conn, []nrow{validRow(agg, 2), tc.row, validRow(agg, 3)})
-			if code := r.wait(60 * time.Second); code != exitFailed {
-				t.Fatalf("exit code = %d, want %d", code, exitFailed)
-			}
-			out := r.Output()
-			if !strings.Contains(out, fmt.Sprintf("id=%d ", ids[1])) {
-				t.Errorf("halt output does not name event %d:\n%s", ids[1], tailString(out, 3000))
-			}
-			reason := tc.wantError
-			if strings.HasPrefix(reason, "~") {
-				reason = "larger than the broker accepts"
-			}
-			if !strings.Contains(out, reason) {
-				t.Errorf("halt output does not give the reason %q:\n%s", reason, tailString(out, 3000))
-			}
-			if got := f.confirmedFlush(); got > before {
-				t.Fatalf("confirmed_flush_lsn %X passed the invalid event's transaction (its commit starts after %X)", got, before)
-			}
-			// What came before was drained and confirmed.
-			waitFor(t, 10*time.Second, "the earlier transaction confirmed", func() bool { return f.confirmedFlush() > goodBefore })
-			c.waitIDs(30*time.Second, good)
+				c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+				r := startRelay(t, d.with(f.args("--on-invalid", "halt", "--halt-linger", "1s")))
+				r.waitStreaming(60 * time.Second)
+				ctx := context.Background()
+				conn := connect(t)
+				// goodBefore is read inside the earlier transaction, before its
+				// commit: the other parallel subtests write WAL too, so a position
+				// read after the commit may lie beyond its end, which a halted
+				// relay (no idle advance) never confirms.
+				good, goodBefore := f.insertRows(ctx, conn, []nrow{validRow(agg, 1)})
+				ids, before := f.insertRows(ctx, conn, []nrow{validRow(agg, 2), tc.row, validRow(agg, 3)})
+				if code := r.wait(60 * time.Second); code != exitFailed {
+					t.Fatalf("exit code = %d, want %d", code, exitFailed)
+				}
+				out := r.Output()
+				if !strings.Contains(out, fmt.Sprintf("id=%d ", ids[1])) {
+					t.Errorf("halt output does not name event %d:\n%s", ids[1], tailString(out, 3000))
+				}
+				reason := tc.wantError
+				if strings.HasPrefix(reason, "~") {
+					reason = "larger than the broker accepts"
+				}
+				if !strings.Contains(out, reason) {
+					t.Errorf("halt output does not give the reason %q:\n%s", reason, tailString(out, 3000))
+				}
+				if got := f.confirmedFlush(); got > before {
+					t.Fatalf("confirmed_flush_lsn %X passed the invalid event's transaction (its commit starts after %X)", got, before)
+				}
+				if !d.once() {
+					// What came before was drained and confirmed.
+					waitFor(t, 10*time.Second, "the earlier transaction confirmed", func() bool { return f.confirmedFlush() > goodBefore })
+					c.waitIDs(30*time.Second, good)
+				} else {
+					// The earlier transaction may share the open Kafka
+					// transaction with the start of the halted one, which
+					// can only commit where that one ends: the relay aborts
+					// it at once instead of waiting for --shutdown-timeout, and
+					// read_committed sees nothing of the halted transaction.
+					if !strings.Contains(out, "so it is aborted, not drained") {
+						t.Errorf("the halt does not say the open Kafka transaction is aborted:\n%s", tailString(out, 3000))
+					}
+					for _, rec := range c.records() {
+						if id := rec.Headers["id"]; id != strconv.FormatInt(good[0], 10) {
+							t.Errorf("read_committed saw record %s of the halted transaction on %s", id, rec.Topic)
+						}
+					}
+				}
 
-			r2 := startRelay(t, f.args())
-			recs := byID(c.waitIDs(60*time.Second, ids))
-			if got := recs[strconv.FormatInt(ids[1], 10)].Topic; got != f.dlq {
-				t.Errorf("after restart in dlq mode the bad event went to %q", got)
-			}
-			for _, id := range []int64{ids[0], ids[2]} {
-				if got := recs[strconv.FormatInt(id, 10)].Topic; got != f.topic("Order") {
-					t.Errorf("valid event %d went to %q", id, got)
+				r2 := startRelay(t, d.with(f.args()))
+				recs := byID(c.waitIDs(60*time.Second, ids))
+				if got := recs[strconv.FormatInt(ids[1], 10)].Topic; got != f.dlq {
+					t.Errorf("after restart in dlq mode the bad event went to %q", got)
 				}
-			}
-			if code := r2.terminate(); code != 0 {
-				t.Fatalf("exit code %d", code)
-			}
+				for _, id := range []int64{ids[0], ids[2]} {
+					if got := recs[strconv.FormatInt(id, 10)].Topic; got != f.topic("Order") {
+						t.Errorf("valid event %d went to %q", id, got)
+					}
+				}
+				if d.once() {
+					end := currentLSN(t, conn)
+					waitFor(t, 30*time.Second, "the slot to confirm past the events", func() bool { return f.confirmedFlush() >= end })
+					checkOnce(t, c.records(), idStrings(append(good, ids...)))
+				}
+				if code := r2.terminate(); code != 0 {
+					t.Fatalf("exit code %d", code)
+				}
+			})
 		})
 	}
 }
