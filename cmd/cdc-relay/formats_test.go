@@ -37,7 +37,8 @@ const formatsDDL = `CREATE TABLE %s (
 	span interval
 )`
 
-// TestDebeziumShapedRecords: --key-format json, --value-format json (no
+// TestDebeziumShapedRecords: --key-format json and json-schema (Kafka
+// Connect's JsonConverter without and with schemas), --value-format json (no
 // registry settings at all), --builtin-headers id, --header-columns of
 // every supported kind, --timestamp-column and tombstones.
 //
@@ -45,12 +46,24 @@ const formatsDDL = `CREATE TABLE %s (
 // as on many servers: the relay's replication connection must still get
 // timestamp text it reads correctly.
 //
-// It runs at-least-once and exactly-once (delivery_test.go: read_committed,
-// every record, tombstone and dead letter exactly once), one after the
-// other: both change the database's settings.
-func TestDebeziumShapedRecords(t *testing.T) { eachDelivery(t, false, testDebeziumShapedRecords) }
+// Each key format runs at-least-once and exactly-once (delivery_test.go:
+// read_committed, every record, tombstone and dead letter exactly once),
+// one after the other: all change the database's settings.
+func TestDebeziumShapedRecords(t *testing.T) {
+	for _, kf := range []struct {
+		format string
+		key    func(literal string) string // the key of an aggregate id, given as a JSON string literal
+	}{
+		{"json", func(lit string) string { return lit }},
+		{"json-schema", func(lit string) string { return `{"schema":{"type":"string","optional":false},"payload":` + lit + `}` }},
+	} {
+		t.Run(kf.format, func(t *testing.T) {
+			eachDelivery(t, false, func(t *testing.T, d delivery) { testDebeziumShapedRecords(t, d, kf.format, kf.key) })
+		})
+	}
+}
 
-func testDebeziumShapedRecords(t *testing.T, d delivery) {
+func testDebeziumShapedRecords(t *testing.T, d delivery, keyFormat string, key func(string) string) {
 	f := newFixture(t, formatsDDL)
 	f.exec(`ALTER DATABASE ` + testDB + ` SET timezone = 'Asia/Kolkata'`)
 	f.exec(`ALTER DATABASE ` + testDB + ` SET datestyle = 'SQL, DMY'`)
@@ -61,7 +74,7 @@ func testDebeziumShapedRecords(t *testing.T, d delivery) {
 	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
 	args := []string{"run", "--pg-url", dbURL, "--slot", f.slot, "--publication", f.publication, "--table", "public." + f.table,
 		"--kafka-brokers", broker.Addr(), "--topic-template", f.topicPrefix + ".{aggregate_type}", "--dlq-topic", f.dlq,
-		"--key-format", "json", "--value-format", "json", "--builtin-headers", "id",
+		"--key-format", keyFormat, "--value-format", "json", "--builtin-headers", "id",
 		"--header-columns", "tenant,occurred_at:occurred,seq,local_ts", "--timestamp-column", "occurred_at",
 		"--tombstone-on-null-payload", "true"}
 	r := startRelay(t, d.with(args))
@@ -92,8 +105,8 @@ func testDebeziumShapedRecords(t *testing.T, d delivery) {
 	id := func(n int64) record { return recs[strconv.FormatInt(n, 10)] }
 
 	got := id(full)
-	if got.Topic != f.topic("Customer") || got.Key != `"c\"1"` {
-		t.Errorf("topic %q key %q, want %q and the JSON string literal", got.Topic, got.Key, f.topic("Customer"))
+	if got.Topic != f.topic("Customer") || got.Key != key(`"c\"1"`) {
+		t.Errorf("topic %q key %q, want %q and %s", got.Topic, got.Key, f.topic("Customer"), key(`"c\"1"`))
 	}
 	if want := `{"name":"Ann","tags":["a","b"],"nested":{"x":1.5}}`; string(got.Value) != want {
 		t.Errorf("value %s, want %s", got.Value, want)
@@ -118,7 +131,7 @@ func testDebeziumShapedRecords(t *testing.T, d delivery) {
 	}
 
 	got = id(tomb)
-	if !got.NullValue || got.Key != `"c2"` || got.Topic != f.topic("Customer") {
+	if !got.NullValue || got.Key != key(`"c2"`) || got.Topic != f.topic("Customer") {
 		t.Errorf("tombstone: null value %v key %q topic %q", got.NullValue, got.Key, got.Topic)
 	}
 	if id(nulls).Partition != got.Partition {
