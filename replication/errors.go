@@ -38,6 +38,13 @@ func (e *ServerTooOldError) Error() string {
 		e.Setting, e.Value, e.Feature, e.Need, e.Server, e.Setting)
 }
 
+// ErrFenced means another relay with the same transactional id took over
+// (exactly-once delivery: Kafka answered PRODUCER_FENCED or
+// INVALID_PRODUCER_EPOCH). The session wraps it into its error; the stream
+// reconnects with cause "fenced" and, as the slot is held by the relay that
+// fenced this one, becomes a standby.
+var ErrFenced = errors.New("fenced")
+
 // ErrSlotActive means another process streams from the slot (SQLSTATE 55006);
 // this instance is a standby and keeps retrying.
 var ErrSlotActive = errors.New("replication slot is active in another process")

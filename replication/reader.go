@@ -35,6 +35,8 @@ type reader struct {
 	sentLSN    LSN
 	lastRecv   time.Time
 	deadline   time.Time
+	handed     uint64 // seq of the newest row handed to the session
+	boundary   uint64 // seq of the newest row before a transaction boundary
 }
 
 func (r *reader) loop(ctx context.Context) error {
@@ -176,7 +178,8 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 			return nil
 		}
 		if r.bounded != nil {
-			r.bounded.Boundary(r.tr.LastSeq(), LSN(m.EndLSN), m.CommitTime)
+			r.boundary = r.tr.LastSeq()
+			r.bounded.Boundary(r.boundary, LSN(m.EndLSN), m.CommitTime)
 		}
 	case decoder.KindOtherRow:
 		if r.skipTx {
@@ -219,6 +222,7 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 			}
 			return fmt.Errorf("%w: %w", errSession, err)
 		}
+		r.handed = seq
 	}
 	return nil
 }
@@ -288,23 +292,17 @@ func (r *reader) sendStatus(replyRequested bool) error {
 // keeping PostgreSQL informed, then sends the final status update with the
 // final contiguous prefix.
 func (r *reader) drain() {
-	deadline := time.Now().Add(r.s.cfg.DrainTimeout)
-	for {
-		step := min(time.Until(deadline), r.s.cfg.StatusInterval)
-		dctx, cancel := context.WithTimeout(context.Background(), step)
-		err := r.sess.Drain(dctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		if !time.Now().Before(deadline) || r.sess.Err() != nil {
-			r.s.log.Warn("drain incomplete; unacknowledged events will be sent again after restart", "err", err.Error())
-			break
-		}
-		if serr := r.sendStatus(false); serr != nil {
-			r.s.log.Warn("status update during drain failed", "err", serr.Error())
-			return
-		}
+	if r.s.cfg.ExactlyOnce && r.handed > r.boundary {
+		// Rows of a PostgreSQL transaction that does not end before the
+		// stop (a halt on one of its rows, a shutdown in the middle of it)
+		// are in the open Kafka transaction, which may end only where that
+		// PostgreSQL transaction ends: nothing more can commit, and
+		// waiting for DrainTimeout would not change that. The transaction
+		// is aborted, and read again from the checkpoint after the restart.
+		r.s.log.Info("exactly-once: the open Kafka transaction holds part of a PostgreSQL transaction that has not ended, so it is aborted, not drained; "+
+			"it is read again after the restart", "xid", r.tx.Xid, "confirmed_lsn", r.tr.Confirmed().String())
+	} else {
+		r.drainSession(time.Now().Add(r.s.cfg.DrainTimeout))
 	}
 	if err := r.sendStatus(false); err != nil {
 		r.s.log.Warn("final status update failed", "err", err.Error())
@@ -316,6 +314,29 @@ func (r *reader) drain() {
 	r.conn.Conn().SetReadDeadline(time.Now().Add(endCopyTimeout))
 	if _, err := pglogrepl.SendStandbyCopyDone(context.Background(), r.conn); err != nil {
 		r.s.log.Debug("ending the replication copy", "err", err.Error())
+	}
+}
+
+// drainSession waits until the session has had everything acknowledged
+// (and, exactly-once, committed) or deadline passes, keeping PostgreSQL
+// informed.
+func (r *reader) drainSession(deadline time.Time) {
+	for {
+		step := min(time.Until(deadline), r.s.cfg.StatusInterval)
+		dctx, cancel := context.WithTimeout(context.Background(), step)
+		err := r.sess.Drain(dctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if !time.Now().Before(deadline) || r.sess.Err() != nil {
+			r.s.log.Warn("drain incomplete; unacknowledged events will be sent again after restart", "err", err.Error())
+			return
+		}
+		if serr := r.sendStatus(false); serr != nil {
+			r.s.log.Warn("status update during drain failed", "err", serr.Error())
+			return
+		}
 	}
 }
 

@@ -127,6 +127,8 @@ func classify(err error) string {
 		return "read_timeout"
 	case errors.Is(err, ErrCheckpointUnavailable):
 		return "checkpoint"
+	case errors.Is(err, ErrFenced):
+		return "fenced"
 	case errors.Is(err, errSession):
 		return "kafka"
 	case errors.As(err, &pgErr):

@@ -70,54 +70,63 @@ func sdkRead(t *testing.T, recs []record) []map[string]string {
 // TestCloudEvents: with --cloudevents the records carry the binary-mode
 // headers, and the CloudEvents Python SDK reads each as an event with the
 // outbox id, source, type, subject, commit time and content type, and the
-// record value as its data; with Avro values and with JSON values.
+// record value as its data; with Avro values and with JSON values, each
+// at-least-once and exactly-once (delivery_test.go: read_committed, every
+// event exactly once).
 func TestCloudEvents(t *testing.T) {
 	for _, tc := range []struct {
 		format, contentType string
 	}{{"avro", "application/avro"}, {"json", "application/json"}} {
 		t.Run(tc.format, func(t *testing.T) {
-			f := newFixture(t, "")
-			c := consume(t, "^"+f.topicPrefix+`\..*`)
-			r := startRelay(t, f.args("--cloudevents", "true", "--cloudevents-source", "/shop/orders", "--value-format", tc.format))
-			r.waitStreaming(60 * time.Second)
-			ctx := context.Background()
-			conn := connect(t)
-			agg := uuidFor(700)
-			before := time.Now()
-			ids, err := f.insertTx(ctx, conn, []event{
-				{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)},
-				{AggregateType: "Order", AggregateID: agg, EventType: "OrderCancelled", Payload: orderCancelled(agg, 2)},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			after := time.Now()
-			recs := c.waitIDs(60*time.Second, ids)
-			events := sdkRead(t, recs)
-			if len(events) != len(recs) {
-				t.Fatalf("SDK read %d events from %d records", len(events), len(recs))
-			}
-			for i, ev := range events {
-				rec := recs[i]
-				want := map[string]string{"specversion": "1.0", "id": rec.Headers["id"], "source": "/shop/orders",
-					"type": rec.Headers["event_type"], "subject": agg, "datacontenttype": tc.contentType}
-				for k, v := range want {
-					if ev[k] != v {
-						t.Errorf("event %d: %s = %q, want %q (%v)", i, k, ev[k], v, ev)
+			eachDelivery(t, true, func(t *testing.T, d delivery) {
+				f := newFixture(t, "")
+				c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+				r := startRelay(t, d.with(f.args("--cloudevents", "true", "--cloudevents-source", "/shop/orders", "--value-format", tc.format)))
+				r.waitStreaming(60 * time.Second)
+				ctx := context.Background()
+				conn := connect(t)
+				agg := uuidFor(700)
+				before := time.Now()
+				ids, err := f.insertTx(ctx, conn, []event{
+					{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)},
+					{AggregateType: "Order", AggregateID: agg, EventType: "OrderCancelled", Payload: orderCancelled(agg, 2)},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				after := time.Now()
+				recs := c.waitIDs(60*time.Second, ids)
+				events := sdkRead(t, recs)
+				if len(events) != len(recs) {
+					t.Fatalf("SDK read %d events from %d records", len(events), len(recs))
+				}
+				for i, ev := range events {
+					rec := recs[i]
+					want := map[string]string{"specversion": "1.0", "id": rec.Headers["id"], "source": "/shop/orders",
+						"type": rec.Headers["event_type"], "subject": agg, "datacontenttype": tc.contentType}
+					for k, v := range want {
+						if ev[k] != v {
+							t.Errorf("event %d: %s = %q, want %q (%v)", i, k, ev[k], v, ev)
+						}
+					}
+					ts, err := time.Parse(time.RFC3339Nano, ev["time"])
+					if err != nil || len(rec.Headers["ce_time"]) != len("2006-01-02T15:04:05.000Z") ||
+						ts.Before(before.Truncate(time.Millisecond)) || ts.After(after) || !ts.Equal(rec.Timestamp) {
+						t.Errorf("event %d: time %q (%v), want the commit time in RFC 3339 with milliseconds, the record's timestamp %v", i, ev["time"], err, rec.Timestamp)
+					}
+					if ev["data"] != base64.StdEncoding.EncodeToString(rec.Value) {
+						t.Errorf("event %d: data is not the record value", i)
 					}
 				}
-				ts, err := time.Parse(time.RFC3339Nano, ev["time"])
-				if err != nil || len(rec.Headers["ce_time"]) != len("2006-01-02T15:04:05.000Z") ||
-					ts.Before(before.Truncate(time.Millisecond)) || ts.After(after) || !ts.Equal(rec.Timestamp) {
-					t.Errorf("event %d: time %q (%v), want the commit time in RFC 3339 with milliseconds, the record's timestamp %v", i, ev["time"], err, rec.Timestamp)
+				if events[0]["id"] != strconv.FormatInt(ids[0], 10) || events[1]["type"] != "OrderCancelled" {
+					t.Errorf("events %v", events)
 				}
-				if ev["data"] != base64.StdEncoding.EncodeToString(rec.Value) {
-					t.Errorf("event %d: data is not the record value", i)
+				if d.once() {
+					end := currentLSN(t, conn)
+					waitFor(t, 30*time.Second, "the slot to confirm past the events", func() bool { return f.confirmedFlush() >= end })
+					checkOnce(t, c.records(), []string{strconv.FormatInt(ids[0], 10), strconv.FormatInt(ids[1], 10)})
 				}
-			}
-			if events[0]["id"] != strconv.FormatInt(ids[0], 10) || events[1]["type"] != "OrderCancelled" {
-				t.Errorf("events %v", events)
-			}
+			})
 		})
 	}
 }

@@ -85,15 +85,19 @@ func TestDriftEmptyTableListedPublication(t *testing.T) {
 // publication while it streams. Its row used to be skipped and confirmed;
 // now it lands in the dead-letter topic (reason unconfigured_table, the
 // table in a header, the columns as text in the value), even under
-// --on-invalid halt, and the stream goes on.
-func TestDriftTableAlteredIn(t *testing.T) {
+// --on-invalid halt, and the stream goes on. It runs at-least-once and
+// exactly-once (delivery_test.go), where a read_committed consumer reads the
+// dead letter and the later row once each.
+func TestDriftTableAlteredIn(t *testing.T) { eachDelivery(t, true, testDriftTableAlteredIn) }
+
+func testDriftTableAlteredIn(t *testing.T, d delivery) {
 	f := newFixture(t, "")
 	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
 	other := "public.other_" + f.name
 	f.exec("CREATE TABLE " + other + ` (id bigint, note text, "Body" jsonb, gone text)`)
 	t.Cleanup(func() { f.exec("DROP TABLE IF EXISTS " + other) })
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args("--on-invalid", "halt"))
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, d.with(f.args("--on-invalid", "halt")))
 	r.waitStreaming(60 * time.Second)
 
 	f.exec(fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", f.publication, other))
@@ -145,6 +149,22 @@ func TestDriftTableAlteredIn(t *testing.T) {
 	}
 	if !strings.Contains(r.Output(), "a row of a table that is not a configured outbox table arrived") {
 		t.Errorf("no WARN for the row:\n%s", tailString(r.Output(), 3000))
+	}
+	if d.once() {
+		var dls, rows int
+		for _, rec := range c.records() {
+			switch {
+			case rec.Topic == f.dlq:
+				dls++
+			case rec.Headers["id"] == fmt.Sprint(later):
+				rows++
+			default:
+				t.Errorf("unexpected record on %s: id %q", rec.Topic, rec.Headers["id"])
+			}
+		}
+		if dls != 1 || rows != 1 {
+			t.Errorf("read_committed: %d dead letters and %d records of the later row, want 1 and 1", dls, rows)
+		}
 	}
 }
 

@@ -472,6 +472,13 @@ func TestExactlyOnceZombieFenced(t *testing.T) {
 	for _, l := range fencedReports(zombie.Output()[thawedAt:]) {
 		t.Logf("zombie: %s", l)
 	}
+	// Its reconnect counts as a fence, not as a Kafka failure.
+	if v, err := zombie.metric(`cdc_relay_reconnects_total{cause="fenced"}`); err != nil || v < 1 {
+		t.Fatalf("zombie cdc_relay_reconnects_total{cause=\"fenced\"} = %v (%v), want at least 1", v, err)
+	}
+	if v, err := zombie.metric(`cdc_relay_reconnects_total{cause="kafka"}`); err == nil && v != 0 {
+		t.Fatalf("zombie cdc_relay_reconnects_total{cause=\"kafka\"} = %v, want 0: being fenced is not a Kafka failure", v)
+	}
 	if v, err := zombie.metric("cdc_relay_halted"); err != nil || v != 0 {
 		t.Fatalf("zombie cdc_relay_halted = %v (%v), want 0", v, err)
 	}

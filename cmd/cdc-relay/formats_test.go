@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -36,14 +37,33 @@ const formatsDDL = `CREATE TABLE %s (
 	span interval
 )`
 
-// TestDebeziumShapedRecords: --key-format json, --value-format json (no
+// TestDebeziumShapedRecords: --key-format json and json-schema (Kafka
+// Connect's JsonConverter without and with schemas), --value-format json (no
 // registry settings at all), --builtin-headers id, --header-columns of
 // every supported kind, --timestamp-column and tombstones.
 //
 // The database's default TimeZone and DateStyle are not UTC and ISO here,
 // as on many servers: the relay's replication connection must still get
 // timestamp text it reads correctly.
+//
+// Each key format runs at-least-once and exactly-once (delivery_test.go:
+// read_committed, every record, tombstone and dead letter exactly once),
+// one after the other: all change the database's settings.
 func TestDebeziumShapedRecords(t *testing.T) {
+	for _, kf := range []struct {
+		format string
+		key    func(literal string) string // the key of an aggregate id, given as a JSON string literal
+	}{
+		{"json", func(lit string) string { return lit }},
+		{"json-schema", func(lit string) string { return `{"schema":{"type":"string","optional":false},"payload":` + lit + `}` }},
+	} {
+		t.Run(kf.format, func(t *testing.T) {
+			eachDelivery(t, false, func(t *testing.T, d delivery) { testDebeziumShapedRecords(t, d, kf.format, kf.key) })
+		})
+	}
+}
+
+func testDebeziumShapedRecords(t *testing.T, d delivery, keyFormat string, key func(string) string) {
 	f := newFixture(t, formatsDDL)
 	f.exec(`ALTER DATABASE ` + testDB + ` SET timezone = 'Asia/Kolkata'`)
 	f.exec(`ALTER DATABASE ` + testDB + ` SET datestyle = 'SQL, DMY'`)
@@ -51,13 +71,13 @@ func TestDebeziumShapedRecords(t *testing.T) {
 		f.exec(`ALTER DATABASE ` + testDB + ` RESET timezone`)
 		f.exec(`ALTER DATABASE ` + testDB + ` RESET datestyle`)
 	})
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
 	args := []string{"run", "--pg-url", dbURL, "--slot", f.slot, "--publication", f.publication, "--table", "public." + f.table,
 		"--kafka-brokers", broker.Addr(), "--topic-template", f.topicPrefix + ".{aggregate_type}", "--dlq-topic", f.dlq,
-		"--key-format", "json", "--value-format", "json", "--builtin-headers", "id",
+		"--key-format", keyFormat, "--value-format", "json", "--builtin-headers", "id",
 		"--header-columns", "tenant,occurred_at:occurred,seq,local_ts", "--timestamp-column", "occurred_at",
 		"--tombstone-on-null-payload", "true"}
-	r := startRelay(t, args)
+	r := startRelay(t, d.with(args))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	conn := connect(t)
@@ -85,8 +105,8 @@ func TestDebeziumShapedRecords(t *testing.T) {
 	id := func(n int64) record { return recs[strconv.FormatInt(n, 10)] }
 
 	got := id(full)
-	if got.Topic != f.topic("Customer") || got.Key != `"c\"1"` {
-		t.Errorf("topic %q key %q, want %q and the JSON string literal", got.Topic, got.Key, f.topic("Customer"))
+	if got.Topic != f.topic("Customer") || got.Key != key(`"c\"1"`) {
+		t.Errorf("topic %q key %q, want %q and %s", got.Topic, got.Key, f.topic("Customer"), key(`"c\"1"`))
 	}
 	if want := `{"name":"Ann","tags":["a","b"],"nested":{"x":1.5}}`; string(got.Value) != want {
 		t.Errorf("value %s, want %s", got.Value, want)
@@ -111,7 +131,7 @@ func TestDebeziumShapedRecords(t *testing.T) {
 	}
 
 	got = id(tomb)
-	if !got.NullValue || got.Key != `"c2"` || got.Topic != f.topic("Customer") {
+	if !got.NullValue || got.Key != key(`"c2"`) || got.Topic != f.topic("Customer") {
 		t.Errorf("tombstone: null value %v key %q topic %q", got.NullValue, got.Key, got.Topic)
 	}
 	if id(nulls).Partition != got.Partition {
@@ -122,8 +142,15 @@ func TestDebeziumShapedRecords(t *testing.T) {
 	if got.Topic != f.dlq || !strings.Contains(got.Headers["error"], "not a JSON object") || got.Headers["error_kind"] != "invalid_payload" || string(got.Value) != "[1, 2]" {
 		t.Errorf("non-object payload: topic %q error %q value %q", got.Topic, got.Headers["error"], got.Value)
 	}
-	if n, err := r.metric(`cdc_relay_dlq_events_total`); err != nil || n != 1 {
-		t.Errorf("dlq events %v, %v; want 1", n, err)
+	// Exactly once, a dead letter counts once its Kafka transaction
+	// committed, which a read_committed consumer may see first.
+	if n := r.waitMetric(`cdc_relay_dlq_events_total`, 30*time.Second, func(v float64) bool { return v >= 1 }); n != 1 {
+		t.Errorf("dlq events %v; want 1", n)
+	}
+	if d.once() {
+		end := currentLSN(t, conn)
+		waitFor(t, 30*time.Second, "the slot to confirm past the events", func() bool { return f.confirmedFlush() >= end })
+		checkOnce(t, c.records(), idStrings(ids))
 	}
 	if code := r.terminate(); code != 0 {
 		t.Fatalf("exit code %d", code)
@@ -133,16 +160,21 @@ func TestDebeziumShapedRecords(t *testing.T) {
 // TestAvroKey: --key-format avro writes Confluent's framing of an Avro
 // string, registered as "string" under <topic>-key; an independent client
 // (srclient fetches the schema by id, goavro decodes) reads the aggregate id.
-func TestAvroKey(t *testing.T) {
+// It runs at-least-once and exactly-once (delivery_test.go).
+func TestAvroKey(t *testing.T) { eachDelivery(t, true, testAvroKey) }
+
+func testAvroKey(t *testing.T, d delivery) {
 	f := newFixture(t, "")
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args("--key-format", "avro"))
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, d.with(f.args("--key-format", "avro")))
 	r.waitStreaming(60 * time.Second)
 	agg := uuidFor(910)
-	ids, err := f.insertTx(context.Background(), connect(t), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	conn := connect(t)
+	ids, err := f.insertTx(context.Background(), conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	end := currentLSN(t, conn)
 	rec := c.waitIDs(60*time.Second, ids)[0]
 	key := []byte(rec.Key)
 	if len(key) < 5 || key[0] != 0 {
@@ -162,6 +194,10 @@ func TestAvroKey(t *testing.T) {
 	}
 	if v, _, err := newAvroDecoder().decode(rec.Value); err != nil || v["order_id"] != agg {
 		t.Fatalf("value %v, %v", v, err)
+	}
+	if d.once() {
+		waitFor(t, 30*time.Second, "the slot to confirm past the event", func() bool { return f.confirmedFlush() >= end })
+		checkOnce(t, c.records(), idStrings(ids))
 	}
 }
 
@@ -210,7 +246,10 @@ func TestRecordColumnsConfigErrors(t *testing.T) {
 // exactly-once (read by a read_committed consumer): the broker refuses the
 // batch holding a future-dated record; after the restart that batch's
 // records go one at a time, and only the refused one is dead-lettered, in
-// its place.
+// its place. The refused record's transaction also holds an invalid event,
+// dead-lettered before the refusal and again after the restart: under
+// exactly-once the first dead letter was in the aborted Kafka transaction,
+// so a read_committed consumer reads it once and it is counted once.
 func TestBrokerRefusesTimestamp(t *testing.T) {
 	for _, delivery := range []string{"at-least-once", "exactly-once"} {
 		t.Run(delivery, func(t *testing.T) {
@@ -229,27 +268,51 @@ func TestBrokerRefusesTimestamp(t *testing.T) {
 			ctx := context.Background()
 			conn := connect(t)
 			insert := fmt.Sprintf(`INSERT INTO %s (aggregate_type, aggregate_id, event_type, payload, occurred_at)
-				VALUES ('Customer', 'c1', 'CustomerChanged', '{"n": 1}', $1) RETURNING id`, f.table)
+				VALUES ('Customer', 'c1', 'CustomerChanged', $2::jsonb, $1) RETURNING id`, f.table)
 			var ids []int64
-			for _, at := range []time.Time{time.Now().Add(-time.Minute), time.Now().Add(30 * 24 * time.Hour), time.Now()} {
+			add := func(q interface {
+				QueryRow(context.Context, string, ...any) pgx.Row
+			}, at time.Time, payload string) {
 				var id int64
-				if err := conn.QueryRow(ctx, insert, at).Scan(&id); err != nil {
+				if err := q.QueryRow(ctx, insert, at, payload).Scan(&id); err != nil {
 					t.Fatal(err)
 				}
 				ids = append(ids, id)
 			}
+			add(conn, time.Now().Add(-time.Minute), `{"n": 1}`)
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			add(tx, time.Now(), `[1]`) // not an object: a dead letter
+			add(tx, time.Now().Add(30*24*time.Hour), `{"n": 2}`)
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			add(conn, time.Now(), `{"n": 3}`)
 			recs := byID(c.waitIDs(60*time.Second, ids))
-			future := recs[strconv.FormatInt(ids[1], 10)]
+			if inv := recs[strconv.FormatInt(ids[1], 10)]; inv.Topic != f.dlq || inv.Headers["error_kind"] != "invalid_payload" {
+				t.Errorf("invalid event: topic %q error_kind %q, want the DLQ with invalid_payload", inv.Topic, inv.Headers["error_kind"])
+			}
+			future := recs[strconv.FormatInt(ids[2], 10)]
 			if future.Topic != f.dlq || !strings.Contains(future.Headers["error"], "refused the record") || !strings.Contains(future.Headers["error"], "timestamp") || future.Headers["error_kind"] != "invalid_timestamp" {
 				t.Errorf("future-dated event: topic %q error %q, want the DLQ saying the broker refused its timestamp", future.Topic, future.Headers["error"])
 			}
-			for _, id := range []int64{ids[0], ids[2]} {
+			for _, id := range []int64{ids[0], ids[3]} {
 				if rec := recs[strconv.FormatInt(id, 10)]; rec.Topic != f.topic("Customer") {
 					t.Errorf("event %d went to %s", id, rec.Topic)
 				}
 			}
-			if n, err := r.metric("cdc_relay_dlq_events_total"); err != nil || n != 1 {
-				t.Errorf("dlq events %v, %v", n, err)
+			if n := r.waitMetric(`cdc_relay_dlq_events_total{reason="invalid_timestamp"}`, 30*time.Second, func(v float64) bool { return v >= 1 }); n != 1 {
+				t.Errorf("invalid_timestamp dead letters %v; want 1", n)
+			}
+			if delivery == "exactly-once" {
+				end := currentLSN(t, conn)
+				waitFor(t, 30*time.Second, "the slot to confirm past the events", func() bool { return f.confirmedFlush() >= end })
+				checkOnce(t, c.records(), idStrings(ids))
+				if n, err := r.metric(`cdc_relay_dlq_events_total{reason="invalid_payload"}`); err != nil || n != 1 {
+					t.Errorf("invalid_payload dead letters %v, %v; want 1: the one of the aborted Kafka transaction is not counted", n, err)
+				}
 			}
 		})
 	}

@@ -223,18 +223,23 @@ func (f *fixture) outboxIDs() []int64 {
 // relay process resumes on the new primary through the multi-host URL.
 // Every row on the new primary's timeline is in Kafka, nothing in Kafka is
 // missing from it, and first deliveries keep the order per aggregate.
+// Each runs at-least-once and exactly-once (delivery_test.go): then a
+// read_committed consumer sees each event of the new primary's timeline
+// exactly once, in order per aggregate, and nothing else.
 func TestFailover(t *testing.T) {
 	for _, v := range []int{17, 18} {
-		t.Run(fmt.Sprintf("PG%d", v), func(t *testing.T) { testFailover(t, v) })
+		t.Run(fmt.Sprintf("PG%d", v), func(t *testing.T) {
+			eachDelivery(t, false, func(t *testing.T, d delivery) { testFailover(t, v, d) })
+		})
 	}
 }
 
-func testFailover(t *testing.T, version int) {
+func testFailover(t *testing.T, version int, d delivery) {
 	h := startHAPair(t, version)
 	f := newFixtureOn(t, h.target, "")
 	createLogAppendTimeTopic(t, f.topic("Order"))
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args())
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, d.with(f.args()))
 	r.waitStreaming(60 * time.Second)
 	h.waitSlotSynced(t, f.slot)
 	// status works on the standby too and shows the synchronised failover slot.
@@ -273,6 +278,12 @@ func testFailover(t *testing.T, version int) {
 		t.Fatalf("%d event(s) in Kafka are not on the new primary (phantoms): %v", len(phantoms), phantoms[:min(len(phantoms), 20)])
 	}
 	checkFirstDeliveryOrder(t, recs)
+	if d.once() {
+		end := currentLSN(t, f.connect())
+		waitFor(t, 30*time.Second, "the relay to confirm past the last event", func() bool { return f.confirmedFlush() >= end })
+		recs = c.records()
+		checkOnce(t, recs, idStrings(ids))
+	}
 
 	// The broker stamps each record when it appends it: the first stamp
 	// after the promotion is the first event published on the new primary.
@@ -422,16 +433,21 @@ func TestStartedAgainstStandby(t *testing.T) {
 // TestFailoverWithoutFailoverSlot: with --slot-failover false on 17 the
 // slot is not synchronised; after a failover the relay exits 3 saying events
 // may be missing, and creates no slot on the new primary, also when started
-// again.
+// again. It runs at-least-once and exactly-once (delivery_test.go), which
+// exits 3 by the same rules.
 func TestFailoverWithoutFailoverSlot(t *testing.T) {
+	eachDelivery(t, true, testFailoverWithoutFailoverSlot)
+}
+
+func testFailoverWithoutFailoverSlot(t *testing.T, d delivery) {
 	h := startHAPair(t, 17)
 	f := newFixtureOn(t, h.target, "")
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	code, out := runCommand(commandArgs("check", f.args("--slot-failover", "false")))
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+	code, out := runCommand(commandArgs("check", d.with(f.args("--slot-failover", "false"))))
 	if code != 0 || !strings.Contains(out, "won't survive a promotion") {
 		t.Fatalf("check = %d, want a warning that the slot won't survive a promotion:\n%s", code, out)
 	}
-	r := startRelay(t, f.args("--slot-failover", "false", "--halt-linger", "0s"))
+	r := startRelay(t, d.with(f.args("--slot-failover", "false", "--halt-linger", "0s")))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	agg := uuidFor(4)
@@ -450,7 +466,7 @@ func TestFailoverWithoutFailoverSlot(t *testing.T) {
 	h.failover(t, f, nil)
 	wantGapExit(t, r, f.slot)
 	// A supervisor's restart halts the same way: the checkpoint remembers.
-	wantGapExit(t, startRelay(t, f.args("--slot-failover", "false", "--halt-linger", "0s")), f.slot)
+	wantGapExit(t, startRelay(t, d.with(f.args("--slot-failover", "false", "--halt-linger", "0s"))), f.slot)
 	var n int
 	if err := f.connect().QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("slots named %s on the new primary: %d (%v), want none: the relay must never create one after a failover", f.slot, n, err)

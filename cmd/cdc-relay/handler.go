@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
@@ -21,7 +24,9 @@ type handler struct {
 	halt    bool   // --on-invalid halt
 	dlq     string // --dlq-topic: for logs, and the dead letter of a refused record
 	metrics *metrics
-	log     *slog.Logger
+	// dead counts the dead letters; nil counts each in metrics at once.
+	dead *deadLetters
+	log  *slog.Logger
 	// skipBelow is what exactly-once delivery found in Kafka when the
 	// session started (replication.Skipping).
 	skipBelow replication.LSN
@@ -91,17 +96,22 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 			publisher.Release(rec)
 			return replication.Fatal(inv)
 		}
-		h.invalid(inv)
+		h.invalid(inv, seq)
 	}
 	if h.tracing != nil {
 		h.tracing.start(rec, tx.CommitTime, row, inv)
 	}
-	return haltOn(h.pub.Enqueue(rec))
+	return markFenced(haltOn(h.pub.Enqueue(rec)))
 }
 
-// invalid counts and logs an event sent to the dead-letter topic.
-func (h *handler) invalid(inv *recordpkg.Invalid) {
-	h.metrics.dlq.WithLabelValues(inv.Kind).Inc()
+// invalid counts and logs an event sent to the dead-letter topic as the
+// record of seq.
+func (h *handler) invalid(inv *recordpkg.Invalid, seq uint64) {
+	if h.dead != nil {
+		h.dead.add(seq, inv.Kind)
+	} else {
+		h.metrics.dlq.WithLabelValues(inv.Kind).Inc()
+	}
 	if inv.Kind == recordpkg.ReasonUnconfigured {
 		h.log.Warn("a row of a table that is not a configured outbox table arrived (the publication publishes it): sent to the dead-letter topic with its columns as text; "+
 			"drop the table from the publication or add it to --table", "table", inv.Table, "reason", inv.Kind, "dlq_topic", h.dlq)
@@ -119,7 +129,7 @@ func (h *handler) rejected(r *publisher.Record, err error) (*publisher.Record, e
 	if h.halt {
 		return nil, replication.Fatal(inv)
 	}
-	h.invalid(inv)
+	h.invalid(inv, r.Seq)
 	if h.tracing != nil {
 		h.tracing.rejected(r, dl, inv)
 	}
@@ -127,7 +137,7 @@ func (h *handler) rejected(r *publisher.Record, err error) (*publisher.Record, e
 }
 
 // Drain waits for Kafka to acknowledge everything handed over.
-func (h *handler) Drain(ctx context.Context) error { return h.pub.Drain(ctx) }
+func (h *handler) Drain(ctx context.Context) error { return markFenced(h.pub.Drain(ctx)) }
 
 // Close drops the session.
 func (h *handler) Close() { h.pub.Close() }
@@ -136,8 +146,21 @@ func (h *handler) Close() { h.pub.Close() }
 func (h *handler) Done() <-chan struct{} { return h.pub.Done() }
 
 // Err is the publisher session's terminal error; a PostgreSQL transaction
-// too large for one Kafka transaction halts the relay.
-func (h *handler) Err() error { return haltOn(h.pub.Err()) }
+// too large for one Kafka transaction halts the relay, and a fence by
+// another relay is marked replication.ErrFenced.
+func (h *handler) Err() error { return markFenced(haltOn(h.pub.Err())) }
+
+// markFenced marks an error of Kafka meaning another relay with the same
+// transactional id took over (PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH,
+// which Kafka 4 answers a produce or EndTxn of an older epoch) with
+// replication.ErrFenced, so that the reconnect counts as cause "fenced".
+func markFenced(err error) error {
+	if err != nil && !errors.Is(err, replication.ErrFenced) &&
+		(errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)) {
+		return fmt.Errorf("%w: %w", replication.ErrFenced, err)
+	}
+	return err
+}
 
 // haltOn marks the publisher errors that halt the relay: a PostgreSQL
 // transaction that cannot be delivered within --txn-timeout (a replay would

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/internal/registrytest"
@@ -77,5 +81,32 @@ func TestHandlerMarksRegistryRefusalFatal(t *testing.T) {
 				t.Fatalf("%d records reached the publisher, want none", len(sink.enqueued))
 			}
 		})
+	}
+}
+
+// TestMarkFenced: the Kafka errors meaning another relay with the same
+// transactional id took over are marked replication.ErrFenced (the
+// reconnect cause "fenced"), wrapped or not, and keep their text; other
+// errors, and nil, pass unchanged.
+func TestMarkFenced(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("produce to t.Order: took over (fenced): %w", kerr.InvalidProducerEpoch), true},
+		{fmt.Errorf("commit Kafka transaction: %w", kerr.ProducerFenced), true},
+		{fmt.Errorf("produce to t.Order: %w", kerr.NotLeaderForPartition), false},
+		{errors.New("connection refused"), false},
+	} {
+		got := markFenced(tc.err)
+		if errors.Is(got, replication.ErrFenced) != tc.want {
+			t.Errorf("markFenced(%v) = %v: fenced %v, want %v", tc.err, got, !tc.want, tc.want)
+		}
+		if !errors.Is(got, tc.err) || !strings.Contains(got.Error(), tc.err.Error()) {
+			t.Errorf("markFenced(%v) = %v lost the error", tc.err, got)
+		}
+	}
+	if markFenced(nil) != nil {
+		t.Error("markFenced(nil) is not nil")
 	}
 }

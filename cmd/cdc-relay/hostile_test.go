@@ -178,12 +178,18 @@ func hostileCases(f *fixture, agg string) []hostileCase {
 // TestHostileInputDLQ: every hostile row lands in the dead-letter topic
 // with its exact reason, the raw payload (unless it cannot fit) and the
 // fixed headers; the valid rows in the same transactions arrive; odd but
-// valid rows arrive exactly.
-func TestHostileInputDLQ(t *testing.T) {
+// valid rows arrive exactly. It runs at-least-once and exactly-once
+// (delivery_test.go), where the dead letters go inside the Kafka
+// transactions of their PostgreSQL transactions: a read_committed consumer
+// reads every row and every dead letter exactly once, in order, and each
+// dead letter is counted once.
+func TestHostileInputDLQ(t *testing.T) { eachDelivery(t, true, testHostileInputDLQ) }
+
+func testHostileInputDLQ(t *testing.T, d delivery) {
 	f := newFixture(t, nullableDDL)
-	c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
 	// --max-record-bytes is left at its default.
-	r := startRelay(t, f.args())
+	r := startRelay(t, d.with(f.args()))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	conn := connect(t)
@@ -191,10 +197,14 @@ func TestHostileInputDLQ(t *testing.T) {
 
 	cases := hostileCases(f, agg)
 	var validIDs []int64
+	var order []string // every id in commit order
 	bad := map[string]hostileCase{}
 	for i, tc := range cases {
 		ids, _ := f.insertRows(ctx, conn, []nrow{validRow(agg, 1000+i), tc.row, validRow(agg, 2000+i)})
 		validIDs = append(validIDs, ids[0], ids[2])
+		for _, id := range ids {
+			order = append(order, strconv.FormatInt(id, 10))
+		}
 		bad[strconv.FormatInt(ids[1], 10)] = tc
 	}
 
@@ -283,6 +293,14 @@ func TestHostileInputDLQ(t *testing.T) {
 	if got := r.waitMetric("cdc_relay_dlq_events_total", 10*time.Second, func(v float64) bool { return v >= want }); got != want {
 		t.Fatalf("cdc_relay_dlq_events_total = %v, want %v", got, want)
 	}
+	if d.once() {
+		for _, id := range append(odd, uniIDs...) {
+			order = append(order, strconv.FormatInt(id, 10))
+		}
+		end := currentLSN(t, conn)
+		waitFor(t, 30*time.Second, "the slot to confirm past the events", func() bool { return f.confirmedFlush() >= end })
+		checkOnce(t, c.records(), order)
+	}
 }
 
 func deref(s *string) string {
@@ -364,7 +382,10 @@ func checkUnicode(t *testing.T, rows []nrow, ids []int64, recs map[string]record
 // TestHostileInputHalt: under --on-invalid halt each kind of bad row stops
 // the relay (exit 1) with a message naming its id and the reason; what came
 // before is confirmed, nothing past it; restarted in dlq mode the relay
-// delivers the row to the DLQ and the valid rows around it.
+// delivers the row to the DLQ and the valid rows around it. Each case runs
+// at-least-once and exactly-once (delivery_test.go), where the halt leaves
+// nothing of the invalid event's transaction visible to read_committed and
+// after the restart each event is read once.
 func TestHostileInputHalt(t *testing.T) {
 	agg := uuidFor(302)
 	// The cases, picked by name: one per family (payload, NULL key, topic,
@@ -373,58 +394,81 @@ func TestHostileInputHalt(t *testing.T) {
 		"topic of 250 characters", "larger than message.max.bytes", "headers an array"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, nullableDDL)
-			var tc hostileCase
-			for _, c := range hostileCases(f, agg) {
-				if c.name == name {
-					tc = c
+			eachDelivery(t, true, func(t *testing.T, d delivery) {
+				f := newFixture(t, nullableDDL)
+				var tc hostileCase
+				for _, c := range hostileCases(f, agg) {
+					if c.name == name {
+						tc = c
+					}
 				}
-			}
-			c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
-			r := startRelay(t, f.args("--on-invalid", "halt", "--halt-linger", "1s"))
-			r.waitStreaming(60 * time.Second)
-			ctx := context.Background()
-			conn := connect(t)
-			// goodBefore is read inside the earlier transaction, before its
-			// commit: the other parallel subtests write WAL too, so a position
-			// read after the commit may lie beyond its end, which a halted
-			// relay (no idle advance) never confirms.
-			good, goodBefore := f.insertRows(ctx, conn, []nrow{validRow(agg, 1)})
-			ids, before := f.insertRows(ctx, conn, []nrow{validRow(agg, 2), tc.row, validRow(agg, 3)})
-			if code := r.wait(60 * time.Second); code != exitFailed {
-				t.Fatalf("exit code = %d, want %d", code, exitFailed)
-			}
-			out := r.Output()
-			if !strings.Contains(out, fmt.Sprintf("id=%d ", ids[1])) {
-				t.Errorf("halt output does not name event %d:\n%s", ids[1], tailString(out, 3000))
-			}
-			reason := tc.wantError
-			if strings.HasPrefix(reason, "~") {
-				reason = "larger than the broker accepts"
-			}
-			if !strings.Contains(out, reason) {
-				t.Errorf("halt output does not give the reason %q:\n%s", reason, tailString(out, 3000))
-			}
-			if got := f.confirmedFlush(); got > before {
-				t.Fatalf("confirmed_flush_lsn %X passed the invalid event's transaction (its commit starts after %X)", got, before)
-			}
-			// What came before was drained and confirmed.
-			waitFor(t, 10*time.Second, "the earlier transaction confirmed", func() bool { return f.confirmedFlush() > goodBefore })
-			c.waitIDs(30*time.Second, good)
+				c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+				r := startRelay(t, d.with(f.args("--on-invalid", "halt", "--halt-linger", "1s")))
+				r.waitStreaming(60 * time.Second)
+				ctx := context.Background()
+				conn := connect(t)
+				// goodBefore is read inside the earlier transaction, before its
+				// commit: the other parallel subtests write WAL too, so a position
+				// read after the commit may lie beyond its end, which a halted
+				// relay (no idle advance) never confirms.
+				good, goodBefore := f.insertRows(ctx, conn, []nrow{validRow(agg, 1)})
+				ids, before := f.insertRows(ctx, conn, []nrow{validRow(agg, 2), tc.row, validRow(agg, 3)})
+				if code := r.wait(60 * time.Second); code != exitFailed {
+					t.Fatalf("exit code = %d, want %d", code, exitFailed)
+				}
+				out := r.Output()
+				if !strings.Contains(out, fmt.Sprintf("id=%d ", ids[1])) {
+					t.Errorf("halt output does not name event %d:\n%s", ids[1], tailString(out, 3000))
+				}
+				reason := tc.wantError
+				if strings.HasPrefix(reason, "~") {
+					reason = "larger than the broker accepts"
+				}
+				if !strings.Contains(out, reason) {
+					t.Errorf("halt output does not give the reason %q:\n%s", reason, tailString(out, 3000))
+				}
+				if got := f.confirmedFlush(); got > before {
+					t.Fatalf("confirmed_flush_lsn %X passed the invalid event's transaction (its commit starts after %X)", got, before)
+				}
+				if !d.once() {
+					// What came before was drained and confirmed.
+					waitFor(t, 10*time.Second, "the earlier transaction confirmed", func() bool { return f.confirmedFlush() > goodBefore })
+					c.waitIDs(30*time.Second, good)
+				} else {
+					// The earlier transaction may share the open Kafka
+					// transaction with the start of the halted one, which
+					// can only commit where that one ends: the relay aborts
+					// it at once instead of waiting for --shutdown-timeout, and
+					// read_committed sees nothing of the halted transaction.
+					if !strings.Contains(out, "so it is aborted, not drained") {
+						t.Errorf("the halt does not say the open Kafka transaction is aborted:\n%s", tailString(out, 3000))
+					}
+					for _, rec := range c.records() {
+						if id := rec.Headers["id"]; id != strconv.FormatInt(good[0], 10) {
+							t.Errorf("read_committed saw record %s of the halted transaction on %s", id, rec.Topic)
+						}
+					}
+				}
 
-			r2 := startRelay(t, f.args())
-			recs := byID(c.waitIDs(60*time.Second, ids))
-			if got := recs[strconv.FormatInt(ids[1], 10)].Topic; got != f.dlq {
-				t.Errorf("after restart in dlq mode the bad event went to %q", got)
-			}
-			for _, id := range []int64{ids[0], ids[2]} {
-				if got := recs[strconv.FormatInt(id, 10)].Topic; got != f.topic("Order") {
-					t.Errorf("valid event %d went to %q", id, got)
+				r2 := startRelay(t, d.with(f.args()))
+				recs := byID(c.waitIDs(60*time.Second, ids))
+				if got := recs[strconv.FormatInt(ids[1], 10)].Topic; got != f.dlq {
+					t.Errorf("after restart in dlq mode the bad event went to %q", got)
 				}
-			}
-			if code := r2.terminate(); code != 0 {
-				t.Fatalf("exit code %d", code)
-			}
+				for _, id := range []int64{ids[0], ids[2]} {
+					if got := recs[strconv.FormatInt(id, 10)].Topic; got != f.topic("Order") {
+						t.Errorf("valid event %d went to %q", id, got)
+					}
+				}
+				if d.once() {
+					end := currentLSN(t, conn)
+					waitFor(t, 30*time.Second, "the slot to confirm past the events", func() bool { return f.confirmedFlush() >= end })
+					checkOnce(t, c.records(), idStrings(append(good, ids...)))
+				}
+				if code := r2.terminate(); code != 0 {
+					t.Fatalf("exit code %d", code)
+				}
+			})
 		})
 	}
 }
@@ -701,10 +745,15 @@ func TestUpdateDeleteTruncateIgnored(t *testing.T) {
 // TestDLQPublishFailureRetried: a dead-letter record that cannot be written
 // (the broker is down) is retried; while it is not in Kafka the slot is not
 // confirmed past its transaction; once Kafka is back it arrives and only
-// then the confirmed LSN moves past it.
-func TestDLQPublishFailureRetried(t *testing.T) {
+// then the confirmed LSN moves past it. It runs at-least-once and
+// exactly-once (delivery_test.go), one after the other (each stops the
+// broker): a read_committed consumer then reads the three events exactly
+// once. In both the dead letter is counted once.
+func TestDLQPublishFailureRetried(t *testing.T) { eachDelivery(t, false, testDLQPublishFailureRetried) }
+
+func testDLQPublishFailureRetried(t *testing.T, d delivery) {
 	f := newFixture(t, "")
-	r := startRelay(t, f.args())
+	r := startRelay(t, d.with(f.args()))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	conn := connect(t)
@@ -738,7 +787,7 @@ func TestDLQPublishFailureRetried(t *testing.T) {
 	}
 
 	restartBroker()
-	c := consumeFast(t, "^"+f.topicPrefix+`\..*`)
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
 	recs := byID(c.waitIDs(120*time.Second, append(append(good, bad...), after...)))
 	rec := recs[strconv.FormatInt(bad[0], 10)]
 	if rec.Topic != f.dlq || !strings.Contains(rec.Headers[recordpkg.HeaderError], `no schema for event_type "NoSuchEvent"`) {
@@ -746,6 +795,12 @@ func TestDLQPublishFailureRetried(t *testing.T) {
 	}
 	end := currentLSN(t, conn)
 	waitFor(t, 60*time.Second, "confirmed_flush_lsn to pass the dead-letter event", func() bool { return f.confirmedFlush() >= end })
+	if d.once() {
+		checkOnce(t, c.records(), idStrings(append(append(good, bad...), after...)))
+	}
+	if n, err := r.metric("cdc_relay_dlq_events_total"); err != nil || n != 1 {
+		t.Errorf("cdc_relay_dlq_events_total = %v (%v), want 1: the dead letter counted once", n, err)
+	}
 	if code := r.terminate(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}

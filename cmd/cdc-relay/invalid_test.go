@@ -20,11 +20,17 @@ import (
 
 // TestInvalidEventsGoToDLQ: each kind of invalid event lands in the
 // dead-letter topic with its reason, and the valid events around it arrive.
-func TestInvalidEventsGoToDLQ(t *testing.T) { testInvalidEventsGoToDLQ(t, newFixture(t, "")) }
+// It runs at-least-once and exactly-once (delivery_test.go), where the dead
+// letters go inside the Kafka transactions of their PostgreSQL
+// transactions: a read_committed consumer reads every event and every dead
+// letter exactly once, in order, and each is counted once.
+func TestInvalidEventsGoToDLQ(t *testing.T) {
+	eachDelivery(t, true, func(t *testing.T, d delivery) { testInvalidEventsGoToDLQ(t, newFixture(t, ""), d) })
+}
 
-func testInvalidEventsGoToDLQ(t *testing.T, f *fixture) {
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args("--max-record-bytes", "100000"))
+func testInvalidEventsGoToDLQ(t *testing.T, f *fixture, d delivery) {
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, d.with(f.args("--max-record-bytes", "100000")))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	conn := f.connect()
@@ -49,6 +55,7 @@ func testInvalidEventsGoToDLQ(t *testing.T, f *fixture) {
 		{"payload is an array", event{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: `[1, 2]`}, "array"},
 	}
 	var validIDs []int64
+	var order []string            // every id in commit order
 	badIDs := map[string]string{} // id → wanted error substring
 	badPayload := map[string]string{}
 	badKind := map[string]string{} // id → wanted error_kind
@@ -61,6 +68,9 @@ func testInvalidEventsGoToDLQ(t *testing.T, f *fixture) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		validIDs = append(validIDs, ids[0], ids[2])
+		for _, id := range ids {
+			order = append(order, strconv.FormatInt(id, 10))
+		}
 		id := strconv.FormatInt(ids[1], 10)
 		badIDs[id] = tc.wantError
 		badPayload[id] = tc.ev.Payload
@@ -103,6 +113,11 @@ func testInvalidEventsGoToDLQ(t *testing.T, f *fixture) {
 	dlq := r.waitMetric("cdc_relay_dlq_events_total", 10*time.Second, func(v float64) bool { return v >= float64(len(cases)) })
 	if dlq != float64(len(cases)) {
 		t.Fatalf("cdc_relay_dlq_events_total = %v, want %d", dlq, len(cases))
+	}
+	if d.once() {
+		end := currentLSN(t, conn)
+		waitFor(t, 30*time.Second, "the slot to confirm past the events", func() bool { return f.confirmedFlush() >= end })
+		checkOnce(t, c.records(), order)
 	}
 }
 

@@ -54,7 +54,7 @@ func TestMatrix(t *testing.T) {
 				testInterleavedTransactionsKillRestart(t, newFixtureOn(t, target, ""))
 			})
 			t.Run("IdleOutbox", func(t *testing.T) { testIdleOutboxBusyOtherTable(t, newFixtureOn(t, target, "")) })
-			t.Run("InvalidEvents", func(t *testing.T) { testInvalidEventsGoToDLQ(t, newFixtureOn(t, target, "")) })
+			t.Run("InvalidEvents", func(t *testing.T) { testInvalidEventsGoToDLQ(t, newFixtureOn(t, target, ""), deliveries[0]) })
 		})
 	}
 }

@@ -50,13 +50,19 @@ func emit(t *testing.T, ctx context.Context, tx pgx.Tx, prefix, aggType, aggID, 
 // their order per aggregate; a message's id is its LSN unless it carries
 // one; an aborted transaction's message never appears; a non-transactional
 // or malformed message goes to the DLQ with its reason; other prefixes are
-// ignored.
+// ignored. It runs at-least-once and exactly-once (delivery_test.go): a
+// read_committed consumer then reads every row, message and dead letter
+// exactly once, and each dead letter is counted once.
 func TestLogicalMessages(t *testing.T) {
 	applyOutboxSQL(t)
+	eachDelivery(t, true, testLogicalMessages)
+}
+
+func testLogicalMessages(t *testing.T, d delivery) {
 	f := newFixture(t, "")
 	prefix := "outbox_" + f.name
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args("--message-prefix", prefix))
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, d.with(f.args("--message-prefix", prefix)))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	conn := connect(t)
@@ -163,6 +169,12 @@ func TestLogicalMessages(t *testing.T) {
 	}
 	end := currentLSN(t, conn)
 	waitFor(t, 30*time.Second, "the slot to confirm past the messages", func() bool { return f.confirmedFlush() >= end })
+	if d.once() {
+		checkOnce(t, c.records(), want)
+		if n, err := r.metric("cdc_relay_dlq_events_total"); err != nil || n != 2 {
+			t.Errorf("cdc_relay_dlq_events_total = %v (%v), want 2: each dead letter counted once", n, err)
+		}
+	}
 	if code := r.terminate(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
@@ -173,16 +185,22 @@ func TestLogicalMessages(t *testing.T) {
 // point stands for a restart from an older confirmed position), and a
 // message transaction interleaved with a kill -9 is delivered after the
 // restart; with only other-prefix messages and another table's writes, the
-// slot keeps up with the WAL.
+// slot keeps up with the WAL. It runs at-least-once and exactly-once
+// (delivery_test.go), one after the other (each stops the broker): through
+// the kill a read_committed consumer then reads each message once.
 func TestLogicalMessagesRedelivery(t *testing.T) {
 	applyOutboxSQL(t)
+	eachDelivery(t, false, testLogicalMessagesRedelivery)
+}
+
+func testLogicalMessagesRedelivery(t *testing.T, d delivery) {
 	f := newFixture(t, "")
 	prefix := "outbox_" + f.name
 	second := "slot2_" + f.name
 	f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", second)
 	t.Cleanup(func() { f.exec("SELECT pg_drop_replication_slot($1)", second) })
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args("--message-prefix", prefix))
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, d.with(f.args("--message-prefix", prefix)))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	connA, connB := connect(t), connect(t)
@@ -217,14 +235,19 @@ func TestLogicalMessagesRedelivery(t *testing.T) {
 	r.waitMetric("cdc_relay_events_read_total", 30*time.Second, func(v float64) bool { return v >= 3 })
 	r.kill()
 	restartBroker()
-	r2 := startRelay(t, f.args("--message-prefix", prefix))
+	r2 := startRelay(t, d.with(f.args("--message-prefix", prefix)))
 	waitFor(t, 90*time.Second, "B after the restart", func() bool { return distinctIDs(c.records())[lsnB] > 0 })
+	if d.once() {
+		afterB := currentLSN(t, connA)
+		waitFor(t, 60*time.Second, "the restarted relay to confirm past B", func() bool { return f.confirmedFlush() >= afterB })
+		checkOnce(t, c.records(), []string{lsnA1, lsnA2, lsnB})
+	}
 
 	// The same WAL decoded again from the second slot: the same ids.
 	if code := r2.terminate(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
-	args := f.args("--message-prefix", prefix)
+	args := d.with(f.args("--message-prefix", prefix))
 	setFlag(args, "--slot", second)
 	r3 := startRelay(t, args)
 	waitFor(t, 90*time.Second, "the messages once more from the second slot", func() bool {
@@ -338,84 +361,94 @@ func TestTablelessOnly(t *testing.T) {
 // and a hex float as 3.0. The dead letter carries the message's LSN as its
 // id, the raw content as its value, no key and error_kind invalid_message,
 // whatever id and aggregate_id the text seemed to give before the fault.
+// Each format runs at-least-once and exactly-once (delivery_test.go), where
+// a read_committed consumer reads each dead letter exactly once.
 func TestInvalidJSONMessages(t *testing.T) {
 	applyOutboxSQL(t)
 	for _, format := range []string{"avro", "json"} {
 		t.Run(format, func(t *testing.T) {
-			f := newFixture(t, "")
-			prefix := "outbox_" + f.name
-			c := consume(t, "^"+f.topicPrefix+`\..*`)
-			r := startRelay(t, f.args("--message-prefix", prefix, "--value-format", format))
-			r.waitStreaming(60 * time.Second)
-			ctx := context.Background()
-			conn := connect(t)
-			agg := uuidFor(560)
-			head := fmt.Sprintf(`{"id": "spoofed", "aggregate_type": "Order", "aggregate_id": %q, "event_type": "OrderCreated", "headers": {"h": "v"}, "payload": `, agg)
-			contents := []string{
-				head + `{"order_id": "x", "n": 007}}`,
-				head + `{"order_id": "x", "n": 0x1.8p1}}`,
-				head + `{"order_id": "x", "n": NaN}}`,
-				head + `{"order_id": "x", "items": [1,]}}`,
-				head + `{'order_id': "x"}}`,
-				head + `{"order_id": "x\q"}}`,
-				head + `{"order_id": "\udc00"}}`,
-				head + `{"order_id": "x"}} trailing`,
-			}
-			lsns := map[string]string{} // LSN → content
-			tx, err := conn.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, content := range contents {
-				var lsn string
-				if err := tx.QueryRow(ctx, `SELECT pg_logical_emit_message(true, $1, $2)::text`, prefix, content).Scan(&lsn); err != nil {
+			eachDelivery(t, true, func(t *testing.T, d delivery) {
+				f := newFixture(t, "")
+				prefix := "outbox_" + f.name
+				c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+				r := startRelay(t, d.with(f.args("--message-prefix", prefix, "--value-format", format)))
+				r.waitStreaming(60 * time.Second)
+				ctx := context.Background()
+				conn := connect(t)
+				agg := uuidFor(560)
+				head := fmt.Sprintf(`{"id": "spoofed", "aggregate_type": "Order", "aggregate_id": %q, "event_type": "OrderCreated", "headers": {"h": "v"}, "payload": `, agg)
+				contents := []string{
+					head + `{"order_id": "x", "n": 007}}`,
+					head + `{"order_id": "x", "n": 0x1.8p1}}`,
+					head + `{"order_id": "x", "n": NaN}}`,
+					head + `{"order_id": "x", "items": [1,]}}`,
+					head + `{'order_id': "x"}}`,
+					head + `{"order_id": "x\q"}}`,
+					head + `{"order_id": "\udc00"}}`,
+					head + `{"order_id": "x"}} trailing`,
+				}
+				lsns := map[string]string{} // LSN → content
+				var order []string          // the LSNs, then the valid message's
+				tx, err := conn.Begin(ctx)
+				if err != nil {
 					t.Fatal(err)
 				}
-				lsns[lsn] = content
-			}
-			valid := emit(t, ctx, tx, prefix, "Order", agg, "OrderCreated", orderCreated(agg, 1), nil)
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			var recs []record
-			waitFor(t, 90*time.Second, "a record per message", func() bool {
-				recs = c.records()
-				return len(recs) >= len(contents)+1 && distinctIDs(recs)[valid] > 0
-			})
-			seen := distinctIDs(recs)
-			for lsn, content := range lsns {
-				if seen[lsn] != 1 {
-					t.Errorf("%d records with id %s (content %q), want one dead letter", seen[lsn], lsn, content)
-				}
-			}
-			for _, rec := range recs {
-				id := rec.Headers["id"]
-				if id == valid {
-					if rec.Topic != f.topic("Order") || rec.Key != agg {
-						t.Errorf("valid message: topic %q key %q", rec.Topic, rec.Key)
+				for _, content := range contents {
+					var lsn string
+					if err := tx.QueryRow(ctx, `SELECT pg_logical_emit_message(true, $1, $2)::text`, prefix, content).Scan(&lsn); err != nil {
+						t.Fatal(err)
 					}
-					continue
+					lsns[lsn] = content
+					order = append(order, lsn)
 				}
-				content, ok := lsns[id]
-				switch {
-				case !ok:
-					t.Errorf("unexpected record: topic %q id %q key %q value %q", rec.Topic, id, rec.Key, rec.Value)
-				case rec.Topic != f.dlq:
-					t.Errorf("invalid content %q went to %q", content, rec.Topic)
-				case string(rec.Value) != content || rec.Key != "":
-					t.Errorf("dead letter %s: key %q value %q, want no key and the raw content %q", id, rec.Key, rec.Value, content)
-				case rec.Headers["error_kind"] != "invalid_message" || !strings.HasPrefix(rec.Headers["error"], "message content is not valid JSON: "):
-					t.Errorf("dead letter %s: error_kind %q error %q, want invalid_message", id, rec.Headers["error_kind"], rec.Headers["error"])
-				case rec.Headers["h"] != "" || rec.Headers["aggregate_type"] != "" || rec.Headers["event_type"] != "":
-					t.Errorf("dead letter %s: headers %v taken from the invalid content", id, rec.Headers)
+				valid := emit(t, ctx, tx, prefix, "Order", agg, "OrderCreated", orderCreated(agg, 1), nil)
+				order = append(order, valid)
+				if err := tx.Commit(ctx); err != nil {
+					t.Fatal(err)
 				}
-			}
-			r.waitMetric(`cdc_relay_dlq_events_total{reason="invalid_message"}`, 30*time.Second, func(v float64) bool { return v == float64(len(contents)) })
-			end := currentLSN(t, conn)
-			waitFor(t, 30*time.Second, "the slot to confirm past the messages", func() bool { return f.confirmedFlush() >= end })
-			if code := r.terminate(); code != 0 {
-				t.Fatalf("exit code %d", code)
-			}
+				var recs []record
+				waitFor(t, 90*time.Second, "a record per message", func() bool {
+					recs = c.records()
+					return len(recs) >= len(contents)+1 && distinctIDs(recs)[valid] > 0
+				})
+				seen := distinctIDs(recs)
+				for lsn, content := range lsns {
+					if seen[lsn] != 1 {
+						t.Errorf("%d records with id %s (content %q), want one dead letter", seen[lsn], lsn, content)
+					}
+				}
+				for _, rec := range recs {
+					id := rec.Headers["id"]
+					if id == valid {
+						if rec.Topic != f.topic("Order") || rec.Key != agg {
+							t.Errorf("valid message: topic %q key %q", rec.Topic, rec.Key)
+						}
+						continue
+					}
+					content, ok := lsns[id]
+					switch {
+					case !ok:
+						t.Errorf("unexpected record: topic %q id %q key %q value %q", rec.Topic, id, rec.Key, rec.Value)
+					case rec.Topic != f.dlq:
+						t.Errorf("invalid content %q went to %q", content, rec.Topic)
+					case string(rec.Value) != content || rec.Key != "":
+						t.Errorf("dead letter %s: key %q value %q, want no key and the raw content %q", id, rec.Key, rec.Value, content)
+					case rec.Headers["error_kind"] != "invalid_message" || !strings.HasPrefix(rec.Headers["error"], "message content is not valid JSON: "):
+						t.Errorf("dead letter %s: error_kind %q error %q, want invalid_message", id, rec.Headers["error_kind"], rec.Headers["error"])
+					case rec.Headers["h"] != "" || rec.Headers["aggregate_type"] != "" || rec.Headers["event_type"] != "":
+						t.Errorf("dead letter %s: headers %v taken from the invalid content", id, rec.Headers)
+					}
+				}
+				r.waitMetric(`cdc_relay_dlq_events_total{reason="invalid_message"}`, 30*time.Second, func(v float64) bool { return v == float64(len(contents)) })
+				end := currentLSN(t, conn)
+				waitFor(t, 30*time.Second, "the slot to confirm past the messages", func() bool { return f.confirmedFlush() >= end })
+				if d.once() {
+					checkOnce(t, c.records(), order)
+				}
+				if code := r.terminate(); code != 0 {
+					t.Fatalf("exit code %d", code)
+				}
+			})
 		})
 	}
 }

@@ -81,7 +81,8 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		return exitConfig
 	}
 	defer tr.shutdown(log) // after the publisher's flush, below
-	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log, tracing: tr}
+	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log, tracing: tr,
+		dead: &deadLetters{count: func(reason string) { m.dlq.WithLabelValues(reason).Inc() }}}
 	pub, err := newPublisher(cfg, base.rejected, m, log, func(end uint64, commit time.Time) (*publisher.Record, error) {
 		server := stats.Server()
 		if server == nil {
@@ -98,6 +99,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		return exitConfig
 	}
 	defer pub.Close()
+	base.dead.exactlyOnce = pub.Transactional()
 	m.ready.kafka = pub.Health
 
 	stream := replication.NewStream(replication.Config{
@@ -139,9 +141,10 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 					}
 					skip, err := exactlyOnceStart(sctx, cfg, pub, guard, stats, log)
 					if err != nil {
-						return nil, err
+						return nil, markFenced(err)
 					}
-					h := base.session(builder, pub.NewSession(sctx, tr))
+					base.dead.begin()
+					h := base.session(builder, pub.NewSession(sctx, commitAcker{tr, base.dead}))
 					h.skipBelow = skip
 					return h, nil
 				}}, nil

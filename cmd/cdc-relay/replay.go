@@ -753,7 +753,7 @@ func (rs *replayRows) row(ctx context.Context, seq uint64, vals [][]byte, extra 
 			return true, replication.Fatal(inv)
 		}
 		if rs.sess != nil {
-			rs.h.invalid(inv)
+			rs.h.invalid(inv, seq)
 		}
 	}
 	if rs.sess == nil {

@@ -141,8 +141,12 @@ func TestPartitionedWithoutRoot(t *testing.T) {
 // TestSeveralOutboxTables: two outbox tables with different column names
 // (the second mapped in YAML), written in the same transactions: every
 // event arrives, in its transaction's order per aggregate, with the same
-// topics, keys and headers rules.
-func TestSeveralOutboxTables(t *testing.T) {
+// topics, keys and headers rules. It runs at-least-once and exactly-once
+// (delivery_test.go), where a read_committed consumer reads every event of
+// both tables exactly once.
+func TestSeveralOutboxTables(t *testing.T) { eachDelivery(t, true, testSeveralOutboxTables) }
+
+func testSeveralOutboxTables(t *testing.T, d delivery) {
 	f := newFixture(t, "")
 	second := "billing_" + f.name
 	f.exec(fmt.Sprintf(`CREATE TABLE %s (
@@ -165,8 +169,8 @@ func TestSeveralOutboxTables(t *testing.T) {
 			break
 		}
 	}
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, args)
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, d.with(args))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	conn := connect(t)
@@ -219,6 +223,11 @@ func TestSeveralOutboxTables(t *testing.T) {
 		if strings.Join(got[agg], ",") != strings.Join(ids, ",") {
 			t.Errorf("aggregate %s: order in Kafka %v, want %v", agg, got[agg], ids)
 		}
+	}
+	if d.once() {
+		end := currentLSN(t, conn)
+		waitFor(t, 30*time.Second, "the slot to confirm past the events", func() bool { return f.confirmedFlush() >= end })
+		checkOnce(t, c.records(), all)
 	}
 	if code := r.terminate(); code != 0 {
 		t.Fatalf("exit code %d", code)
