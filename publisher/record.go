@@ -42,9 +42,9 @@ type Record struct {
 	bytes   int // Size, once computed (size)
 	pooled  bool
 	buf     []byte              // backs Key, Value and header values (Buffer)
-	headers [4]kafka.Header     // backs Headers (HeaderBuffer)
+	headers [6]kafka.Header     // backs Headers (HeaderBuffer)
 	kr      kgo.Record          // what kgo produces (kgoRecord)
-	khdrs   [4]kgo.RecordHeader // backs kr.Headers
+	khdrs   [6]kgo.RecordHeader // backs kr.Headers
 	ref     recordRef           // kr.Context
 	// sent is when the session handed the record to kgo; replaced marks
 	// a record produced in place of a refused one (Config.Reject).
@@ -98,7 +98,8 @@ func (r *Record) KeepBuffer(b []byte) {
 }
 
 // HeaderBuffer returns an empty header slice backed by the record, for up
-// to four headers without an allocation.
+// to six headers without an allocation: the relay's three (id, event_type,
+// aggregate_type), a row's traceparent and tracestate, and one more.
 func (r *Record) HeaderBuffer() []kafka.Header { return r.headers[:0] }
 
 // Release returns an acknowledged record to the free list. Sessions do it

@@ -123,10 +123,10 @@ func tracedRow(headers string) *decoder.Row {
 		Payload: []byte(`{"order_id": "agg-1"}`), Headers: []byte(headers)}
 }
 
-// tracedRow4 is a row whose record has four headers, as many as a record
-// holds without an allocation (id, event_type, aggregate_type and the
-// traceparent).
-var tracedRow4 = `{"traceparent": "` + sampledTP + `"}`
+// tracedRow4 is a row whose record has six headers, as many as a record
+// holds without an allocation (id, event_type, aggregate_type, the
+// traceparent, the tracestate and one of the service's own).
+var tracedRow4 = `{"traceparent": "` + sampledTP + `", "tracestate": "vendor=1", "tenant": "t-1"}`
 
 // BenchmarkHandlerRow is the handler's per-event path, row → record →
 // sink, with tracing off (it must allocate nothing) and on (spans recorded,
