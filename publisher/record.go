@@ -2,6 +2,8 @@ package publisher
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -56,14 +58,41 @@ type Record struct {
 }
 
 // freeRecords holds acknowledged records and their buffers, up to
-// maxFreeRecords: enough for a steady stream, where few records are in
-// flight, to allocate none, while a drain with tens of thousands in flight
-// keeps at most a few MB here (a sync.Pool would keep every acknowledged
-// record alive until the next two collections, which raised the peak RSS
-// of a 1M-row drain from 84 to 115 MB).
+// maxFreeRecords. Acknowledgements come a produce response at a time, and
+// during a drain the records in flight rise and fall by thousands: a list
+// of 1,024 let 40% of a drain's records be allocated anew (and collected),
+// 14% of the relay's CPU. What a quiet stream does not use is let go
+// (trimFreeRecords), so a drain does not leave its records behind: a
+// sync.Pool would keep every acknowledged record alive until the next two
+// collections, which raised the peak RSS of a 1M-row drain from 84 to
+// 115 MB.
 var freeRecords = make(chan *Record, maxFreeRecords)
 
-const maxFreeRecords = 1024
+const (
+	maxFreeRecords  = 16384
+	keepFreeRecords = 1024            // what trimming never goes below
+	trimInterval    = 5 * time.Second // how often the unused part is halved
+)
+
+// freeLow is the fewest records the free list held since the last trim.
+var (
+	freeLow  atomic.Int64
+	trimOnce sync.Once
+)
+
+// trimFreeRecords halves, every trimInterval, the part of the free list
+// above keepFreeRecords that stayed unused since the last time.
+func trimFreeRecords() {
+	for range time.Tick(trimInterval) {
+		unused := freeLow.Swap(int64(len(freeRecords))) - keepFreeRecords
+		for range unused / 2 {
+			select {
+			case <-freeRecords:
+			default:
+			}
+		}
+	}
+}
 
 // maxPooledBuffer is the largest buffer a free record keeps: a rare large
 // event does not pin its memory.
@@ -71,10 +100,15 @@ const maxPooledBuffer = 16 << 10
 
 // NewRecord returns an empty record, reusing an acknowledged one's buffers.
 func NewRecord() *Record {
+	trimOnce.Do(func() { go trimFreeRecords() })
 	select {
 	case r := <-freeRecords:
+		if n := int64(len(freeRecords)); n < freeLow.Load() {
+			freeLow.Store(n)
+		}
 		return r
 	default:
+		freeLow.Store(0)
 		return &Record{pooled: true}
 	}
 }
