@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -215,15 +216,38 @@ func ConnectReplication(ctx context.Context, url string) (*pgconn.PgConn, error)
 	// Read the stream in large chunks: while draining, the socket holds
 	// many messages, and pgproto3's own 8 KB reads would cost a read system
 	// call per one or two 4 KB rows.
+	// The counter under the buffer tells the reader when a message needed
+	// the socket, and so may have waited for it.
+	rc := &readCounter{}
 	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
-		return pgproto3.NewFrontend(bufio.NewReaderSize(r, streamReadBuffer), w)
+		rc.r = r
+		return pgproto3.NewFrontend(bufio.NewReaderSize(rc, streamReadBuffer), w)
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, connectError("connect for replication", err)
 	}
+	conn.CustomData()[readCounterKey] = rc
 	return conn, nil
 }
+
+// readCounter counts the reads of the replication connection below its
+// read buffer: while it does not move, each message came from the buffer
+// without waiting, and the reader need not read the clock again (on some
+// virtual machines a clock read costs 100 ns, 5% of the relay's CPU at two
+// reads per message).
+type readCounter struct {
+	r io.Reader
+	n atomic.Uint64
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.r.Read(p)
+}
+
+// readCounterKey is the readCounter's key in the connection's CustomData.
+const readCounterKey = "cdc-relay.reads"
 
 // streamReadBuffer is the read buffer of the replication connection.
 const streamReadBuffer = 256 << 10

@@ -34,6 +34,7 @@ type reader struct {
 	lastSent   time.Time
 	sentLSN    LSN
 	lastRecv   time.Time
+	waited     bool // a row waited for in-flight room: read the clock again
 	deadline   time.Time
 	handed     uint64 // seq of the newest row handed to the session
 	boundary   uint64 // seq of the newest row before a transaction boundary
@@ -44,6 +45,13 @@ func (r *reader) loop(ctx context.Context) error {
 	r.lastRecv = now
 	r.nextStatus = now
 	handled := false
+	// The clock is read after every message that needed the socket (it
+	// may have waited), after a wait for in-flight room, and at least
+	// every clockEvery messages; a message taken from the read buffer
+	// keeps the last reading.
+	rc, _ := r.conn.CustomData()[readCounterKey].(*readCounter)
+	var reads uint64
+	stale := clockEvery
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -53,7 +61,10 @@ func (r *reader) loop(ctx context.Context) error {
 			return fmt.Errorf("%w: %w", errSession, r.sess.Err())
 		default:
 		}
-		now = time.Now()
+		if rc == nil || stale >= clockEvery || r.waited {
+			now, stale, r.waited = time.Now(), 0, false
+		}
+		stale++
 		if handled {
 			// Time spent handling the last message (waiting on Kafka or
 			// the registry) is not server silence.
@@ -91,11 +102,18 @@ func (r *reader) loop(ctx context.Context) error {
 					return errStreamSilent
 				}
 				r.deadline = time.Time{} // a waker may have moved it
+				stale = clockEvery
 				continue
 			}
 			return fmt.Errorf("receive: %w", err)
 		}
-		r.lastRecv = time.Now()
+		if rc == nil || rc.n.Load() != reads {
+			if rc != nil {
+				reads = rc.n.Load()
+			}
+			now, stale = time.Now(), 0
+		}
+		r.lastRecv = now
 		r.s.stats.lastMessage.Store(r.lastRecv.UnixNano())
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
@@ -198,6 +216,7 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 		size := RowSize(&m.Row)
 		seq, ok := r.tr.Reserve(size, r.lastRecv)
 		if !ok {
+			r.waited = true
 			r.s.stats.backpressure.Store(true)
 			defer r.s.stats.backpressure.Store(false)
 		}
@@ -226,6 +245,10 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 	}
 	return nil
 }
+
+// clockEvery bounds how many messages the reader handles on one clock
+// reading.
+const clockEvery = 64
 
 // minStatusGap spaces status updates sent because the confirmed LSN moved.
 const minStatusGap = 100 * time.Millisecond
