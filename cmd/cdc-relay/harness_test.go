@@ -217,25 +217,11 @@ var registries = services.Registries()
 // relay flags name that registry.
 func eachRegistry(t *testing.T, test func(t *testing.T, reg relaytest.SchemaRegistry)) {
 	t.Helper()
-	for _, reg := range registries {
-		t.Run(reg.Name(), func(t *testing.T) {
-			t.Parallel()
-			relaytest.Need(t, reg)
-			test(t, reg)
-		})
-	}
+	relaytest.EachRegistry(t, registries, test)
 }
 
-// defaultBackward gives subject the level BACKWARD where the registry's
-// default is not: Apicurio Registry has no compatibility rule unless one is
-// set (GET /config reports NONE, and it registers any change), where
-// Confluent's and AxonOps' default is BACKWARD.
-func defaultBackward(t *testing.T, reg relaytest.SchemaRegistry, subject string) {
-	t.Helper()
-	if reg.Name() == "apicurio" {
-		reg.SetLevel(t, subject, "BACKWARD")
-	}
-}
+// defaultBackward is relaytest.DefaultBackward.
+var defaultBackward = relaytest.DefaultBackward
 
 // newFixtureFor is newFixture with reg as the fixture's registry.
 func newFixtureFor(t *testing.T, reg relaytest.SchemaRegistry, ddl string) *fixture {
