@@ -193,6 +193,9 @@ func (f *fixture) topic(aggregateType string) string { return f.topicPrefix + ".
 // args are the relay flags for this fixture, plus extra.
 func (f *fixture) args(extra ...string) []string {
 	f.t.Helper()
+	if f.reg == nil {
+		f.reg = registry // a fixture built by hand, not by newFixture
+	}
 	relaytest.Need(f.t, broker, f.reg)
 	return append([]string{"run",
 		"--pg-url", f.pg.url,
@@ -533,7 +536,12 @@ func newAvroDecoderAt(url string) *avroDecoder {
 }
 
 // avroDecoder is an avroDecoder against the fixture's registry.
-func (f *fixture) avroDecoder() *avroDecoder { return newAvroDecoderAt(f.reg.URL()) }
+func (f *fixture) avroDecoder() *avroDecoder {
+	if f.reg == nil {
+		f.reg = registry
+	}
+	return newAvroDecoderAt(f.reg.URL())
+}
 
 func (d *avroDecoder) decode(value []byte) (map[string]any, uint32, error) {
 	if len(value) < 5 || value[0] != 0 {
