@@ -35,6 +35,7 @@ type reader struct {
 	sentLSN    LSN
 	lastRecv   time.Time
 	waited     bool // a row waited for in-flight room: read the clock again
+	rc         *readCounter
 	deadline   time.Time
 	handed     uint64 // seq of the newest row handed to the session
 	boundary   uint64 // seq of the newest row before a transaction boundary
@@ -50,6 +51,7 @@ func (r *reader) loop(ctx context.Context) error {
 	// every clockEvery messages; a message taken from the read buffer
 	// keeps the last reading.
 	rc, _ := r.conn.CustomData()[readCounterKey].(*readCounter)
+	r.rc = rc
 	var reads uint64
 	stale := clockEvery
 	for {
@@ -163,6 +165,9 @@ func (r *reader) handleCopyData(ctx context.Context, data []byte) error {
 			return fmt.Errorf("parse XLogData: %w", err)
 		}
 		r.noteWALEnd(LSN(xld.ServerWALEnd))
+		if r.rc != nil {
+			r.rc.behind.Store(xld.ServerWALEnd > xld.WALStart+coalesceBehind)
+		}
 		return r.handleWAL(ctx, xld.WALData)
 	}
 	return nil
