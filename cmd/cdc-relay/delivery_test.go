@@ -8,7 +8,6 @@ package main
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"testing"
 
@@ -71,15 +70,7 @@ func checkOnce(t *testing.T, recs []record, want []string) {
 		pos[id] = i
 	}
 	recs = append([]record(nil), recs...)
-	sort.SliceStable(recs, func(i, j int) bool {
-		if recs[i].Topic != recs[j].Topic {
-			return recs[i].Topic < recs[j].Topic
-		}
-		if recs[i].Partition != recs[j].Partition {
-			return recs[i].Partition < recs[j].Partition
-		}
-		return recs[i].Offset < recs[j].Offset
-	})
+	sortByLog(recs)
 	seen := map[string]int{}
 	last := map[string]int{} // topic and key → position in want of the newest record
 	var problems []string

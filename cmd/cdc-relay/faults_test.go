@@ -178,15 +178,7 @@ func checkDelivery(t *testing.T, recs []record, ids []int64) int {
 	for _, id := range ids {
 		want[id] = true
 	}
-	sort.SliceStable(recs, func(i, j int) bool {
-		if recs[i].Topic != recs[j].Topic {
-			return recs[i].Topic < recs[j].Topic
-		}
-		if recs[i].Partition != recs[j].Partition {
-			return recs[i].Partition < recs[j].Partition
-		}
-		return recs[i].Offset < recs[j].Offset
-	})
+	sortByLog(recs)
 	seen := map[int64]bool{}
 	last := map[string]int64{}
 	dups, bad := 0, 0
@@ -653,4 +645,18 @@ func TestStandbyTakeoverAfterBlackhole(t *testing.T) {
 	finishLoad(t, w, c, 120*time.Second)
 	stillRunning(t, standby)
 	stillRunning(t, active)
+}
+
+// sortByLog orders records as the topics hold them: by topic, partition
+// and offset.
+func sortByLog(recs []record) {
+	sort.SliceStable(recs, func(i, j int) bool {
+		if recs[i].Topic != recs[j].Topic {
+			return recs[i].Topic < recs[j].Topic
+		}
+		if recs[i].Partition != recs[j].Partition {
+			return recs[i].Partition < recs[j].Partition
+		}
+		return recs[i].Offset < recs[j].Offset
+	})
 }

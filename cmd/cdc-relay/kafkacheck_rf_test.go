@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -71,8 +72,8 @@ func createTopicRF(t *testing.T, addr, name string, rf int16, configs map[string
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ec := resp.Topics[0].ErrorCode; ec != 0 {
-		t.Fatalf("create topic %s: error code %d", name, ec)
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
 	}
 }
 

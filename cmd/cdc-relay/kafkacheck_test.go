@@ -18,29 +18,7 @@ import (
 // independent client (franz-go) on the broker at addr.
 func createTopic(t *testing.T, addr, name string, configs map[string]string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	topic := kmsg.NewCreateTopicsRequestTopic()
-	topic.Topic, topic.NumPartitions, topic.ReplicationFactor = name, 1, 1
-	for k, v := range configs {
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		c.Name, c.Value = k, kmsg.StringPtr(v)
-		topic.Configs = append(topic.Configs, c)
-	}
-	req.Topics = append(req.Topics, topic)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
-		t.Fatalf("create topic %s: %v", name, err)
-	}
+	createTopicRF(t, addr, name, 1, configs)
 }
 
 // TestCheckDLQRetention: check warns when the dead-letter topic deletes
