@@ -290,3 +290,38 @@ func BenchmarkBuild(b *testing.B) {
 		publisher.Release(rec)
 	}
 }
+
+// The builder remembers the last row's topic; rows whose types change, in a
+// row buffer the decoder reuses, must still get their own.
+func TestBuildTopicFollowsEachRow(t *testing.T) {
+	rt, err := router.New("t.{aggregate_type}.{event_type}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{Router: rt, Builtin: router.AllBuiltin, KeyFormat: KeyJSON, ValueFormat: ValueJSON,
+		Tables: []Table{{Name: "public.outbox", AggregateID: "aggregate_id", Columns: outboxTable}}, MaxRecordBytes: 1 << 20, DLQTopic: "dlq"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg, ev := make([]byte, 0, 16), make([]byte, 0, 16)
+	for _, c := range []struct{ agg, ev, topic string }{
+		{"Order", "Created", "t.Order.Created"},
+		{"Order", "Created", "t.Order.Created"},
+		{"Order", "Shipped", "t.Order.Shipped"},
+		{"Orders", "hipped", "t.Orders.hipped"},
+		{"Customer", "Created", "t.Customer.Created"},
+		{"Order", "Created", "t.Order.Created"},
+		{"", "Created", "dlq"}, // an empty aggregate_type is invalid
+		{"Order", "Created", "t.Order.Created"},
+	} {
+		agg, ev = append(agg[:0], c.agg...), append(ev[:0], c.ev...)
+		src := &decoder.Row{ID: []byte("1"), AggregateType: agg, AggregateID: []byte("a-1"), EventType: ev, Payload: []byte(`{"n": 1}`), Headers: []byte(`{}`)}
+		rec := &publisher.Record{}
+		if _, err := b.Build(context.Background(), rec, time.Now(), src); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Topic != c.topic {
+			t.Errorf("aggregate_type %q, event_type %q: topic %q, want %q", c.agg, c.ev, rec.Topic, c.topic)
+		}
+	}
+}

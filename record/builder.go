@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -116,6 +117,32 @@ type Builder struct {
 
 	keyMu  sync.Mutex
 	keyIDs map[string]*[5]byte // KeyAvro: topic → wire-format header of the key schema
+
+	last lastTopic // the topic of the last valid row
+}
+
+// lastTopic remembers the router's answer for the last row's aggregate and
+// event types: a backlog mostly repeats them, and the comparison costs less
+// than the router's locked map lookup.
+type lastTopic struct {
+	aggType, eventType []byte
+	topic              string
+	set                bool
+}
+
+// topic is the router's topic for r, through b.last.
+func (b *Builder) topic(r *row) (string, error) {
+	l := &b.last
+	if l.set && bytes.Equal(r.aggType, l.aggType) && bytes.Equal(r.eventType, l.eventType) {
+		return l.topic, nil
+	}
+	t, err := b.cfg.Router.Topic(r.aggType, r.eventType)
+	if err != nil {
+		return "", err
+	}
+	l.aggType, l.eventType = append(l.aggType[:0], r.aggType...), append(l.eventType[:0], r.eventType...)
+	l.topic, l.set = t, true
+	return t, nil
 }
 
 // headerSlot is one header column: its header name, column and index in
@@ -357,7 +384,7 @@ func (b *Builder) build(ctx context.Context, rec *publisher.Record, r *row, aren
 			rec.Time = time.UnixMilli(ms)
 		}
 	}
-	topic, terr := b.cfg.Router.Topic(r.aggType, r.eventType)
+	topic, terr := b.topic(r)
 	if terr != nil {
 		return terr.Error(), ReasonTopic, nil
 	}
