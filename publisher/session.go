@@ -57,6 +57,7 @@ type Session struct {
 	txnIDSet  bool
 	txnBroken error
 	fenced    bool          // another instance took over the transactional id
+	slotLost  bool          // the replication connection failed (SlotLost)
 	bSeq      uint64        // seq of the newest boundary
 	inflight  int           // records handed to kgo and not yet answered
 	answered  chan struct{} // signalled when inflight drops to 0
@@ -233,6 +234,19 @@ func (s *Session) Drain(ctx context.Context) error {
 func (s *Session) Close() {
 	s.cancel()
 	<-s.done
+}
+
+// SlotLost says, before Close, that the session ends because its
+// replication connection failed. The slot is the leader lock, so another
+// instance may hold it already, and may have fenced this one: the open
+// transaction is then left alone, for the fence of whoever holds the slot
+// next (this instance too) to abort. Aborting it from here would let the
+// Kafka client, refused as fenced, recover by bumping the epoch, which
+// fences the instance that took over.
+func (s *Session) SlotLost() {
+	s.mu.Lock()
+	s.slotLost = true
+	s.mu.Unlock()
 }
 
 func (s *Session) fail(err error) {
@@ -631,8 +645,14 @@ func (s *Session) finish() {
 		s.p.log.Warn("dropping the records kgo still holds", "err", err.Error())
 	}
 	s.mu.Lock()
-	fenced := s.fenced
+	fenced, lost := s.fenced, s.slotLost
 	s.mu.Unlock()
+	if s.inTxn && lost && !fenced {
+		s.p.log.Warn("exactly-once: the replication connection failed, so another relay may hold the slot and have fenced this one: "+
+			"the open Kafka transaction is left to the fence of the slot's next holder, which aborts it (an abort from here could fence that holder)",
+			"transactional_id", s.txnID)
+		s.inTxn = false
+	}
 	if s.inTxn && fenced {
 		// The instance that fenced this one aborted the transaction; an
 		// abort from here could reload the producer id and fence it back.

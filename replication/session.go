@@ -43,6 +43,14 @@ type Bounded interface {
 	Boundary(lastSeq uint64, end LSN, commitTime time.Time)
 }
 
+// SlotLosing is a Session told, before Close, that its replication
+// connection failed: the slot, the leader lock, may be another instance's
+// by now, so the session must not act on what only the lock holder may
+// (exactly-once: abort the open Kafka transaction).
+type SlotLosing interface {
+	SlotLost()
+}
+
 // Skipping is a Session that has read, once it held the slot, what is
 // already in Kafka: every transaction whose commit ends at or below
 // SkipBelow is skipped, because the slot may send it again (exactly-once

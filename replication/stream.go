@@ -267,6 +267,11 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	stopWake()
 	if ctx.Err() != nil || IsFatal(err) {
 		r.drain()
+	} else if err != nil && !errors.Is(err, errSession) {
+		// The replication connection failed (not the session).
+		if sl, ok := sess.(SlotLosing); ok {
+			sl.SlotLost()
+		}
 	}
 	return false, err
 }

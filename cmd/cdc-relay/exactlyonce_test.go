@@ -415,8 +415,11 @@ func TestExactlyOnceLargeTransaction(t *testing.T) {
 // records in the log. wal_sender_timeout (10 s here) ends its walsender and
 // releases the slot; the standby takes it and fences, which aborts the
 // zombie's transaction. Then the zombie carries on (SIGCONT) with what it
-// still holds: its late writes are refused, it says it was fenced, and it
-// goes back to being a standby. A read_committed consumer sees every
+// still holds: its late writes are refused, it says it was fenced (or,
+// when its PostgreSQL connection fails first, that it may have been, and
+// leaves its transaction to the new holder's fence instead of aborting it),
+// and it goes back to being a standby. The new active relay is never
+// fenced by it. A read_committed consumer sees every
 // committed event exactly once, in order per aggregate; a read_uncommitted
 // one shows that the zombie's records were really in Kafka.
 func TestExactlyOnceZombieFenced(t *testing.T) {

@@ -41,9 +41,10 @@ type handler struct {
 const stageSample = 16
 
 var (
-	_ replication.Session  = (*handler)(nil)
-	_ replication.Bounded  = (*handler)(nil)
-	_ replication.Skipping = (*handler)(nil)
+	_ replication.Session    = (*handler)(nil)
+	_ replication.Bounded    = (*handler)(nil)
+	_ replication.Skipping   = (*handler)(nil)
+	_ replication.SlotLosing = (*handler)(nil)
 )
 
 // session returns the handler of one connection: h's settings with the
@@ -56,6 +57,7 @@ func (h handler) session(builder *recordpkg.Builder, pub recordSink) *handler {
 // recordSink is what the handler needs of a *publisher.Session.
 type recordSink interface {
 	Enqueue(*publisher.Record) error
+	SlotLost()
 	Boundary(lastSeq, end uint64, commitTime time.Time)
 	Drain(context.Context) error
 	Close()
@@ -135,6 +137,10 @@ func (h *handler) rejected(r *publisher.Record, err error) (*publisher.Record, e
 	}
 	return dl, nil
 }
+
+// SlotLost tells the publisher session that the replication connection
+// failed (exactly-once: its open transaction is left to the next fence).
+func (h *handler) SlotLost() { h.pub.SlotLost() }
 
 // Drain waits for Kafka to acknowledge everything handed over.
 func (h *handler) Drain(ctx context.Context) error { return markFenced(h.pub.Drain(ctx)) }
