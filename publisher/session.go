@@ -644,23 +644,25 @@ func (s *Session) finish() {
 	if err := s.cl.AbortBufferedRecords(ctx); err != nil {
 		s.p.log.Warn("dropping the records kgo still holds", "err", err.Error())
 	}
+	if !s.inTxn {
+		return
+	}
+	s.inTxn = false
 	s.mu.Lock()
 	fenced, lost := s.fenced, s.slotLost
 	s.mu.Unlock()
-	if s.inTxn && lost && !fenced {
+	// Only the slot's holder may abort: an abort refused as fenced makes
+	// kgo reload the producer id, which would fence the relay that holds it.
+	switch {
+	case fenced:
+		// The instance that fenced this one aborted the transaction.
+		s.p.log.Warn("another relay with the same transactional id took over (fenced): it aborted this instance's open Kafka transaction, and this instance's writes are refused",
+			"transactional_id", s.txnID)
+	case lost:
 		s.p.log.Warn("exactly-once: the replication connection failed, so another relay may hold the slot and have fenced this one: "+
 			"the open Kafka transaction is left to the fence of the slot's next holder, which aborts it (an abort from here could fence that holder)",
 			"transactional_id", s.txnID)
-		s.inTxn = false
-	}
-	if s.inTxn && fenced {
-		// The instance that fenced this one aborted the transaction; an
-		// abort from here could reload the producer id and fence it back.
-		s.p.log.Warn("another relay with the same transactional id took over (fenced): it aborted this instance's open Kafka transaction, and this instance's writes are refused",
-			"transactional_id", s.txnID)
-		s.inTxn = false
-	}
-	if s.inTxn {
+	default:
 		if err := s.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
 			// A new client's InitProducerID aborts it.
 			if isFenced(err) {
@@ -671,7 +673,6 @@ func (s *Session) finish() {
 			}
 			s.p.markFenced()
 		}
-		s.inTxn = false
 	}
 }
 

@@ -126,14 +126,13 @@ type Builder struct {
 // than the router's locked map lookup.
 type lastTopic struct {
 	aggType, eventType []byte
-	topic              string
-	set                bool
+	topic              string // "" until the first (a topic is never empty)
 }
 
 // topic is the router's topic for r, through b.last.
 func (b *Builder) topic(r *row) (string, error) {
 	l := &b.last
-	if l.set && bytes.Equal(r.aggType, l.aggType) && bytes.Equal(r.eventType, l.eventType) {
+	if l.topic != "" && bytes.Equal(r.aggType, l.aggType) && bytes.Equal(r.eventType, l.eventType) {
 		return l.topic, nil
 	}
 	t, err := b.cfg.Router.Topic(r.aggType, r.eventType)
@@ -141,7 +140,7 @@ func (b *Builder) topic(r *row) (string, error) {
 		return "", err
 	}
 	l.aggType, l.eventType = append(l.aggType[:0], r.aggType...), append(l.eventType[:0], r.eventType...)
-	l.topic, l.set = t, true
+	l.topic = t
 	return t, nil
 }
 
