@@ -280,6 +280,18 @@ func TestDebeziumParity(t *testing.T) {
 	}
 
 	var recs []debeziumtest.Record
+	// On a time-out, say which of the five fell short (the wait names none).
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, tool := range []string{"ds", "dj", "rs", "rj", "ra"} {
+				want := ids
+				if tool == "ra" {
+					want = avroIDs
+				}
+				t.Logf("%s: %d distinct ids of %d read at the last poll", tool, len(recordsByID(recs, prefix(tool))), len(want))
+			}
+		}
+	})
 	waitFor(t, dbzWait, "every row from Debezium and the relay", func() bool {
 		for _, name := range []string{"parity-ds-" + f.name, "parity-dj-" + f.name} {
 			if err := w.Check(ctx, name); err != nil {
