@@ -287,7 +287,7 @@ func encodeDefault(f *field) error {
 	if f.defReady {
 		return nil
 	}
-	e := &enc{data: f.rawDef, defaults: true}
+	e := &enc{data: f.rawDef, defaults: true, twoPass: true}
 	if err := e.top(f.typ); err != nil {
 		return fmt.Errorf("field %q: invalid default %s: %s", f.name, f.rawDef, err.Error())
 	}

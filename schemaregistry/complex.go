@@ -8,9 +8,152 @@ import (
 
 // Avro's complex types from JSON: records, arrays, maps and unions.
 
-// record reads a JSON object: a first pass notes where each schema field's
-// value starts, then the fields are encoded in schema order.
+// record reads a JSON object as a record.
 func (e *enc) record(n *node) *PayloadError {
+	if e.twoPass {
+		return e.recordTwoPass(n)
+	}
+	return e.recordOnePass(n)
+}
+
+// recordOnePass encodes each member's value as it reads it, noting where
+// in dst each field's encoding lies (two spans per field: its start + 1,
+// 0 while absent, and its end), then puts the fields in the schema's
+// order, with the defaults of those absent. PostgreSQL's jsonb writes
+// members shortest name first, seldom the schema's order, and moving the
+// encoded fields (a copy of the record's Avro bytes) costs less than
+// reading the JSON twice.
+//
+// It hands over to the two-pass walk (restart) where that one decides
+// differently or reports to a sink: a member the schema lacks while there
+// is a sink, and nesting deeper than jsontext.MaxDepth. Any other failure
+// is one the two-pass walk fails as well; only its error differs, and
+// appendBody reports the two-pass one.
+func (e *enc) recordOnePass(n *node) *PayloadError {
+	e.pos++ // '{'
+	start := len(e.dst)
+	base := len(e.spans)
+	for range n.fields {
+		e.spans = append(e.spans, 0, 0)
+	}
+	fail := func(err *PayloadError) *PayloadError {
+		e.spans = e.spans[:base]
+		return err
+	}
+	want := 0 // the field that comes next if the members are in schema order
+	e.ws()
+	if e.pos < len(e.data) && e.data[e.pos] == '}' {
+		e.pos++
+	} else {
+		next := 0 // the position in n.jsonbOrder of the member expected next
+		for {
+			e.ws()
+			if e.pos >= len(e.data) || e.data[e.pos] != '"' {
+				return fail(e.syntaxError("want object key"))
+			}
+			key, esc, err := e.str()
+			if err != nil {
+				return fail(err)
+			}
+			if esc {
+				var reason string
+				if e.scratch, reason = unescape(e.scratch[:0], key); reason != "" {
+					return fail(&PayloadError{Reason: reason})
+				}
+				key = e.scratch
+			}
+			i, known := n.lookup(key, &next)
+			if known && e.spans[base+2*i] != 0 {
+				return fail(&PayloadError{Reason: "duplicate field " + strconv.Quote(string(key))})
+			}
+			if err := e.expect(':', "':'"); err != nil {
+				return fail(err)
+			}
+			e.ws()
+			switch {
+			case known:
+				at := len(e.dst)
+				if err := e.value(n.fields[i].typ); err != nil {
+					return fail(err)
+				}
+				e.spans[base+2*i], e.spans[base+2*i+1] = at+1, len(e.dst)
+				if i == want {
+					want++
+				} else {
+					want = -1
+				}
+			case e.sink != nil:
+				return fail(e.restart("a member the schema lacks, with a sink"))
+			default:
+				if err := e.skip(); err != nil {
+					return fail(err)
+				}
+			}
+			e.ws()
+			if e.pos < len(e.data) && e.data[e.pos] == ',' {
+				e.pos++
+				continue
+			}
+			if e.pos < len(e.data) && e.data[e.pos] == '}' {
+				e.pos++
+				break
+			}
+			return fail(e.syntaxError("want ',' or '}'"))
+		}
+	}
+	if want == len(n.fields) { // every field, in schema order: in place already
+		e.spans = e.spans[:base]
+		return nil
+	}
+	body := len(e.dst)
+	for i, f := range n.fields {
+		if at := e.spans[base+2*i]; at > 0 {
+			e.dst = append(e.dst, e.dst[at-1:e.spans[base+2*i+1]]...)
+			continue
+		}
+		if !f.hasDef {
+			e.dst = e.dst[:body]
+			return fail(&PayloadError{Reason: "missing required field " + strconv.Quote(f.name)})
+		}
+		if !f.defReady {
+			e.dst = e.dst[:body]
+			return fail(e.restart("a default not compiled yet"))
+		}
+		e.dst = append(e.dst, f.def...)
+	}
+	k := copy(e.dst[start:], e.dst[body:])
+	e.dst = e.dst[:start+k]
+	e.spans = e.spans[:base]
+	return nil
+}
+
+// restart gives up the one-pass walk: the payload is encoded again in
+// two passes (appendBody), which decides. Unions do not try another
+// branch after it.
+func (e *enc) restart(why string) *PayloadError {
+	e.restarted = true
+	return &PayloadError{Reason: "one pass cannot encode this payload: " + why}
+}
+
+// lookup finds the field a member name names; next is the position in
+// n.jsonbOrder of the member expected next, which it moves on.
+func (n *node) lookup(key []byte, next *int) (int, bool) {
+	if *next < len(n.jsonbOrder) && n.fields[n.jsonbOrder[*next]].name == string(key) {
+		i := n.jsonbOrder[*next]
+		*next++
+		return i, true
+	}
+	i, known := n.index[string(key)]
+	if known {
+		*next = slices.Index(n.jsonbOrder, i) + 1
+	}
+	return i, known
+}
+
+// recordTwoPass reads a JSON object: a first pass checks it and notes where
+// each schema field's value starts, then the fields are encoded in schema
+// order.
+func (e *enc) recordTwoPass(n *node) *PayloadError {
 	e.pos++ // '{'
 	base := len(e.spans)
 	for range n.fields {
@@ -76,14 +219,7 @@ func (e *enc) scanFields(n *node, base int) *PayloadError {
 			}
 			key = e.scratch
 		}
-		var i int
-		known := false
-		if next < len(n.jsonbOrder) && n.fields[n.jsonbOrder[next]].name == string(key) {
-			i, known = n.jsonbOrder[next], true
-			next++
-		} else if i, known = n.index[string(key)]; known {
-			next = slices.Index(n.jsonbOrder, i) + 1
-		}
+		i, known := n.lookup(key, &next)
 		if known && e.spans[base+i] != 0 {
 			return &PayloadError{Reason: "duplicate field " + strconv.Quote(string(key))}
 		}
@@ -219,6 +355,9 @@ func (e *enc) union(n *node) *PayloadError {
 	if c == '{' && e.wrapped(n) {
 		return nil
 	}
+	if e.restarted {
+		return e.restart("a wrapped union value")
+	}
 	k := jsonKind(c)
 	if k == 0 {
 		return e.syntaxError("invalid character " + strconv.QuoteRune(rune(c)))
@@ -237,6 +376,9 @@ func (e *enc) union(n *node) *PayloadError {
 			return nil
 		}
 		e.dst, e.pos, e.spans = e.dst[:dl], p, e.spans[:sl]
+		if e.restarted {
+			return err
+		}
 		if first == nil {
 			first = err
 		}
@@ -253,8 +395,14 @@ func (e *enc) wrapped(n *node) bool {
 	p, dl, sl := e.pos, len(e.dst), len(e.spans)
 	fail := func() bool {
 		e.pos, e.dst, e.spans = p, e.dst[:dl], e.spans[:sl]
+		e.depth--
 		return false
 	}
+	if !e.twoPass && e.depth >= maxOnePassDepth {
+		e.restarted = true
+		return false
+	}
+	e.depth++
 	e.pos++
 	e.ws()
 	if e.pos >= len(e.data) || e.data[e.pos] != '"' {
@@ -277,5 +425,6 @@ func (e *enc) wrapped(n *node) bool {
 		return fail()
 	}
 	e.pos++
+	e.depth--
 	return true
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/hamba/avro/v2"
 
 	"github.com/cdc-relay/cdc-relay/internal/civil"
+	"github.com/cdc-relay/cdc-relay/internal/jsontext"
 )
 
 // Encoder writes values of one event type for one subject. It is immutable
@@ -81,6 +82,17 @@ func (s *Schema) appendBody(dst, payload []byte, sink FieldSink) ([]byte, error)
 	e := encPool.Get().(*enc)
 	e.data, e.pos, e.dst, e.sink = payload, 0, dst, sink
 	perr := e.top(s.root)
+	if perr != nil {
+		// The one-pass walk stopped at the first problem in the payload's
+		// order, or handed over (restart). Walk again in two passes, which
+		// decides and reports what users are told: the payload's JSON
+		// syntax first, then its fields in the schema's order. Only this
+		// walk calls the sink.
+		e.pos, e.dst, e.twoPass, e.restarted = 0, dst, true, false
+		e.spans, e.path, e.depth = e.spans[:0], e.path[:0], 0
+		perr = e.top(s.root)
+		e.twoPass = false
+	}
 	dst = e.dst
 	e.data, e.dst, e.sink = nil, nil, nil
 	e.spans, e.path = e.spans[:0], e.path[:0]
@@ -97,19 +109,35 @@ func (s *Schema) appendBody(dst, payload []byte, sink FieldSink) ([]byte, error)
 
 var encPool = sync.Pool{New: func() any { return new(enc) }}
 
+// maxOnePassDepth bounds the arrays and objects open in the one-pass walk,
+// the whole payload's: at least as strict as the two-pass walk's skip of a
+// top-level member (jsontext.MaxDepth levels below the payload's object).
+const maxOnePassDepth = jsontext.MaxDepth
+
 // maxPooledScratch caps the unescape buffer an idle enc keeps.
 const maxPooledScratch = 64 << 10
 
 // enc converts one JSON text to Avro binary, walking the compiled schema.
+//
+// It reads a record in one pass (recordOnePass): each member's value is
+// encoded where it is read, and the fields are put in the schema's order
+// afterwards. When that fails, the payload is encoded again in two passes
+// (twoPass), whose errors are the ones reported.
 type enc struct {
-	data     []byte    // the JSON text
-	pos      int       // next byte of data to read
-	dst      []byte    // output
-	spans    []int     // record field value offsets (+1; 0 = absent), a stack
-	scratch  []byte    // unescaped keys
-	defaults bool      // encoding a schema default, not a payload
-	sink     FieldSink // AppendWith's; nil: unknown members go unreported
-	path     []string  // with sink: the schema fields above the current record
+	data     []byte // the JSON text
+	pos      int    // next byte of data to read
+	dst      []byte // output
+	spans    []int  // where each open record's fields are (recordOnePass, recordTwoPass), a stack
+	scratch  []byte // unescaped keys
+	defaults bool   // encoding a schema default, not a payload (always in two passes)
+	twoPass  bool   // records are read in two passes (recordTwoPass)
+	// restarted: the one-pass walk gave up (restart). depth counts the
+	// arrays and objects open, which the one-pass walk bounds by
+	// maxOnePassDepth.
+	restarted bool
+	depth     int
+	sink      FieldSink // AppendWith's; nil: unknown members go unreported
+	path      []string  // with sink: the schema fields above the current record
 }
 
 // top encodes the whole of e.data as one value of n.
@@ -244,12 +272,22 @@ func (e *enc) value(n *node) *PayloadError {
 		}
 		e.dst = appendLong(e.dst, int64(i))
 		return nil
-	case avro.Array:
-		return e.array(n)
-	case avro.Map:
-		return e.mapValue(n)
-	case avro.Record:
-		return e.record(n)
+	case avro.Array, avro.Map, avro.Record:
+		if !e.twoPass && e.depth >= maxOnePassDepth {
+			return e.restart("nesting deeper than " + strconv.Itoa(maxOnePassDepth))
+		}
+		e.depth++
+		var err *PayloadError
+		switch n.kind {
+		case avro.Array:
+			err = e.array(n)
+		case avro.Map:
+			err = e.mapValue(n)
+		default:
+			err = e.record(n)
+		}
+		e.depth--
+		return err
 	}
 	return &PayloadError{Reason: "unsupported type " + n.name}
 }

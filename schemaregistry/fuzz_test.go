@@ -15,8 +15,9 @@ import (
 // FuzzAppend feeds arbitrary bytes as the payload for every seed schema: one
 // with every type (testdata/alltypes.avsc) and the example event types
 // (../testdata/schemas/*.avsc). Append must never panic; on success goavro
-// must decode exactly the body; on failure the error is a *PayloadError and
-// dst is unchanged; input that encoding/json rejects must be rejected.
+// must decode exactly the body, which is the two-pass walk's; on failure
+// the error is a *PayloadError, dst is unchanged and the two-pass walk
+// fails too; input that encoding/json rejects must be rejected.
 //
 // Seeds: testdata/payloads/*.json, ../testdata/schemas/examples/*.json and
 // the payload of every row in ../testdata/pgoutput (real jsonb text).
@@ -91,6 +92,10 @@ func FuzzAppend(f *testing.F) {
 		for _, tg := range targets {
 			dst := []byte("prefix")
 			out, err := tg.enc.Append(dst, payload)
+			ref, referr := twoPassBody(tg.enc.Schema, payload)
+			if (err == nil) != (referr == nil) || err == nil && !bytes.Equal(out[11:], ref) {
+				t.Fatalf("%s: Append gave %x, %v; the two-pass walk %x, %v", tg.enc.Schema.EventType, out, err, ref, referr)
+			}
 			if err != nil {
 				var pe *PayloadError
 				if !errors.As(err, &pe) {
