@@ -89,16 +89,12 @@ func (e *enc) recordOnePass(n *node) *PayloadError {
 					return fail(err)
 				}
 			}
-			e.ws()
-			if e.pos < len(e.data) && e.data[e.pos] == ',' {
-				e.pos++
+			if more, err := e.more('}'); err != nil {
+				return fail(err)
+			} else if more {
 				continue
 			}
-			if e.pos < len(e.data) && e.data[e.pos] == '}' {
-				e.pos++
-				break
-			}
-			return fail(e.syntaxError("want ',' or '}'"))
+			break
 		}
 	}
 	if want == len(n.fields) { // every field, in schema order: in place already
@@ -235,16 +231,12 @@ func (e *enc) scanFields(n *node, base int) *PayloadError {
 		if err := e.skip(); err != nil {
 			return err
 		}
-		e.ws()
-		if e.pos < len(e.data) && e.data[e.pos] == ',' {
-			e.pos++
+		if more, err := e.more('}'); err != nil {
+			return err
+		} else if more {
 			continue
 		}
-		if e.pos < len(e.data) && e.data[e.pos] == '}' {
-			e.pos++
-			return nil
-		}
-		return e.syntaxError("want ',' or '}'")
+		return nil
 	}
 }
 
@@ -280,16 +272,12 @@ func (e *enc) array(n *node) *PayloadError {
 			return err.at(strconv.FormatInt(count, 10))
 		}
 		count++
-		e.ws()
-		if e.pos < len(e.data) && e.data[e.pos] == ',' {
-			e.pos++
+		if more, err := e.more(']'); err != nil {
+			return err
+		} else if more {
 			continue
 		}
-		if e.pos < len(e.data) && e.data[e.pos] == ']' {
-			e.pos++
-			break
-		}
-		return e.syntaxError("want ',' or ']'")
+		break
 	}
 	e.insertCount(start, count)
 	return nil
@@ -324,16 +312,12 @@ func (e *enc) mapValue(n *node) *PayloadError {
 			return err.at(string(key))
 		}
 		count++
-		e.ws()
-		if e.pos < len(e.data) && e.data[e.pos] == ',' {
-			e.pos++
+		if more, err := e.more('}'); err != nil {
+			return err
+		} else if more {
 			continue
 		}
-		if e.pos < len(e.data) && e.data[e.pos] == '}' {
-			e.pos++
-			break
-		}
-		return e.syntaxError("want ',' or '}'")
+		break
 	}
 	e.insertCount(start, count)
 	return nil
@@ -427,4 +411,21 @@ func (e *enc) wrapped(n *node) bool {
 	e.pos++
 	e.depth--
 	return true
+}
+
+// more reads what follows a member or item: a comma (true) or closer
+// (false), after optional white space.
+func (e *enc) more(closer byte) (bool, *PayloadError) {
+	e.ws()
+	if e.pos < len(e.data) {
+		switch e.data[e.pos] {
+		case ',':
+			e.pos++
+			return true, nil
+		case closer:
+			e.pos++
+			return false, nil
+		}
+	}
+	return false, e.syntaxError("want ',' or '" + string(closer) + "'")
 }
