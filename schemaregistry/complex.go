@@ -47,20 +47,9 @@ func (e *enc) recordOnePass(n *node) *PayloadError {
 	} else {
 		next := 0 // the position in n.jsonbOrder of the member expected next
 		for {
-			e.ws()
-			if e.pos >= len(e.data) || e.data[e.pos] != '"' {
-				return fail(e.syntaxError("want object key"))
-			}
-			key, esc, err := e.str()
+			key, err := e.memberKey()
 			if err != nil {
 				return fail(err)
-			}
-			if esc {
-				var reason string
-				if e.scratch, reason = unescape(e.scratch[:0], key); reason != "" {
-					return fail(&PayloadError{Reason: reason})
-				}
-				key = e.scratch
 			}
 			i, known := n.lookup(key, &next)
 			if known && e.spans[base+2*i] != 0 {
@@ -108,11 +97,9 @@ func (e *enc) recordOnePass(n *node) *PayloadError {
 			continue
 		}
 		if !f.hasDef {
-			e.dst = e.dst[:body]
 			return fail(&PayloadError{Reason: "missing required field " + strconv.Quote(f.name)})
 		}
 		if !f.defReady {
-			e.dst = e.dst[:body]
 			return fail(e.restart("a default not compiled yet"))
 		}
 		e.dst = append(e.dst, f.def...)
@@ -200,20 +187,9 @@ func (e *enc) scanFields(n *node, base int) *PayloadError {
 	}
 	next := 0 // the position in n.jsonbOrder of the member expected next
 	for {
-		e.ws()
-		if e.pos >= len(e.data) || e.data[e.pos] != '"' {
-			return e.syntaxError("want object key")
-		}
-		key, esc, err := e.str()
+		key, err := e.memberKey()
 		if err != nil {
 			return err
-		}
-		if esc {
-			var reason string
-			if e.scratch, reason = unescape(e.scratch[:0], key); reason != "" {
-				return &PayloadError{Reason: reason}
-			}
-			key = e.scratch
 		}
 		i, known := n.lookup(key, &next)
 		if known && e.spans[base+i] != 0 {
@@ -428,4 +404,22 @@ func (e *enc) more(closer byte) (bool, *PayloadError) {
 		}
 	}
 	return false, e.syntaxError("want ',' or '" + string(closer) + "'")
+}
+
+// memberKey reads an object member's name, unescaped (into e.scratch when
+// it has escapes, so valid until the next unescape).
+func (e *enc) memberKey() ([]byte, *PayloadError) {
+	e.ws()
+	if e.pos >= len(e.data) || e.data[e.pos] != '"' {
+		return nil, e.syntaxError("want object key")
+	}
+	key, esc, err := e.str()
+	if err != nil || !esc {
+		return key, err
+	}
+	var reason string
+	if e.scratch, reason = unescape(e.scratch[:0], key); reason != "" {
+		return nil, &PayloadError{Reason: reason}
+	}
+	return e.scratch, nil
 }
