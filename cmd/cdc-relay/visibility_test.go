@@ -16,17 +16,19 @@ import (
 // transaction, across topics. One 200,000-row PostgreSQL transaction over
 // two aggregate types streams into one Kafka transaction; while the relay
 // has had many of its records acknowledged (a read_uncommitted consumer sees
-// them), the read_committed one sees none. The relay is then killed, so that
-// transaction is left open; the next relay fences it (aborted) and publishes
-// the PostgreSQL transaction again. The read_committed consumer ends with
+// them), the read_committed one sees none. The relay's path to PostgreSQL
+// then goes silent, so it cannot read the transaction's commit however fast
+// it is, and it is killed, which leaves that Kafka transaction open; the next
+// relay fences it (aborted) and publishes the PostgreSQL transaction again. The read_committed consumer ends with
 // every id exactly once, on both topics; the read_uncommitted one also saw
 // the aborted records, which shows there was something to hide.
 func TestExactlyOnceReadCommittedVisibility(t *testing.T) {
 	const rows = 200000
 	f := newFixture(t, "")
+	px := newTCPProxy(t, "127.0.0.1:"+strconv.Itoa(pg.Port()))
 	committed := consume(t, "^"+f.topicPrefix+`\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	raw := consume(t, "^"+f.topicPrefix+`\..*`)
-	args := f.args("--delivery", "exactly-once", "--value-format", "json", "--max-in-flight-events", "5000")
+	args := f.args("--pg-url", viaProxy(t, px), "--delivery", "exactly-once", "--value-format", "json", "--max-in-flight-events", "5000")
 	r := startRelay(t, args)
 	r.waitStreaming(60 * time.Second)
 
@@ -64,9 +66,14 @@ func TestExactlyOnceReadCommittedVisibility(t *testing.T) {
 	}
 
 	// The Kafka transaction is open: many of its records are acknowledged.
+	// The path to PostgreSQL then goes silent. What the relay holds in its
+	// socket and in flight (5,000 events) is far less than the 180,000
+	// records still to come, so it cannot reach the commit: on a loaded
+	// machine it could otherwise finish the transaction before the kill.
 	waitFor(t, 120*time.Second, "a read_uncommitted consumer to see 20,000 records of the open transaction", func() bool {
 		return inBig(raw.records()) >= 20000
 	})
+	px.Blackhole()
 	if n := inBig(committed.records()); n != 0 {
 		t.Fatalf("the read_committed consumer saw %d records of a transaction still open", n)
 	}
@@ -78,6 +85,10 @@ func TestExactlyOnceReadCommittedVisibility(t *testing.T) {
 	if seenRaw >= rows {
 		t.Fatalf("the whole transaction (%d records) was acknowledged before the kill; the test needs it open", seenRaw)
 	}
+	// The killed relay's held connections close, so PostgreSQL frees the
+	// slot for the next one.
+	px.Resume()
+	px.CutAll()
 
 	r = startRelay(t, args)
 	waitFor(t, 180*time.Second, fmt.Sprintf("the read_committed consumer to see all %d events", rows), func() bool {
