@@ -288,7 +288,22 @@ func TestDebeziumParity(t *testing.T) {
 				if tool == "ra" {
 					want = avroIDs
 				}
-				t.Logf("%s: %d distinct ids of %d read at the last poll", tool, len(recordsByID(recs, prefix(tool))), len(want))
+				got := recordsByID(recs, prefix(tool))
+				var missing []string
+				for _, id := range want {
+					if len(got[id]) == 0 {
+						missing = append(missing, id)
+					}
+				}
+				topic := prefix(tool) + ".Order"
+				ends, err := debeziumtest.EndOffsets(context.Background(), broker.Addr(), topic)
+				t.Logf("%s: %d distinct ids of %d read at the last poll, missing %v; %s end offsets %v (%v)",
+					tool, len(got), len(want), missing, topic, ends[topic], err)
+			}
+			// Whether a relay fell short or the reader did: what each says it published.
+			for i, tool := range []string{"rs", "rj", "ra"} {
+				v, err := relays[i].metric("cdc_relay_events_published_total")
+				t.Logf("%s: cdc_relay_events_published_total %v (%v)", tool, v, err)
 			}
 		}
 	})
