@@ -239,35 +239,12 @@ func ConnectReplication(ctx context.Context, url string) (*pgconn.PgConn, error)
 type readCounter struct {
 	r io.Reader
 	n atomic.Uint64
-	// behind is set while the stream is far behind the server's WAL (a
-	// backlog): then a read that found little is followed by a short
-	// pause, so that the next one finds more (coalesceWait).
-	behind atomic.Bool
-	last   int
 }
 
 func (c *readCounter) Read(p []byte) (int, error) {
 	c.n.Add(1)
-	if c.behind.Load() && c.last < coalesceBelow {
-		time.Sleep(coalesceWait)
-	}
-	n, err := c.r.Read(p)
-	c.last = n
-	return n, err
+	return c.r.Read(p)
 }
-
-// While draining a backlog the walsender, not the relay, is the limit: the
-// relay keeps up, and each read finds a message or two, a system call and
-// a wake-up apiece. Pausing coalesceWait after a read of less than
-// coalesceBelow bytes lets the next read take a few hundred messages.
-const (
-	coalesceBelow = 128 << 10
-	coalesceWait  = 2 * time.Millisecond
-	// coalesceBehind is how far behind the server's WAL end the stream
-	// must be for reads to be coalesced; closer, each message is read as
-	// soon as it arrives.
-	coalesceBehind = 16 << 20
-)
 
 // readCounterKey is the readCounter's key in the connection's CustomData.
 const readCounterKey = "cdc-relay.reads"

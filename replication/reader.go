@@ -165,9 +165,6 @@ func (r *reader) handleCopyData(ctx context.Context, data []byte) error {
 			return fmt.Errorf("parse XLogData: %w", err)
 		}
 		r.noteWALEnd(LSN(xld.ServerWALEnd))
-		if r.rc != nil {
-			r.rc.behind.Store(xld.ServerWALEnd > xld.WALStart+coalesceBehind)
-		}
 		return r.handleWAL(ctx, xld.WALData)
 	}
 	return nil
