@@ -98,7 +98,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.runs, "runs", 1, "repeat load and drains this often with fresh slots; odd runs drain with pg_recvlogical first, even runs with the relay first (Debezium always last)")
 	fs.IntVar(&o.partitions, "partitions", 1, "partitions of the topics the relay writes (broker num.partitions)")
 	fs.Var((*jsonFlag)(&o.jsonPath), "json", "also print the results as JSON after the tables; --json=FILE writes them to FILE instead")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "build the relay from this checkout with a profiling hook added by go build -overlay (instead of using --relay) and write its CPU profile of run 1 here, allocations to FILE.allocs")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "build the relay from this checkout with a profiling hook added by go build -overlay (instead of using --relay) and write its CPU profile of run 1 here, allocations to FILE.allocs, the exactly-once drain's to FILE.eos and FILE.eos.allocs")
 	fs.StringVar(&o.relayOverlay, "relay-overlay", "", "build the relay from this checkout with this go build -overlay file applied (instead of using --relay), to measure a patch without editing the tree")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on one drain")
 	fs.DurationVar(&o.quietWait, "quiet-wait", 2*time.Minute, "before each drain, wait up to this long for the machine to be idle (under 0.25 CPUs busy for a second); 0 does not wait")
@@ -234,7 +234,7 @@ func run(ctx context.Context, o options) int {
 		return fail(err)
 	}
 	if o.cpuProfile != "" {
-		fmt.Printf("\nCPU profile of the relay in run 1: %s (go tool pprof -top %s)\n", o.cpuProfile, o.cpuProfile)
+		fmt.Printf("\nCPU profile of the relay in run 1: %s, exactly-once %s.eos (go tool pprof -top %s)\n", o.cpuProfile, o.cpuProfile, o.cpuProfile)
 	}
 	return 0
 }
@@ -274,11 +274,14 @@ func measureRun(ctx context.Context, o options, svc *services, db *database, rel
 			}
 			progress("run %d: draining with cdc-relay --delivery %s", n, delivery)
 			profile := ""
-			if n == 1 && delivery == atLeastOnce {
+			if n == 1 {
 				profile = o.cpuProfile
 			}
 			if delivery == exactlyOnce {
-				d, err := drainRelay(ctx, o, svc, db, relayBin, slots.relayEOS, n, delivery, load, "")
+				if profile != "" {
+					profile += ".eos"
+				}
+				d, err := drainRelay(ctx, o, svc, db, relayBin, slots.relayEOS, n, delivery, load, profile)
 				r.RelayEOS = d
 				return err
 			}
