@@ -3,7 +3,6 @@ package publisher
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -57,7 +56,7 @@ type Record struct {
 	err   error
 }
 
-// freeRecords holds acknowledged records and their buffers, up to
+// free holds acknowledged records and their buffers, up to
 // maxFreeRecords. Acknowledgements come a produce response at a time, and
 // during a drain the records in flight rise and fall by thousands: a list
 // of 1,024 let 40% of a drain's records be allocated anew (and collected),
@@ -66,7 +65,18 @@ type Record struct {
 // sync.Pool would keep every acknowledged record alive until the next two
 // collections, which raised the peak RSS of a 1M-row drain from 84 to
 // 115 MB.
-var freeRecords = make(chan *Record, maxFreeRecords)
+//
+// The list is a stack: NewRecord takes the record released last, whose
+// memory the promise has just written, rather than the one released first,
+// which has long left the caches. BenchmarkRecordReuse, with 12,000
+// records left on the list by a burst: 308 ns per record with a queue (the
+// first write to each reused record missed the cache), 75 ns with the
+// stack.
+var free struct {
+	mu   sync.Mutex
+	recs []*Record
+	low  int // the fewest records held since the last trim
+}
 
 const (
 	maxFreeRecords  = 16384
@@ -74,24 +84,32 @@ const (
 	trimInterval    = 5 * time.Second // how often the unused part is halved
 )
 
-// freeLow is the fewest records the free list held since the last trim.
-var (
-	freeLow  atomic.Int64
-	trimOnce sync.Once
-)
+var trimOnce sync.Once
 
-// trimFreeRecords halves, every trimInterval, the part of the free list
-// above keepFreeRecords that stayed unused since the last time.
+// trimFreeRecords calls trimFree every trimInterval.
 func trimFreeRecords() {
 	for range time.Tick(trimInterval) {
-		unused := freeLow.Swap(int64(len(freeRecords))) - keepFreeRecords
-		for range unused / 2 {
-			select {
-			case <-freeRecords:
-			default:
-			}
-		}
+		trimFree()
 	}
+}
+
+// trimFree halves the part of the free list above keepFreeRecords that
+// stayed unused since the last call, dropping the records released longest
+// ago (the stack's bottom).
+func trimFree() {
+	free.mu.Lock()
+	trimFreeLocked()
+	free.mu.Unlock()
+}
+
+// trimFreeLocked is trimFree with free.mu held.
+func trimFreeLocked() {
+	if drop := (free.low - keepFreeRecords) / 2; drop > 0 {
+		n := copy(free.recs, free.recs[drop:])
+		clear(free.recs[n:])
+		free.recs = free.recs[:n]
+	}
+	free.low = len(free.recs)
 }
 
 // maxPooledBuffer is the largest buffer a free record keeps: a rare large
@@ -101,16 +119,19 @@ const maxPooledBuffer = 16 << 10
 // NewRecord returns an empty record, reusing an acknowledged one's buffers.
 func NewRecord() *Record {
 	trimOnce.Do(func() { go trimFreeRecords() })
-	select {
-	case r := <-freeRecords:
-		if n := int64(len(freeRecords)); n < freeLow.Load() {
-			freeLow.Store(n)
-		}
-		return r
-	default:
-		freeLow.Store(0)
+	free.mu.Lock()
+	n := len(free.recs) - 1
+	if n < 0 {
+		free.low = 0
+		free.mu.Unlock()
 		return &Record{pooled: true}
 	}
+	r := free.recs[n]
+	free.recs[n] = nil
+	free.recs = free.recs[:n]
+	free.low = min(free.low, n)
+	free.mu.Unlock()
+	return r
 }
 
 // Buffer returns the record's byte buffer, empty, with room for at least n
@@ -148,10 +169,11 @@ func Release(r *Record) {
 		buf = nil
 	}
 	*r = Record{pooled: true, buf: buf[:0]}
-	select {
-	case freeRecords <- r:
-	default:
+	free.mu.Lock()
+	if len(free.recs) < maxFreeRecords {
+		free.recs = append(free.recs, r)
 	}
+	free.mu.Unlock()
 }
 
 // kgoRecord is r as kgo takes it, without an allocation: r's own
