@@ -86,23 +86,18 @@ const (
 
 var trimOnce sync.Once
 
-// trimFreeRecords calls trimFree every trimInterval.
+// trimFreeRecords trims the free list every trimInterval (trimFreeLocked).
 func trimFreeRecords() {
 	for range time.Tick(trimInterval) {
-		trimFree()
+		free.mu.Lock()
+		trimFreeLocked()
+		free.mu.Unlock()
 	}
 }
 
-// trimFree halves the part of the free list above keepFreeRecords that
-// stayed unused since the last call, dropping the records released longest
-// ago (the stack's bottom).
-func trimFree() {
-	free.mu.Lock()
-	trimFreeLocked()
-	free.mu.Unlock()
-}
-
-// trimFreeLocked is trimFree with free.mu held.
+// trimFreeLocked halves the part of the free list above keepFreeRecords
+// that stayed unused since the last trim, dropping the records released
+// longest ago (the stack's bottom). free.mu is held.
 func trimFreeLocked() {
 	if drop := (free.low - keepFreeRecords) / 2; drop > 0 {
 		n := copy(free.recs, free.recs[drop:])
