@@ -106,14 +106,25 @@ type Observer interface {
 	// from reading its row to handing it to the client, and from there to
 	// the broker's acknowledgement.
 	Stages(readToProduce, produceToAck time.Duration)
+	// TxnCommitted is called for each Kafka transaction committed, with
+	// the records in it (the checkpoint record included), the time from
+	// its first record to the commit decision (open), and from the
+	// decision to EndTxn returning (commit: waiting for the last acks,
+	// then EndTxn).
+	TxnCommitted(records int, open, commit time.Duration)
+	// TxnAborted is called for each Kafka transaction this instance
+	// aborted itself.
+	TxnAborted()
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Produced(string, int, int)           {}
-func (nopObserver) ProduceLatency(time.Duration)        {}
-func (nopObserver) ProduceError(string)                 {}
-func (nopObserver) Stages(time.Duration, time.Duration) {}
+func (nopObserver) Produced(string, int, int)                      {}
+func (nopObserver) ProduceLatency(time.Duration)                   {}
+func (nopObserver) ProduceError(string)                            {}
+func (nopObserver) Stages(time.Duration, time.Duration)            {}
+func (nopObserver) TxnCommitted(int, time.Duration, time.Duration) {}
+func (nopObserver) TxnAborted()                                    {}
 
 // Publisher owns the Kafka client and what it knows of the topics.
 // Sessions share it, one at a time.

@@ -563,6 +563,7 @@ func (s *Session) failedRecord(r *Record, err error) {
 // anything up to the boundary committed for the acker.
 func (s *Session) commit() {
 	b := s.boundary
+	decided := time.Now()
 	ck, err := s.p.cfg.Checkpoint(b.end, b.time)
 	if err != nil {
 		s.fail(fmt.Errorf("checkpoint record: %w", err))
@@ -601,6 +602,7 @@ func (s *Session) commit() {
 		return
 	}
 	s.inTxn = false
+	s.p.obs.TxnCommitted(s.txnEvents, decided.Sub(s.txnStart), time.Since(decided))
 	if s.p.log.Enabled(s.ctx, slog.LevelDebug) {
 		id, epoch, _ := s.cl.ProducerID(s.ctx)
 		s.p.log.Debug("kafka transaction committed", "checkpoint_lsn", fmt.Sprintf("%X", b.end), "up_to_seq", b.seq, "records", s.txnEvents, "producer_id", id, "epoch", epoch)
@@ -663,7 +665,10 @@ func (s *Session) finish() {
 			"the open Kafka transaction is left to the fence of the slot's next holder, which aborts it (an abort from here could fence that holder)",
 			"transactional_id", s.txnID)
 	default:
-		if err := s.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		err := s.cl.EndTransaction(ctx, kgo.TryAbort)
+		if err == nil {
+			s.p.obs.TxnAborted()
+		} else {
 			// A new client's InitProducerID aborts it.
 			if isFenced(err) {
 				s.p.log.Warn("another relay with the same transactional id took over (fenced): this instance's open Kafka transaction was aborted by it and its writes are refused",

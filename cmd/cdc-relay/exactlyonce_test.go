@@ -397,6 +397,20 @@ func TestExactlyOnceLargeTransaction(t *testing.T) {
 		t.Fatal("never saw the Kafka transaction open with rows in it (read_uncommitted), so read_committed's blindness to it went unchecked")
 	}
 	rc.checkExactlyOnce(append(warm, big...))
+	// The Kafka transaction metrics: the 1M-row PostgreSQL transaction
+	// went out in one committed Kafka transaction with its checkpoint
+	// record (a transaction never holds part of one), and none aborted.
+	if v, err := r.metric(`cdc_relay_kafka_transactions_total{result="committed"}`); err != nil || v < 2 {
+		t.Fatalf("cdc_relay_kafka_transactions_total{result=\"committed\"} = %v (%v), want at least 2 (the first event's and the large one's)", v, err)
+	}
+	if v, err := r.metric(`cdc_relay_kafka_transactions_total{result="aborted"}`); err != nil || v != 0 {
+		t.Fatalf("cdc_relay_kafka_transactions_total{result=\"aborted\"} = %v (%v), want 0", v, err)
+	}
+	if v, err := r.metric(`cdc_relay_kafka_transaction_records_bucket{le="+Inf"}`); err != nil {
+		t.Fatal(err)
+	} else if le, err := r.metric(`cdc_relay_kafka_transaction_records_bucket{le="16384"}`); err != nil || v-le < 1 {
+		t.Fatalf("no committed Kafka transaction over 16384 records (%v of %v at most 16384, %v): the 1M rows were not one Kafka transaction", le, v, err)
+	}
 
 	peak := vmHWM(t, r.Pid())
 	t.Logf("relay peak RSS (VmHWM) %.1f MiB, bound %.1f MiB", float64(peak)/(1<<20), float64(bound)/(1<<20))

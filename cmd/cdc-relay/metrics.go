@@ -25,6 +25,14 @@ type metrics struct {
 	// per sampled record.
 	stages                                    *prometheus.HistogramVec
 	commitToRead, readToProduce, produceToAck prometheus.Observer
+	// Kafka transactions (--delivery exactly-once): how many ended, by
+	// result, their records, how long each was open before its commit was
+	// decided, and how long the commit took (last acks, then EndTxn).
+	txns                   *prometheus.CounterVec
+	txnCommitted, txnAbort prometheus.Counter
+	txnRecords             prometheus.Histogram
+	txnOpen, txnCommit     prometheus.Observer
+	txnSeconds             *prometheus.HistogramVec
 	// registryRequests counts HTTP requests to the schema registry by status
 	// class; registryCache counts encoder lookups by result (hit or miss).
 	registryRequests *prometheus.CounterVec
@@ -71,6 +79,19 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 		}, []string{"stage"}),
 	}
 	m.commitToRead, m.readToProduce, m.produceToAck = m.stages.WithLabelValues("commit_to_read"), m.stages.WithLabelValues("read_to_produce"), m.stages.WithLabelValues("produce_to_ack")
+	m.txns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cdc_relay_kafka_transactions_total", Help: "Kafka transactions ended by this instance (--delivery exactly-once), by result: committed or aborted.",
+	}, []string{"result"})
+	m.txnCommitted, m.txnAbort = m.txns.WithLabelValues("committed"), m.txns.WithLabelValues("aborted")
+	m.txnRecords = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "cdc_relay_kafka_transaction_records", Help: "Records in each committed Kafka transaction, its checkpoint record included.",
+		Buckets: prometheus.ExponentialBuckets(2, 2, 14),
+	})
+	m.txnSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "cdc_relay_kafka_transaction_seconds", Help: "Each committed Kafka transaction by phase: open (its first record to the decision to commit) and commit (waiting for the last acknowledgements, then EndTxn).",
+		Buckets: prometheus.ExponentialBuckets(0.00025, 1.5, 30),
+	}, []string{"phase"})
+	m.txnOpen, m.txnCommit = m.txnSeconds.WithLabelValues("open"), m.txnSeconds.WithLabelValues("commit")
 	m.registryRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cdc_relay_schema_registry_requests_total", Help: "HTTP requests to the schema registry, by result (2xx, 4xx, 5xx, error).",
 	}, []string{"result"})
@@ -79,7 +100,7 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 	}, []string{"result"})
 	m.cacheHit, m.cacheMiss = m.registryCache.WithLabelValues("hit"), m.registryCache.WithLabelValues("miss")
 	m.unknown = newUnknownFields(reg)
-	reg.MustRegister(m.published, m.bytes, m.dlq, m.skipped, m.latency, m.errors, m.stages, m.registryRequests, m.registryCache,
+	reg.MustRegister(m.published, m.bytes, m.dlq, m.skipped, m.latency, m.errors, m.stages, m.txns, m.txnRecords, m.txnSeconds, m.registryRequests, m.registryCache,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_backpressure", Help: "1 while the reader waits for in-flight room: Kafka is slower than the WAL and PostgreSQL holds the WAL."}, func() float64 {
 			return boolFloat(stats.Backpressure())
 		}),
@@ -195,6 +216,17 @@ func (m *metrics) Stages(readToProduce, produceToAck time.Duration) {
 	m.readToProduce.Observe(readToProduce.Seconds())
 	m.produceToAck.Observe(produceToAck.Seconds())
 }
+
+// TxnCommitted implements publisher.Observer.
+func (m *metrics) TxnCommitted(records int, open, commit time.Duration) {
+	m.txnCommitted.Inc()
+	m.txnRecords.Observe(float64(records))
+	m.txnOpen.Observe(open.Seconds())
+	m.txnCommit.Observe(commit.Seconds())
+}
+
+// TxnAborted implements publisher.Observer.
+func (m *metrics) TxnAborted() { m.txnAbort.Inc() }
 
 // ProduceLatency implements publisher.Observer.
 func (m *metrics) ProduceLatency(d time.Duration) { m.latency.Observe(d.Seconds()) }
