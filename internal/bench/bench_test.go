@@ -225,6 +225,45 @@ cdc_relay_produce_latency_seconds_bucket{le="0.001"} 7
 	}
 }
 
+// TestParseRelayScrape reads the stage and Kafka transaction figures from
+// one /metrics text, as the latency window's two scrapes do.
+func TestParseRelayScrape(t *testing.T) {
+	text := []byte(`cdc_relay_stage_seconds_bucket{stage="commit_to_read",le="0.001"} 3
+cdc_relay_stage_seconds_bucket{stage="commit_to_read",le="+Inf"} 4
+cdc_relay_kafka_transactions_total{result="aborted"} 1
+cdc_relay_kafka_transactions_total{result="committed"} 40
+cdc_relay_kafka_transaction_records_bucket{le="2"} 10
+cdc_relay_kafka_transaction_records_bucket{le="+Inf"} 40
+cdc_relay_kafka_transaction_records_sum 220
+cdc_relay_kafka_transaction_records_count 40
+cdc_relay_kafka_transaction_seconds_bucket{phase="commit",le="0.01"} 30
+cdc_relay_kafka_transaction_seconds_bucket{phase="commit",le="0.02"} 40
+cdc_relay_kafka_transaction_seconds_bucket{phase="commit",le="+Inf"} 40
+cdc_relay_kafka_transaction_seconds_bucket{phase="open",le="0.01"} 40
+cdc_relay_kafka_transaction_seconds_bucket{phase="open",le="+Inf"} 40
+`)
+	sc, err := parseRelayScrape(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.txns != 40 || sc.txnRecords != 220 {
+		t.Errorf("transactions %v with %v records, want 40 with 220 (the committed ones: the records histogram's count and sum)", sc.txns, sc.txnRecords)
+	}
+	if got := sc.stages["commit_to_read"].total(); got != 4 {
+		t.Errorf("commit_to_read observations = %v, want 4", got)
+	}
+	// 40 commits, 30 up to 10 ms: the p99 (rank 39.6) lies in (10, 20] ms.
+	if got := sc.txn["commit"].quantile(0.99); got <= 0.01 || got > 0.02 {
+		t.Errorf("commit p99 = %v, want in (0.01, 0.02]", got)
+	}
+	if got := sc.txn["open"].quantile(0.99); got > 0.01 {
+		t.Errorf("open p99 = %v, want at most 0.01", got)
+	}
+	if sc, err := parseRelayScrape([]byte(`cdc_relay_stage_seconds_bucket{stage="a",le="+Inf"} 1` + "\n")); err != nil || sc.txns != 0 {
+		t.Errorf("a relay without Kafka transactions: %v, %v", sc.txns, err)
+	}
+}
+
 // TestReadPgoutput parses pg_recvlogical's output of a pgoutput stream:
 // relation, begin, two inserts (the second's id followed by a newline byte
 // inside a column), commit, each message followed by a newline.

@@ -88,6 +88,12 @@ type latencyResult struct {
 	// buckets (bounds 1.5x apart), and how many observations that was.
 	StageP99Ms   map[string]float64 `json:"stage_p99_ms,omitempty"`
 	StageSamples map[string]int64   `json:"stage_samples,omitempty"`
+	// Exactly-once: Kafka transactions committed per second of the window,
+	// their mean records (the checkpoint record included), and the p99 of
+	// their commit (the last acknowledgements, then EndTxn).
+	KafkaTxnsPerSecond float64 `json:"kafka_txns_per_second,omitempty"`
+	RecordsPerKafkaTxn float64 `json:"records_per_kafka_txn,omitempty"`
+	KafkaCommitP99Ms   float64 `json:"kafka_commit_p99_ms,omitempty"`
 	// The relay's VmRSS over the window, sampled every 100 ms.
 	RSSMedianMB float64 `json:"rss_median_mb"`
 	RSSMaxMB    float64 `json:"rss_max_mb"`
@@ -470,9 +476,14 @@ func measureRate(ctx context.Context, o options, svc *services, db *database, co
 	if metricsAddr != "" {
 		r.StageP99Ms, r.StageSamples = map[string]float64{}, map[string]int64{}
 		for _, st := range relayStages {
-			h := stages1[st].sub(stages0[st])
+			h := stages1.stages[st].sub(stages0.stages[st])
 			r.StageP99Ms[st] = h.quantile(0.99) * 1000
 			r.StageSamples[st] = int64(h.total())
+		}
+		if n := stages1.txns - stages0.txns; n > 0 {
+			r.KafkaTxnsPerSecond = n / o.duration.Seconds()
+			r.RecordsPerKafkaTxn = (stages1.txnRecords - stages0.txnRecords) / n
+			r.KafkaCommitP99Ms = stages1.txn["commit"].sub(stages0.txn["commit"]).quantile(0.99) * 1000
 		}
 	}
 
@@ -533,17 +544,46 @@ func (r *latencyResult) fillLatencies(ev *eventTimes) {
 // the order an event passes them.
 var relayStages = []string{"commit_to_read", "read_to_produce", "produce_to_ack"}
 
-// scrapeStages returns the relay's cdc_relay_stage_seconds histograms by
-// stage; none when addr is "" (a tool without the relay's metrics).
-func scrapeStages(ctx context.Context, addr string) (map[string]histogram, error) {
+// relayScrape is what the window's figures need of the relay's /metrics at
+// one instant.
+type relayScrape struct {
+	stages map[string]histogram // cdc_relay_stage_seconds by stage
+	txn    map[string]histogram // cdc_relay_kafka_transaction_seconds by phase
+	// Kafka transactions committed and their records
+	// (cdc_relay_kafka_transaction_records' count and sum).
+	txns, txnRecords float64
+}
+
+// scrapeStages reads the relay's stage and Kafka transaction figures; none
+// when addr is "" (a tool without the relay's metrics).
+func scrapeStages(ctx context.Context, addr string) (relayScrape, error) {
+	var sc relayScrape
 	if addr == "" {
-		return nil, nil
+		return sc, nil
 	}
 	b, err := fetchMetrics(ctx, addr)
 	if err != nil {
-		return nil, err
+		return sc, err
 	}
-	return parseHistograms(b, "cdc_relay_stage_seconds", "stage")
+	return parseRelayScrape(b)
+}
+
+// parseRelayScrape reads a relayScrape from the relay's /metrics text.
+func parseRelayScrape(b []byte) (relayScrape, error) {
+	var sc relayScrape
+	var err error
+	if sc.stages, err = parseHistograms(b, "cdc_relay_stage_seconds", "stage"); err != nil {
+		return sc, err
+	}
+	if sc.txn, err = parseHistograms(b, "cdc_relay_kafka_transaction_seconds", "phase"); err != nil {
+		return sc, err
+	}
+	m, err := parseSamples(b)
+	if err != nil {
+		return sc, err
+	}
+	sc.txns, sc.txnRecords = m["cdc_relay_kafka_transaction_records_count"], m["cdc_relay_kafka_transaction_records_sum"]
+	return sc, nil
 }
 
 // pct returns the q-quantile (nearest rank) of xs, sorting xs.
@@ -752,6 +792,16 @@ func printAnchor(w io.Writer, tool, delivery string, rs []latencyResult) {
 		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%d\t%.2f\t%+.2f\t%s\t%.2f\t%.2f\t%.2f\t%s\t\n",
 			r.TargetRate, r.AnchorP50Ms, r.AnchorP99Ms, r.AnchorMissing, r.P99Ms, diff, verdict(diff <= goal),
 			r.StageP99Ms["commit_to_read"], r.StageP99Ms["read_to_produce"], r.StageP99Ms["produce_to_ack"], strings.Join(samples, "/"))
+	}
+	tw.Flush()
+	if delivery != exactlyOnce {
+		return
+	}
+	fmt.Fprintln(w, "Kafka transactions over the window: committed per second, mean records each (its checkpoint record included), and the p99 of a commit (the last acknowledgements, then EndTxn)")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target/s\tKafka txns/s\trecords/txn\tcommit p99 ms\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%d\t%.1f\t%.2f\t%.2f\t\n", r.TargetRate, r.KafkaTxnsPerSecond, r.RecordsPerKafkaTxn, r.KafkaCommitP99Ms)
 	}
 	tw.Flush()
 }

@@ -44,6 +44,12 @@ func scrapeMetrics(ctx context.Context, addr string) (map[string]float64, error)
 	if err != nil {
 		return nil, err
 	}
+	return parseSamples(b)
+}
+
+// parseSamples returns each sample's value in Prometheus text by metric
+// name, summed over label sets.
+func parseSamples(b []byte) (map[string]float64, error) {
 	m := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
