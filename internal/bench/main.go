@@ -65,6 +65,9 @@ type options struct {
 	warmup   time.Duration // unmeasured time per rate before it
 
 	brokerWarmupMB int // produced (twice) before anything is measured; 0 none
+	// With --latency, how long the broker's steady-state paths are driven
+	// before the first measurement; 0 none.
+	brokerWarmupSteady time.Duration
 }
 
 // main parses flags, runs the benchmark under a context that Ctrl-C
@@ -111,6 +114,7 @@ func parseFlags(args []string) (options, error) {
 	dbzJVM := fs.String("debezium-jvm-opts", "-Xms256M -Xmx2G", "with --debezium: Connect's heap options, space-separated (the default is what Kafka's connect-standalone.sh sets)")
 	dbzOpts := fs.String("debezium-connector-opts", "", "with --debezium: connector properties that override or extend the benchmark's, space-separated key=value, e.g. \"poll.interval.ms=10\"")
 	fs.IntVar(&o.brokerWarmupMB, "broker-warmup-mb", 256, "before the first measurement, produce this many MB to a topic of its own, uncompressed and again with lz4, so that the broker's JIT has compiled its produce path; 0 skips it")
+	fs.DurationVar(&o.brokerWarmupSteady, "broker-warmup-steady", 30*time.Second, "with --latency, before the first measurement and after --broker-warmup-mb, drive the broker this long with one-record produce requests, small transactions over two topics and read_committed fetches, so that its JIT has compiled what the latency scenario uses; 0 skips it")
 	extra := fs.String("relay-args", "", "extra flags for cdc-relay run, space-separated, e.g. \"--status-interval 100ms\"")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -140,6 +144,8 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("--messages measures the drain of the relay and pg_recvlogical only: leave out --debezium and --latency")
 	case o.brokerWarmupMB < 0:
 		return o, errors.New("--broker-warmup-mb must not be negative")
+	case o.brokerWarmupSteady < 0:
+		return o, errors.New("--broker-warmup-steady must not be negative")
 	case o.payloadBytes < 1:
 		return o, errors.New("--payload-bytes must be at least 1")
 	case o.runs < 1:
@@ -215,6 +221,9 @@ func run(ctx context.Context, o options) int {
 	defer db.close()
 
 	if o.latency {
+		if err := warmBrokerSteady(ctx, svc.broker.Addr(), o.partitions, o.brokerWarmupSteady); err != nil {
+			return fail(err)
+		}
 		return runLatency(ctx, o, svc, db, relayBin)
 	}
 	rep := newReport(ctx, o, relayBin, db)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,5 +59,137 @@ func warmBroker(ctx context.Context, broker string, payloadBytes, mb int) error 
 		}
 	}
 	progress("broker warmed up: %d MB uncompressed and %d MB lz4 in %.1f s", mb, mb, time.Since(start).Seconds())
+	return nil
+}
+
+// warmBrokerSteady drives the broker for d the way the latency scenario
+// does, before it is measured: an idempotent producer sending one small
+// record per request to a LogAppendTime topic, transactional producers
+// committing small transactions over two topics (as the relay in
+// exactly-once mode does, with its checkpoint record), and a consumer
+// reading each topic, read_committed for the transactional one, with the
+// latency consumer's 10 ms fetch wait. Without it the first rate of each
+// delivery mode was measured while the broker's JIT compiler compiled
+// these paths: its compiler threads took about half of the broker's CPU
+// in that window, and the broker's CPU per event fell to a quarter in the
+// next one at the same rate.
+func warmBrokerSteady(ctx context.Context, broker string, partitions int, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	const (
+		small, txnTopic, ckTopic = "bench_warmup_small", "bench_warmup_txn", "bench_warmup_ck"
+		producers                = 3 // transactional, each with its own id
+	)
+	for _, t := range []string{small, txnTopic} {
+		if err := createAppendTimeTopic(ctx, broker, t, partitions); err != nil {
+			return fmt.Errorf("warm up the broker: %w", err)
+		}
+	}
+	start := time.Now()
+	stop := start.Add(d) // producers finish what they started, then stop
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Consumers poll until the producers are done.
+	cctx, stopConsumers := context.WithCancel(ctx)
+	defer stopConsumers()
+	// Records like the relay's: a key, a header, about 300 bytes, and
+	// batches uncompressed (the relay's default).
+	value := bytes.Repeat([]byte("w"), 300)
+	rec := func(topic string) *kgo.Record {
+		return &kgo.Record{Topic: topic, Key: []byte("order-42"), Value: value, Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("42")}}}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, producers+3)
+	var txns, records atomic.Int64
+	var cwg sync.WaitGroup
+	run := func(wg *sync.WaitGroup, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil && ctx.Err() == nil {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
+	run(&wg, func() error { // small idempotent produce requests, about 1,000/s
+		cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic(small),
+			kgo.ProducerLinger(2*time.Millisecond), kgo.ProducerBatchCompression(kgo.NoCompression()))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for ctx.Err() == nil && time.Now().Before(stop) {
+			if err := cl.ProduceSync(ctx, rec(small)).FirstErr(); err != nil {
+				return err
+			}
+			records.Add(1)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+		}
+		return nil
+	})
+	for i := range producers {
+		run(&wg, func() error { // transactions of a few records and a checkpoint
+			cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.TransactionalID(fmt.Sprintf("bench-warmup-%d", i)),
+				kgo.ProducerBatchCompression(kgo.NoCompression()),
+				kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			for ctx.Err() == nil && time.Now().Before(stop) {
+				if err := cl.BeginTransaction(); err != nil {
+					return err
+				}
+				for range 5 {
+					cl.Produce(ctx, rec(txnTopic), nil)
+				}
+				cl.Produce(ctx, rec(ckTopic), nil)
+				if err := cl.Flush(ctx); err != nil {
+					return err
+				}
+				if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+					return err
+				}
+				txns.Add(1)
+			}
+			return nil
+		})
+	}
+	for _, c := range []struct {
+		topic     string
+		committed bool
+	}{{small, false}, {txnTopic, true}} {
+		run(&cwg, func() error {
+			opts := []kgo.Opt{kgo.SeedBrokers(broker), kgo.ConsumeTopics(c.topic),
+				kgo.FetchMaxWait(10 * time.Millisecond), kgo.FetchMinBytes(1)}
+			if c.committed {
+				opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+			}
+			cl, err := kgo.NewClient(opts...)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			for cctx.Err() == nil {
+				cl.PollFetches(cctx)
+			}
+			return nil
+		})
+	}
+	wg.Wait()
+	stopConsumers()
+	cwg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return fmt.Errorf("warm up the broker's steady-state paths: %w", err)
+	}
+	progress("broker warmed up for steady state: %d small produce requests, %d transactions in %.1f s", records.Load(), txns.Load(), time.Since(start).Seconds())
 	return nil
 }
