@@ -54,6 +54,12 @@ type field struct {
 	defReady bool
 	rawDef   []byte // the default's JSON text from the .avsc file
 	def      []byte // the default encoded as Avro
+	// quoted is the name as a member of JSON text writes it, quoted and
+	// followed by the colon ("name":), so that a member arriving where it
+	// is expected is recognised by one comparison of bytes; nil for a name
+	// JSON would escape.
+	quoted   []byte
+	jsonbPos int // the field's position in its record's jsonbOrder
 }
 
 type compiler struct {
@@ -160,7 +166,7 @@ func (c *compiler) compile(s avro.Schema) (*node, error) {
 			if err != nil {
 				return nil, err
 			}
-			cf := &field{name: f.Name(), typ: t, hasDef: f.HasDefault()}
+			cf := &field{name: f.Name(), typ: t, hasDef: f.HasDefault(), quoted: quotedKey(f.Name())}
 			if cf.hasDef {
 				raw, ok := c.defaults[s.FullName()+"\x00"+f.Name()]
 				if !ok {
@@ -174,6 +180,9 @@ func (c *compiler) compile(s avro.Schema) (*node, error) {
 			n.jsonbOrder = append(n.jsonbOrder, i)
 		}
 		slices.SortFunc(n.jsonbOrder, func(a, b int) int { return jsonbKeyCompare(n.fields[a].name, n.fields[b].name) })
+		for p, i := range n.jsonbOrder {
+			n.fields[i].jsonbPos = p
+		}
 		return n, nil
 	case *avro.EnumSchema:
 		if n := c.named[s.FullName()]; n != nil {
@@ -268,6 +277,17 @@ func (c *compiler) compile(s avro.Schema) (*node, error) {
 		return n, nil
 	}
 	return nil, fmt.Errorf("unsupported Avro schema %T", s)
+}
+
+// quotedKey is "name": when no byte of name needs escaping in JSON, else
+// nil.
+func quotedKey(name string) []byte {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c == '"' || c == '\\' {
+			return nil
+		}
+	}
+	return append(append(append([]byte{'"'}, name...), '"'), ':')
 }
 
 // unionBranchName is the key of the Avro JSON encoding of a union value:

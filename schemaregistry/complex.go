@@ -1,8 +1,8 @@
 package schemaregistry
 
 import (
+	"bytes"
 	"encoding/binary"
-	"slices"
 	"strconv"
 )
 
@@ -47,16 +47,21 @@ func (e *enc) recordOnePass(n *node) *PayloadError {
 	} else {
 		next := 0 // the position in n.jsonbOrder of the member expected next
 		for {
-			key, err := e.memberKey()
-			if err != nil {
-				return fail(err)
-			}
-			i, known := n.lookup(key, &next)
-			if known && e.spans[base+2*i] != 0 {
-				return fail(&PayloadError{Reason: "duplicate field " + strconv.Quote(string(key))})
-			}
-			if err := e.expect(':', "':'"); err != nil {
-				return fail(err)
+			i, known := e.expectedMember(n, &next, want)
+			if !known {
+				key, err := e.memberKey()
+				if err != nil {
+					return fail(err)
+				}
+				i, known = n.lookup(key, &next)
+				if known && e.spans[base+2*i] != 0 {
+					return fail(&PayloadError{Reason: "duplicate field " + strconv.Quote(string(key))})
+				}
+				if err := e.expect(':', "':'"); err != nil {
+					return fail(err)
+				}
+			} else if e.spans[base+2*i] != 0 {
+				return fail(&PayloadError{Reason: "duplicate field " + strconv.Quote(n.fields[i].name)})
 			}
 			e.ws()
 			switch {
@@ -118,6 +123,34 @@ func (e *enc) restart(why string) *PayloadError {
 	return &PayloadError{Reason: "one pass cannot encode this payload: " + why}
 }
 
+// expectedMember consumes the name and colon of the member at e.pos (after
+// white space) if it is one of the two expected there: the next in the
+// order jsonb writes (n.jsonbOrder[*next]), or the next in the schema's
+// (want, -1 once the members left it). It moves next on. Such a name has
+// no escapes, so the bytes compared are the whole string; a member it
+// does not recognise is left to memberKey and lookup.
+func (e *enc) expectedMember(n *node, next *int, want int) (int, bool) {
+	e.ws()
+	rest := e.data[e.pos:]
+	if *next < len(n.jsonbOrder) {
+		i := n.jsonbOrder[*next]
+		if q := n.fields[i].quoted; len(q) > 0 && bytes.HasPrefix(rest, q) {
+			e.pos += len(q)
+			*next++
+			return i, true
+		}
+	}
+	if want >= 0 && want < len(n.fields) {
+		f := n.fields[want]
+		if q := f.quoted; len(q) > 0 && bytes.HasPrefix(rest, q) {
+			e.pos += len(q)
+			*next = f.jsonbPos + 1
+			return want, true
+		}
+	}
+	return 0, false
+}
+
 // lookup finds the field a member name names; next is the position in
 // n.jsonbOrder of the member expected next, which it moves on.
 func (n *node) lookup(key []byte, next *int) (int, bool) {
@@ -128,7 +161,7 @@ func (n *node) lookup(key []byte, next *int) (int, bool) {
 	}
 	i, known := n.index[string(key)]
 	if known {
-		*next = slices.Index(n.jsonbOrder, i) + 1
+		*next = n.fields[i].jsonbPos + 1
 	}
 	return i, known
 }

@@ -197,6 +197,11 @@ func (e *enc) value(n *node) *PayloadError {
 		if c == '"' {
 			return e.timeString(n)
 		}
+		if v, end, ok := plainInt(e.data, e.pos); ok && (n.kind == avro.Long || int64(int32(v)) == v) {
+			e.pos = end
+			e.dst = appendLong(e.dst, v)
+			return nil
+		}
 		num, err := e.num()
 		if err != nil {
 			return err

@@ -442,3 +442,35 @@ func TestAppendInvalidJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPlainIntAgrees: where the integer fast path accepts a number, the
+// general reading gives the same value and the same end; it declines every
+// number that is not a plain integer, and invalid JSON.
+func TestPlainIntAgrees(t *testing.T) {
+	accepted := 0
+	for _, in := range []string{
+		"0", "-0", "7", "-7", "259900", "999999999999999999", "-999999999999999999",
+		"1000000000000000000", "9223372036854775807", "-9223372036854775808", "2147483648",
+		"1.5", "1e3", "1E3", "10.0", "01", "-01", "-", "", "+1", "00", "1,", "1}", "1 ", "-x",
+	} {
+		v, end, ok := plainInt([]byte(in), 0)
+		n, nend, valid := scanNumber([]byte(in), 0)
+		if !ok {
+			continue
+		}
+		accepted++
+		if !valid || end != nend {
+			t.Errorf("%q: fast path read to %d, the general one to %d (valid %v)", in, end, nend, valid)
+			continue
+		}
+		if n.fp != nil || n.exp != 0 {
+			t.Errorf("%q: fast path accepted a number with a fraction or exponent", in)
+		}
+		if w, st := n.int64(); st != intOK || w != v {
+			t.Errorf("%q: fast path %d, general %d (status %d)", in, v, w, st)
+		}
+	}
+	if accepted != 11 {
+		t.Errorf("fast path accepted %d inputs, want 11", accepted)
+	}
+}

@@ -158,6 +158,32 @@ func (e *enc) num() (number, *PayloadError) {
 	return number{raw: jn.Raw, neg: jn.Neg, ip: jn.Int, fp: jn.Frac, exp: jn.Exp}, nil
 }
 
+// plainInt reads the JSON number at b[i:] if it is an integer of at most
+// 18 digits with neither fraction nor exponent, the common case, which
+// then needs none of number's general rules; ok is false for any other
+// number, and for invalid JSON, which num then reads and reports.
+func plainInt(b []byte, i int) (v int64, end int, ok bool) {
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	for i < len(b) && i-start < 18 && '0' <= b[i] && b[i] <= '9' {
+		v = v*10 + int64(b[i]-'0')
+		i++
+	}
+	switch {
+	case i == start, b[start] == '0' && i-start > 1:
+		return 0, 0, false
+	case i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E' || '0' <= b[i] && b[i] <= '9'):
+		return 0, 0, false
+	}
+	if neg {
+		v = -v
+	}
+	return v, i, true
+}
+
 func (n *number) digit(k int) byte {
 	if k < len(n.ip) {
 		return n.ip[k] - '0'

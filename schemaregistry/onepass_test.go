@@ -78,17 +78,21 @@ func TestOnePassAgrees(t *testing.T) {
 		`{"id":1,"status":"A","extra":{"j":"w"}}`,
 		` { "id" : 1 , "status" : "A" } `,
 		`{"id":1,"status":"A","note":"esc\u00e9\n"}`,
+		// an escaped name is not the expected one's bytes, yet names it
+		`{"\u0069d":1,"note":"n","status":"A"}`,
 	}
 	bad := []string{
-		`{"id":1}`,                                  // missing required
-		`{"status":"A","id":1,"id":2}`,              // duplicate
-		`{"status":"C","id":1}`,                     // not a symbol
-		`{"status":"A","id":"1"}`,                   // wrong type after a good field
-		`{"status":"A","lines":[{"qty":1}],"id":1}`, // nested required missing
-		`{"status":"A","id":1,"zzz":[1,}`,           // bad JSON in a member the schema lacks
-		`{"status":"A","id":1 "note":"n"}`,          // missing comma
-		`{"tags":{"a":"x"},"status":"A","id":1,}`,   // two errors: the two-pass one is reported
-		`{"note":"n","id":1.5,"status":`,            // truncated after a type error
+		`{"id":1}`,                                    // missing required
+		`{"status":"A","id":1,"id":2}`,                // duplicate
+		`{"id":1,"id":2,"status":"A"}`,                // duplicate of the expected member
+		`{"note":"n","id":1,"note":"m","status":"A"}`, // duplicate that is expected again after a member out of order
+		`{"status":"C","id":1}`,                       // not a symbol
+		`{"status":"A","id":"1"}`,                     // wrong type after a good field
+		`{"status":"A","lines":[{"qty":1}],"id":1}`,   // nested required missing
+		`{"status":"A","id":1,"zzz":[1,}`,             // bad JSON in a member the schema lacks
+		`{"status":"A","id":1 "note":"n"}`,            // missing comma
+		`{"tags":{"a":"x"},"status":"A","id":1,}`,     // two errors: the two-pass one is reported
+		`{"note":"n","id":1.5,"status":`,              // truncated after a type error
 	}
 	for _, p := range append(ok, bad...) {
 		agree(t, s, p)
