@@ -37,8 +37,14 @@ type reader struct {
 	waited     bool // a row waited for in-flight room: read the clock again
 	rc         *readCounter
 	deadline   time.Time
-	handed     uint64 // seq of the newest row handed to the session
-	boundary   uint64 // seq of the newest row before a transaction boundary
+	// While the stream is far behind (a backlog), the socket wakes the
+	// reader only once streamLowat bytes are queued; see setBehind.
+	sendTime time.Time // the walsender's clock when it sent the last XLogData
+	lowat    bool      // SO_RCVLOWAT is streamLowat
+	lowatEnd time.Time // the read deadline lowat mode set, if it is the nearest
+	noLowat  bool      // setting SO_RCVLOWAT failed: read as without it
+	handed   uint64    // seq of the newest row handed to the session
+	boundary uint64    // seq of the newest row before a transaction boundary
 }
 
 func (r *reader) loop(ctx context.Context) error {
@@ -91,6 +97,12 @@ func (r *reader) loop(ctx context.Context) error {
 				deadline = due
 			}
 		}
+		r.lowatEnd = time.Time{}
+		if r.lowat {
+			if end := now.Add(lowatWait); end.Before(deadline) {
+				deadline, r.lowatEnd = end, end
+			}
+		}
 		if !deadline.Equal(r.deadline) {
 			if err := r.conn.Conn().SetReadDeadline(deadline); err != nil {
 				return fmt.Errorf("set read deadline: %w", err)
@@ -100,8 +112,14 @@ func (r *reader) loop(ctx context.Context) error {
 		msg, err := r.conn.ReceiveMessage(context.Background())
 		if err != nil {
 			if pgconn.Timeout(err) {
-				if time.Since(r.lastRecv) >= r.readTimeout {
+				t := time.Now()
+				if t.Sub(r.lastRecv) >= r.readTimeout {
 					return errStreamSilent
+				}
+				if !r.lowatEnd.IsZero() && !t.Before(r.lowatEnd) {
+					// Less than streamLowat came in lowatWait: the
+					// stream is near its end, read each message again.
+					r.setBehind(false)
 				}
 				r.deadline = time.Time{} // a waker may have moved it
 				stale = clockEvery
@@ -165,6 +183,7 @@ func (r *reader) handleCopyData(ctx context.Context, data []byte) error {
 			return fmt.Errorf("parse XLogData: %w", err)
 		}
 		r.noteWALEnd(LSN(xld.ServerWALEnd))
+		r.sendTime = xld.ServerTime
 		return r.handleWAL(ctx, xld.WALData)
 	}
 	return nil
@@ -189,6 +208,7 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 		// every transaction committed before this one ends, so below the
 		// checkpoint exactly when this one is at or below it.
 		r.skipTx = r.tx.FinalLSN < r.skipBelow
+		r.setBehind(r.sendTime.Sub(m.CommitTime) > lowatBehind)
 	case decoder.KindCommit:
 		r.inTx = false
 		r.tr.Commit(LSN(m.EndLSN), m.CommitTime)
@@ -246,6 +266,42 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 		r.handed = seq
 	}
 	return nil
+}
+
+// While a backlog drains the walsender is the limit, not the relay: the
+// relay keeps up, and each read of the socket would find a message or two,
+// a wake-up of the relay (which the walsender's send pays for) and a system
+// call apiece. So while the transaction being read committed more than
+// lowatBehind before the walsender sent it, SO_RCVLOWAT asks the kernel to
+// wake the reader only once streamLowat bytes are queued, and a read waits
+// at most lowatWait for them. A read that finds data still returns it at
+// once, so nothing waits that was already there. A read that waited
+// lowatWait without streamLowat arriving (the end of the backlog) ends the
+// mode until the next transaction that is behind. Both times are the
+// server's, so the clocks of the relay and the server need not agree.
+const (
+	lowatBehind = time.Second
+	streamLowat = 64 << 10
+	lowatWait   = 5 * time.Millisecond
+)
+
+// setBehind turns lowat mode on or off.
+func (r *reader) setBehind(behind bool) {
+	if behind == r.lowat || r.noLowat {
+		return
+	}
+	n := 1
+	if behind {
+		n = streamLowat
+	}
+	if err := setReadLowat(r.conn.Conn(), n); err != nil {
+		r.s.log.Debug("cannot set SO_RCVLOWAT on the replication connection; each read wakes on the first bytes", "error", err)
+		// Off failed: the socket may still wait for streamLowat, so
+		// the reads keep lowatWait's bound.
+		r.noLowat = true
+		return
+	}
+	r.lowat = behind
 }
 
 // clockEvery bounds how many messages the reader handles on one clock
