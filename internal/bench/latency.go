@@ -645,18 +645,18 @@ type writerPool struct {
 }
 
 func (p *writerPool) grow(ctx context.Context, n int) error {
+	cfg, err := pgx.ParseConfig(p.url)
+	if err != nil {
+		return fmt.Errorf("writer connection: %w", err)
+	}
+	cfg.RuntimeParams["synchronous_commit"] = "on"
+	cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	for len(p.conns) < n {
-		c, err := pgx.Connect(ctx, p.url)
+		c, err := pgx.ConnectConfig(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("writer connection: %w", err)
 		}
 		p.conns = append(p.conns, c)
-		if _, err := c.Exec(ctx, "SET synchronous_commit = on"); err != nil {
-			return fmt.Errorf("writer connection: %w", err)
-		}
-		if _, err := c.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-			return fmt.Errorf("writer connection: %w", err)
-		}
 	}
 	return nil
 }
