@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"math"
 	"os"
+	"sync/atomic"
 	"testing"
 )
 
@@ -331,5 +333,81 @@ func TestDeliveryGoals(t *testing.T) {
 	}
 	if anchorGoal(atLeastOnce) != 10 || anchorGoal(exactlyOnce) != 25 {
 		t.Errorf("anchorGoal = %v, %v, want 10, 25", anchorGoal(atLeastOnce), anchorGoal(exactlyOnce))
+	}
+}
+
+// TestFillWindows checks that a result takes the anchor's latencies from
+// the anchor's window and the relay's from its own, as --anchor alternate
+// measures them one after the other.
+func TestFillWindows(t *testing.T) {
+	const ms = int64(1e6)
+	ev := newEventTimes(100, 8) // 106 and 107 never commit
+	// ids 100-102 commit in the anchor's window [0, 10 ms), only the anchor
+	// sees them; 103-105 in the relay's [20, 30 ms), only the consumer does,
+	// 105 never.
+	for i, c := range []int64{1, 2, 3, 21, 22, 23} {
+		ev.commit[i].Store(c * ms)
+		ev.commitDur[i].Store(ms)
+	}
+	for i, lat := range []int64{4, 5, 6} {
+		ev.anchor[i].Store(ev.commit[i].Load() + lat*ms)
+	}
+	for i, lat := range []int64{30, 40} {
+		ev.recv[3+i].Store(ev.commit[3+i].Load() + lat*ms)
+		ev.append[3+i].Store(ev.commit[3+i].Load() + lat*ms)
+	}
+	r := latencyResult{
+		anc:  windowSample{win: window{0, 10 * ms}, busy: 0.01, walsenderCPU: 0.003},
+		tool: windowSample{win: window{20 * ms, 30 * ms}, busy: 0.015, toolCPU: 0.002},
+	}
+	r.fill(ev)
+	if r.AnchorEvents != 3 || r.AnchorMissing != 0 || r.AnchorP99Ms != 6 || r.AnchorP50Ms != 5 {
+		t.Errorf("anchor: events %d, missing %d, p50 %v, p99 %v; want 3, 0, 5, 6", r.AnchorEvents, r.AnchorMissing, r.AnchorP50Ms, r.AnchorP99Ms)
+	}
+	if r.Events != 3 || r.Missing != 1 || r.P99Ms != 40 || r.P50Ms != 30 {
+		t.Errorf("relay: events %d, missing %d, p50 %v, p99 %v; want 3, 1, 30, 40", r.Events, r.Missing, r.P50Ms, r.P99Ms)
+	}
+	if r.AnchorMachineBusyCPUs != 1 || r.MachineBusyCPUs != 1.5 {
+		t.Errorf("busy CPUs anchor %v, relay %v; want 1, 1.5", r.AnchorMachineBusyCPUs, r.MachineBusyCPUs)
+	}
+	if got := r.AnchorWalsenderCPUPer100k; math.Abs(got-100) > 1e-9 {
+		t.Errorf("anchor walsender CPU s/100k = %v, want 100", got)
+	}
+	if r.StageP99Ms != nil {
+		t.Errorf("stage p99s %v without a scrape, want none", r.StageP99Ms)
+	}
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name string
+		seen []atomic.Int64
+		win  window
+		want int
+	}{
+		{"anchor window", ev.anchor, r.anc.win, 0},
+		{"relay window", ev.recv, r.tool.win, 1},
+		{"every commit, by the consumer", ev.recv, window{0, math.MaxInt64}, 4},
+	} {
+		if got := waitSeen(ctx, ev, tt.seen, tt.win, 0); got != tt.want {
+			t.Errorf("waitSeen(%s) = %d missing, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestAnchorFlag checks --anchor's default and that a wrong value is
+// refused.
+func TestAnchorFlag(t *testing.T) {
+	rel := t.TempDir() + "/relay"
+	if err := os.WriteFile(rel, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseFlags([]string{"--relay", rel})
+	if err != nil || o.anchor != anchorAlternate {
+		t.Errorf("default --anchor = %q, %v; want %q", o.anchor, err, anchorAlternate)
+	}
+	if o, err = parseFlags([]string{"--relay", rel, "--anchor", "beside"}); err != nil || o.anchor != anchorBeside {
+		t.Errorf("--anchor beside = %q, %v", o.anchor, err)
+	}
+	if _, err := parseFlags([]string{"--relay", rel, "--anchor", "together"}); err == nil {
+		t.Error("--anchor together accepted")
 	}
 }

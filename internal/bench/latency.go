@@ -6,10 +6,11 @@ package main
 // transactions at fixed rates. For each event it measures the time from the
 // writer's COMMIT returning to an independent franz-go consumer receiving
 // the record (read_committed in exactly-once mode), and from the same
-// commit to the broker's LogAppendTime. Next to the relay, under the same
-// writers, pg_recvlogical streams the same publication from a slot of its
-// own (anchor.go): commit -> pg_recvlogical's output is the anchor, the
-// ceiling of any logical-decoding client. The relay's
+// commit to the broker's LogAppendTime. Under the same writers,
+// pg_recvlogical streams the same publication from a slot of its own
+// (anchor.go), alone in a window before the relay's at each rate or beside
+// the relay (--anchor): commit -> pg_recvlogical's output is the anchor,
+// the ceiling of any logical-decoding client. The relay's
 // cdc_relay_stage_seconds histograms, scraped at both ends of each measured
 // window, give each stage's p99. With --debezium the same is then measured
 // for Debezium (Kafka Connect with the Outbox Event Router, debezium.go) on
@@ -50,6 +51,10 @@ const (
 	perWriter = 250
 	// latencyRSSPoll is how often the relay's VmRSS is sampled.
 	latencyRSSPoll = 100 * time.Millisecond
+
+	// The values of --anchor: how pg_recvlogical runs next to the tool.
+	anchorAlternate = "alternate" // each rate, the anchor's window and then the tool's
+	anchorBeside    = "beside"    // both at once, through every rate
 )
 
 // insertOne inserts one outbox row (g is its payload's row number) in its
@@ -82,6 +87,12 @@ type latencyResult struct {
 	AnchorP99Ms   float64 `json:"anchor_p99_ms"`
 	AnchorMaxMs   float64 `json:"anchor_max_ms"`
 	AnchorMissing int     `json:"anchor_missing"`
+	// The anchor's window: its events, the machine's busy CPUs and (in
+	// alternate mode) its walsender's CPU seconds per 100k events. Beside
+	// the tool, it is the tool's window.
+	AnchorEvents              int     `json:"anchor_events"`
+	AnchorMachineBusyCPUs     float64 `json:"anchor_machine_busy_cpus"`
+	AnchorWalsenderCPUPer100k float64 `json:"anchor_walsender_cpu_seconds_per_100k,omitempty"`
 	// The p99 of each of the relay's cdc_relay_stage_seconds stages
 	// (commit_to_read, read_to_produce, produce_to_ack) over what it
 	// observed during the window, interpolated inside the histogram's
@@ -105,7 +116,7 @@ type latencyResult struct {
 	// nproc).
 	MachineBusyCPUs float64 `json:"machine_busy_cpus"`
 
-	win window // the measured window
+	tool, anc windowSample // the tool's and the anchor's measured windows
 }
 
 // latencyReport is the scenario's JSON output. In DebeziumResults the
@@ -115,6 +126,7 @@ type latencyReport struct {
 	Duration   string          `json:"duration"`
 	Warmup     string          `json:"warmup"`
 	Partitions int             `json:"partitions"`
+	Anchor     string          `json:"anchor"` // --anchor: alternate or beside
 	RelayArgs  []string        `json:"relay_args,omitempty"`
 	Results    []latencyResult `json:"results"`
 	// The relay with --delivery exactly-once, read_committed.
@@ -126,13 +138,14 @@ type latencyReport struct {
 // latencyTool is what the scenario measures: the relay or Debezium.
 type latencyTool struct {
 	name  string // as in the tables: cdc-relay, cdc-relay exactly-once or debezium
-	slot  string // its own slot, created before it starts
+	slot  string // its own slot (alternate: the prefix of one per rate)
 	topic string // where it writes the rows (created with LogAppendTime)
 	// readCommitted makes the consumer read with read_committed.
 	readCommitted bool
-	// start starts it on slot; stop is called on every return. metrics is
-	// the relay's /metrics address, "" for a tool without one.
-	start func(ctx context.Context) (c *child, stop func(), metrics string, err error)
+	// start starts it on slot (created already); stop is called on every
+	// return. metrics is the relay's /metrics address, "" for a tool
+	// without one.
+	start func(ctx context.Context, slot string) (c *child, stop func(), metrics string, err error)
 	// cleanExit reports whether its exit status after SIGTERM is clean.
 	cleanExit func(err error) bool
 }
@@ -145,7 +158,7 @@ func relayTool(o options, svc *services, db *database, relayBin, delivery string
 		slot, prefix = latencySlot+"_eos", latencyPrefix+"_eos"
 	}
 	return latencyTool{name: relayToolName(delivery), slot: slot, topic: prefix + ".Order", readCommitted: delivery == exactlyOnce,
-		start: func(ctx context.Context) (*child, func(), string, error) {
+		start: func(ctx context.Context, slot string) (*child, func(), string, error) {
 			port, err := freeport.Get()
 			if err != nil {
 				return nil, nil, "", err
@@ -168,8 +181,8 @@ func relayTool(o options, svc *services, db *database, relayBin, delivery string
 // in the drain.
 func debeziumTool(o options, svc *services) latencyTool {
 	return latencyTool{name: "debezium", slot: latencyDbzSlot, topic: debeziumTopic,
-		start: func(ctx context.Context) (*child, func(), string, error) {
-			cw, err := startConnect(ctx, o, svc, latencyDbzSlot)
+		start: func(ctx context.Context, slot string) (*child, func(), string, error) {
+			cw, err := startConnect(ctx, o, svc, slot)
 			if err != nil {
 				return nil, nil, "", err
 			}
@@ -219,12 +232,12 @@ func runLatency(ctx context.Context, o options, svc *services, db *database, rel
 	results, err := measureLatency(ctx, o, svc, db, relayTool(o, svc, db, relayBin, atLeastOnce))
 	if len(results) > 0 {
 		printLatency(os.Stdout, o, "cdc-relay", results)
-		printAnchor(os.Stdout, "cdc-relay", atLeastOnce, results)
+		printAnchor(os.Stdout, o, "cdc-relay", atLeastOnce, results)
 	}
 	if err != nil {
 		return fail(err)
 	}
-	rep := latencyReport{Duration: o.duration.String(), Warmup: o.warmup.String(), Partitions: o.partitions,
+	rep := latencyReport{Duration: o.duration.String(), Warmup: o.warmup.String(), Partitions: o.partitions, Anchor: o.anchor,
 		RelayArgs: o.relayArgs, Results: results}
 	if err := waitQuiet(ctx, o.quietWait); err != nil {
 		return fail(err)
@@ -232,7 +245,7 @@ func runLatency(ctx context.Context, o options, svc *services, db *database, rel
 	rep.ExactlyOnceResults, err = measureLatency(ctx, o, svc, db, relayTool(o, svc, db, relayBin, exactlyOnce))
 	if len(rep.ExactlyOnceResults) > 0 {
 		printLatency(os.Stdout, o, relayToolName(exactlyOnce), rep.ExactlyOnceResults)
-		printAnchor(os.Stdout, relayToolName(exactlyOnce), exactlyOnce, rep.ExactlyOnceResults)
+		printAnchor(os.Stdout, o, relayToolName(exactlyOnce), exactlyOnce, rep.ExactlyOnceResults)
 	}
 	if err != nil {
 		return fail(err)
@@ -258,28 +271,31 @@ func runLatency(ctx context.Context, o options, svc *services, db *database, rel
 	return 0
 }
 
-// measureLatency runs the tool, the anchor and the consumer once and the
-// writers at every rate in turn.
+// measureLatency runs the consumer once and, for every rate in turn, the
+// writers, the anchor and the tool, as --anchor says: alternate (each rate
+// the anchor alone on a fresh slot, then the tool alone on a fresh slot,
+// under the same writers) or beside (the anchor and the tool at once,
+// each on one slot, through every rate).
 func measureLatency(ctx context.Context, o options, svc *services, db *database, tool latencyTool) ([]latencyResult, error) {
 	topic := tool.topic
 	progress("latency: creating topic %s (LogAppendTime)", topic)
 	if err := createAppendTimeTopic(ctx, svc.broker.Addr(), topic, o.partitions); err != nil {
 		return nil, err
 	}
-	anchorSlot := tool.slot + "_anchor"
-	for _, s := range []string{tool.slot, anchorSlot} {
-		if _, err := db.conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", s); err != nil {
-			return nil, fmt.Errorf("create slot %s: %w", s, err)
-		}
-	}
 	var base int64
 	if err := db.conn.QueryRow(ctx, "SELECT nextval(pg_get_serial_sequence('public.outbox', 'id'))").Scan(&base); err != nil {
 		return nil, fmt.Errorf("read the id sequence: %w", err)
 	}
 	base++
+	// Room for every id the writers may take: in alternate mode they also
+	// commit while the anchor and the tool start, catch up and stop.
+	perRate := o.duration + o.warmup
+	if o.anchor == anchorAlternate {
+		perRate = 2*perRate + 2*time.Minute
+	}
 	capacity := 10000
 	for _, r := range o.rates {
-		capacity += int(float64(r) * (o.duration + o.warmup).Seconds() * 1.05)
+		capacity += int(float64(r) * perRate.Seconds() * 1.05)
 	}
 	ev := newEventTimes(base, capacity)
 
@@ -292,12 +308,150 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 		defer close(consumerDone)
 		consumerErr = consume(cctx, svc.broker.Addr(), topic, tool.readCommitted, ev)
 	}()
-	defer func() {
-		stopConsumer()
-		<-consumerDone
-	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			stopConsumer()
+			<-consumerDone
+		}
+	}
+	defer stop()
 
-	// The anchor and the tool, each on its own slot.
+	pool := &writerPool{url: db.url}
+	defer pool.close()
+	measure := measureAlternate
+	if o.anchor == anchorBeside {
+		measure = measureBeside
+	}
+	results, err := measure(ctx, o, svc, db, tool, pool, ev)
+	stop()
+	for i := range results {
+		results[i].fill(ev)
+	}
+	if err != nil {
+		return results, err
+	}
+	if consumerErr != nil {
+		return results, fmt.Errorf("consumer: %w", consumerErr)
+	}
+	if d := ev.dups.Load(); d > 0 {
+		progress("latency: %d duplicate records", d)
+	}
+	if n := ev.outOfRange.Load(); n > 0 {
+		progress("latency: %d records or commits with ids outside the %d the scenario tracks", n, capacity)
+	}
+	return results, nil
+}
+
+// measureAlternate measures each rate in two windows of --warmup and
+// --duration under the same writers, who commit throughout: first the
+// anchor alone on a fresh slot, then the tool alone on a fresh slot (and so
+// a relay id of its own). Each window has one walsender decoding, as a
+// deployment has, instead of two queueing for the same CPUs; the tool's
+// window also carries the broker and the consumer, which the anchor's does
+// not.
+func measureAlternate(ctx context.Context, o options, svc *services, db *database, tool latencyTool, pool *writerPool, ev *eventTimes) ([]latencyResult, error) {
+	var results []latencyResult
+	var g atomic.Int64
+	for _, rate := range o.rates {
+		writers := max(1, int(math.Ceil(float64(rate)/perWriter)))
+		if err := pool.grow(ctx, writers); err != nil {
+			return results, err
+		}
+		progress("latency: %d events/s with %d writers: pg_recvlogical alone, then %s alone, each %s warm-up and %s measured", rate, writers, tool.name, o.warmup, o.duration)
+		w := startWriters(ctx, db, pool.conns[:writers], rate, ev, &g)
+		r := latencyResult{TargetRate: rate, Writers: writers}
+		err := alternateRate(ctx, o, svc, db, tool, ev, &r)
+		if werr := w.halt(); err == nil {
+			err = werr
+		}
+		if err != nil {
+			return results, err
+		}
+		results = append(results, r)
+		progress("latency: %d events/s: done, %s RSS %.1f MB", rate, tool.name, median(r.tool.rss))
+	}
+	return results, nil
+}
+
+// alternateRate measures one rate's anchor window, then its tool window,
+// while the writers run. Each window's events are delivered before its
+// client stops and its slot is dropped.
+func alternateRate(ctx context.Context, o options, svc *services, db *database, tool latencyTool, ev *eventTimes, r *latencyResult) error {
+	anchorSlot := fmt.Sprintf("%s_anchor_%d", tool.slot, r.TargetRate)
+	if err := createSlot(ctx, db, anchorSlot); err != nil {
+		return err
+	}
+	anc, err := startAnchor(ctx, db, anchorSlot, ev)
+	if err != nil {
+		return err
+	}
+	err = func() error {
+		defer anc.c.kill()
+		wal, err := waitActive(ctx, db, anc.c, anchorSlot)
+		if err != nil {
+			return err
+		}
+		from := time.Now().Add(o.warmup)
+		if r.anc, err = sampleWindow(ctx, svc, from, from.Add(o.duration), nil, wal, ""); err != nil {
+			return err
+		}
+		if n := waitSeen(ctx, ev, ev.anchor, r.anc.win, seenWithin); n > 0 {
+			progress("latency: pg_recvlogical delivered all but %d events of its window", n)
+		}
+		select {
+		case <-anc.c.done:
+			return anc.c.failure("exited (%v) during the load", anc.c.err)
+		default:
+		}
+		return anc.stop()
+	}()
+	if err != nil {
+		return err
+	}
+	if err := dropSlot(ctx, db, anchorSlot); err != nil {
+		return err
+	}
+
+	slot := fmt.Sprintf("%s_%d", tool.slot, r.TargetRate)
+	if err := createSlot(ctx, db, slot); err != nil {
+		return err
+	}
+	proc, stop, metricsAddr, err := tool.start(ctx, slot)
+	if err != nil {
+		return err
+	}
+	err = func() error {
+		defer stop()
+		wal, err := waitActive(ctx, db, proc, slot)
+		if err != nil {
+			return err
+		}
+		from := time.Now().Add(o.warmup)
+		if r.tool, err = sampleWindow(ctx, svc, from, from.Add(o.duration), proc, wal, metricsAddr); err != nil {
+			return err
+		}
+		if n := waitSeen(ctx, ev, ev.recv, r.tool.win, seenWithin); n > 0 {
+			progress("latency: the consumer saw all but %d events of %s's window", n, tool.name)
+		}
+		return stopTool(ctx, tool, proc)
+	}()
+	if err != nil {
+		return err
+	}
+	return dropSlot(ctx, db, slot)
+}
+
+// measureBeside runs the anchor and the tool at once, each on one slot,
+// through every rate: the two walsenders decode side by side.
+func measureBeside(ctx context.Context, o options, svc *services, db *database, tool latencyTool, pool *writerPool, ev *eventTimes) ([]latencyResult, error) {
+	anchorSlot := tool.slot + "_anchor"
+	for _, s := range []string{tool.slot, anchorSlot} {
+		if err := createSlot(ctx, db, s); err != nil {
+			return nil, err
+		}
+	}
 	progress("latency: starting pg_recvlogical (the anchor) and %s", tool.name)
 	anc, err := startAnchor(ctx, db, anchorSlot, ev)
 	if err != nil {
@@ -312,7 +466,7 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 	if _, err := waitActive(ctx, db, anc.c, anchorSlot); err != nil {
 		return nil, err
 	}
-	proc, stop, metricsAddr, err := tool.start(ctx)
+	proc, stop, metricsAddr, err := tool.start(ctx, tool.slot)
 	if err != nil {
 		return nil, err
 	}
@@ -322,8 +476,6 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 		return nil, err
 	}
 
-	pool := &writerPool{url: db.url}
-	defer pool.close()
 	var results []latencyResult
 	var g atomic.Int64
 	for _, rate := range o.rates {
@@ -332,12 +484,21 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 			return results, err
 		}
 		progress("latency: %d events/s with %d writers: %s warm-up, then %s measured", rate, writers, o.warmup, o.duration)
-		r, err := measureRate(ctx, o, svc, db, pool.conns[:writers], rate, proc, walsender, metricsAddr, ev, &g)
+		r := latencyResult{TargetRate: rate, Writers: writers}
+		w := startWriters(ctx, db, pool.conns[:writers], rate, ev, &g)
+		from := time.Now().Add(o.warmup)
+		r.tool, err = sampleWindow(ctx, svc, from, from.Add(o.duration), proc, walsender, metricsAddr)
+		if werr := w.halt(); err == nil {
+			err = werr
+		}
 		if err != nil {
 			return results, err
 		}
+		// The anchor's window is the tool's; its walsender's CPU is not
+		// told apart.
+		r.anc = windowSample{win: r.tool.win, busy: r.tool.busy}
 		results = append(results, r)
-		progress("latency: %d events/s: achieved %.0f/s, %s RSS %.1f MB", rate, r.AchievedRate, tool.name, r.RSSMedianMB)
+		progress("latency: %d events/s: done, %s RSS %.1f MB", rate, tool.name, median(r.tool.rss))
 		select {
 		case <-proc.done:
 			return results, proc.failure("exited (%v) during the load", proc.err)
@@ -347,111 +508,192 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 		}
 	}
 
-	// Wait until the consumer has every committed event, then compute.
-	committed := int64(0)
-	for i := range ev.commit {
-		if ev.commit[i].Load() != 0 {
-			committed++
-		}
+	// Wait until the consumer and the anchor have every committed event.
+	all := window{0, math.MaxInt64}
+	if n := waitSeen(ctx, ev, ev.recv, all, seenWithin); n > 0 {
+		progress("latency: the consumer saw all but %d committed events", n)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for (ev.received.Load() < committed || ev.anchorReceived.Load() < committed) && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
+	if n := waitSeen(ctx, ev, ev.anchor, all, seenWithin); n > 0 {
+		progress("latency: pg_recvlogical delivered all but %d committed events", n)
 	}
 	anchorStopped = true
 	if err := anc.stop(); err != nil {
 		return results, err
 	}
-	for i := range results {
-		results[i].fillLatencies(ev)
-	}
-	if consumerErr != nil {
-		return results, fmt.Errorf("consumer: %w", consumerErr)
-	}
-	if n := ev.received.Load(); n < committed {
-		progress("latency: the consumer saw %d of %d committed events", n, committed)
-	}
-	if n := ev.anchorReceived.Load(); n < committed {
-		progress("latency: pg_recvlogical delivered %d of %d committed events", n, committed)
-	}
-	if d := ev.dups.Load(); d > 0 {
-		progress("latency: %d duplicate records", d)
-	}
-
-	proc.signal(syscall.SIGTERM)
-	if err := proc.wait(ctx, max(stopWithin, connectStopWithin)); !tool.cleanExit(err) {
-		return results, proc.failure("after SIGTERM: %v", err)
+	if err := stopTool(ctx, tool, proc); err != nil {
+		return results, err
 	}
 	for _, s := range []string{tool.slot, anchorSlot} {
-		if _, err := db.conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", s); err != nil {
-			return results, fmt.Errorf("drop slot %s: %w", s, err)
+		if err := dropSlot(ctx, db, s); err != nil {
+			return results, err
 		}
 	}
 	return results, nil
 }
 
+// seenWithin bounds the wait, after a window, for its events to arrive.
+const seenWithin = 30 * time.Second
+
+// waitSeen waits up to within until seen (ev.recv or ev.anchor) holds a
+// time for every event committed in win, and returns how many still lack
+// one.
+func waitSeen(ctx context.Context, ev *eventTimes, seen []atomic.Int64, win window, within time.Duration) int {
+	deadline := time.Now().Add(within)
+	for {
+		missing := 0
+		for i := range ev.commit {
+			if c := ev.commit[i].Load(); c != 0 && c >= win.from && c < win.to && seen[i].Load() == 0 {
+				missing++
+			}
+		}
+		if missing == 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
+			return missing
+		}
+		sleepUntil(ctx, time.Now().Add(50*time.Millisecond))
+	}
+}
+
+// stopTool stops the tool with SIGTERM and checks its exit.
+func stopTool(ctx context.Context, tool latencyTool, proc *child) error {
+	proc.signal(syscall.SIGTERM)
+	if err := proc.wait(ctx, max(stopWithin, connectStopWithin)); !tool.cleanExit(err) {
+		return proc.failure("after SIGTERM: %v", err)
+	}
+	return nil
+}
+
+// createSlot creates a pgoutput slot.
+func createSlot(ctx context.Context, db *database, slot string) error {
+	if _, err := db.conn.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot); err != nil {
+		return fmt.Errorf("create slot %s: %w", slot, err)
+	}
+	return nil
+}
+
+// dropSlot drops a slot once its walsender has gone (it outlives its client
+// by a moment).
+func dropSlot(ctx context.Context, db *database, slot string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := db.slot(ctx, slot)
+		if err != nil {
+			return err
+		}
+		if st.activePID == 0 {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("drop slot %s: still active (walsender %d) 30 s after its client stopped", slot, st.activePID)
+		}
+		sleepUntil(ctx, time.Now().Add(slotPoll))
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if _, err := db.conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot); err != nil {
+		return fmt.Errorf("drop slot %s: %w", slot, err)
+	}
+	return nil
+}
+
 // window is the part of a rate's phase that counts, in Unix nanoseconds.
 type window struct{ from, to int64 }
 
-// measureRate runs the writers at rate for the warm-up and the measured
-// duration and samples the relay meanwhile. Latencies are filled in later,
-// once every event has had the chance to arrive.
-func measureRate(ctx context.Context, o options, svc *services, db *database, conns []*pgx.Conn, rate int, relay *child, walsender int, metricsAddr string, ev *eventTimes, g *atomic.Int64) (latencyResult, error) {
-	r := latencyResult{TargetRate: rate, Writers: len(conns)}
-	start := time.Now()
-	measureFrom := start.Add(o.warmup)
-	end := measureFrom.Add(o.duration)
+// writerRun is the writers committing at one rate until halted.
+type writerRun struct {
+	halted chan struct{}
+	wg     sync.WaitGroup
+	errs   chan error
+}
+
+// startWriters starts one goroutine per connection, each committing one
+// row per tick, the ticks of all spread over one interval so that together
+// they commit rate rows per second. Each commit's time is recorded in ev
+// by the row's id.
+func startWriters(ctx context.Context, db *database, conns []*pgx.Conn, rate int, ev *eventTimes, g *atomic.Int64) *writerRun {
+	w := &writerRun{halted: make(chan struct{}), errs: make(chan error, len(conns))}
 	interval := time.Duration(float64(time.Second) * float64(len(conns)) / float64(rate))
 	pad := db.pad
-
-	var wg sync.WaitGroup
-	errs := make(chan error, len(conns))
 	for i, c := range conns {
-		wg.Add(1)
+		w.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer w.wg.Done()
 			// Spread the writers' ticks over one interval.
-			time.Sleep(interval * time.Duration(i) / time.Duration(len(conns)))
+			sleepUntil(ctx, time.Now().Add(interval*time.Duration(i)/time.Duration(len(conns))))
 			t := time.NewTicker(interval)
 			defer t.Stop()
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case now := <-t.C:
-					if now.After(end) {
-						return
-					}
+				case <-w.halted:
+					return
+				case <-t.C:
 				}
 				var id int64
 				n := g.Add(1)
 				t0 := time.Now()
 				if err := c.QueryRow(ctx, insertOne, pad, n, n).Scan(&id); err != nil {
-					errs <- fmt.Errorf("writer %d: %w", i, err)
+					w.errs <- fmt.Errorf("writer %d: %w", i, err)
 					return
 				}
 				t1 := time.Now()
 				if k := ev.index(id); k >= 0 {
 					ev.commit[k].Store(t1.UnixNano())
 					ev.commitDur[k].Store(int64(t1.Sub(t0)))
+				} else {
+					ev.outOfRange.Add(1)
 				}
 			}
 		}()
 	}
+	return w
+}
 
-	// Sample while the measured window runs.
-	sleepUntil(ctx, measureFrom)
-	stages0, err := scrapeStages(ctx, metricsAddr)
-	if err != nil {
-		return r, relay.failure("%v", err)
+// halt stops the writers after their current commits and returns the
+// first error of any.
+func (w *writerRun) halt() error {
+	close(w.halted)
+	w.wg.Wait()
+	close(w.errs)
+	return <-w.errs
+}
+
+// windowSample is what was read of the processes over one measured window.
+type windowSample struct {
+	win window
+	// CPU seconds over the window: the tool (0 without one), the walsender
+	// serving it, the broker, and the whole machine's busy time.
+	toolCPU, walsenderCPU, brokerCPU, busy float64
+	rss                                    []float64 // the tool's VmRSS, MB, every latencyRSSPoll
+	before, after                          relayScrape
+}
+
+// sampleWindow waits until from and then samples the processes until to:
+// proc's CPU and RSS (proc may be nil), its walsender's and the broker's
+// CPU, the machine's busy time, and the relay's /metrics at both ends
+// (none when metricsAddr is "").
+func sampleWindow(ctx context.Context, svc *services, from, to time.Time, proc *child, walsender int, metricsAddr string) (windowSample, error) {
+	s := windowSample{win: window{from.UnixNano(), to.UnixNano()}}
+	toolCPU := func() float64 {
+		if proc == nil {
+			return 0
+		}
+		v, _ := cpuSeconds(proc.pid())
+		return v
 	}
-	relayCPU0, _ := cpuSeconds(relay.pid())
-	walCPU0, broker0, busy0 := cpuOrZero(walsender), cpuOrZero(svc.brokerPID), busySeconds()
-	var rss []float64
+	sleepUntil(ctx, from)
+	var err error
+	if s.before, err = scrapeStages(ctx, metricsAddr); err != nil {
+		return s, proc.failure("%v", err)
+	}
+	tool0, wal0, broker0, busy0 := toolCPU(), cpuOrZero(walsender), cpuOrZero(svc.brokerPID), busySeconds()
 	tick := time.NewTicker(latencyRSSPoll)
-	for time.Now().Before(end) && ctx.Err() == nil {
-		if kb, err := statusKB(relay.pid(), "VmRSS"); err == nil {
-			rss = append(rss, float64(kb)/1024)
+	for time.Now().Before(to) && ctx.Err() == nil {
+		if proc != nil {
+			if kb, err := statusKB(proc.pid(), "VmRSS"); err == nil {
+				s.rss = append(s.rss, float64(kb)/1024)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -459,85 +701,85 @@ func measureRate(ctx context.Context, o options, svc *services, db *database, co
 		}
 	}
 	tick.Stop()
-	relayCPU1, _ := cpuSeconds(relay.pid())
-	walCPU1, broker1, busy1 := cpuOrZero(walsender), cpuOrZero(svc.brokerPID), busySeconds()
-	stages1, err := scrapeStages(ctx, metricsAddr)
-	if err != nil {
-		return r, relay.failure("%v", err)
+	s.toolCPU, s.walsenderCPU = toolCPU()-tool0, cpuOrZero(walsender)-wal0
+	s.brokerCPU, s.busy = cpuOrZero(svc.brokerPID)-broker0, busySeconds()-busy0
+	if s.after, err = scrapeStages(ctx, metricsAddr); err != nil {
+		return s, proc.failure("%v", err)
 	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return r, err
-	}
-	if ctx.Err() != nil {
-		return r, ctx.Err()
-	}
-	if metricsAddr != "" {
-		r.StageP99Ms, r.StageSamples = map[string]float64{}, map[string]int64{}
-		for _, st := range relayStages {
-			h := stages1.stages[st].sub(stages0.stages[st])
-			r.StageP99Ms[st] = h.quantile(0.99) * 1000
-			r.StageSamples[st] = int64(h.total())
-		}
-		if n := stages1.txns - stages0.txns; n > 0 {
-			r.KafkaTxnsPerSecond = n / o.duration.Seconds()
-			r.RecordsPerKafkaTxn = (stages1.txnRecords - stages0.txnRecords) / n
-			r.KafkaCommitP99Ms = stages1.txn["commit"].sub(stages0.txn["commit"]).quantile(0.99) * 1000
-		}
-	}
-
-	r.win = window{measureFrom.UnixNano(), end.UnixNano()}
-	for i := range ev.commit {
-		if c := ev.commit[i].Load(); c >= r.win.from && c < r.win.to {
-			r.Events++
-		}
-	}
-	r.Seconds = o.duration.Seconds()
-	r.AchievedRate = float64(r.Events) / r.Seconds
-	if r.Events > 0 {
-		per := 100000 / float64(r.Events)
-		r.RelayCPUPer100k = (relayCPU1 - relayCPU0) * per
-		r.WalsenderCPUPer100k = (walCPU1 - walCPU0) * per
-		r.BrokerCPUPer100k = (broker1 - broker0) * per
-	}
-	r.MachineBusyCPUs = (busy1 - busy0) / r.Seconds
-	r.RSSMedianMB = median(rss)
-	if len(rss) > 0 {
-		r.RSSMaxMB = slices.Max(rss)
-	}
-	return r, nil
+	return s, ctx.Err()
 }
 
-// fillLatencies computes the percentiles of the events committed in the
-// result's window.
-func (r *latencyResult) fillLatencies(ev *eventTimes) {
+// fill computes the result's figures from its windows' samples and the
+// events committed in them, once every event has had the chance to arrive.
+func (r *latencyResult) fill(ev *eventTimes) {
 	var recv, app, dur, anc []float64
-	missing := 0
+	r.Events, r.Missing, r.AnchorEvents, r.AnchorMissing = 0, 0, 0, 0
 	for i := range ev.commit {
 		c := ev.commit[i].Load()
-		if c < r.win.from || c >= r.win.to {
+		if c == 0 {
+			continue // not committed
+		}
+		if c >= r.anc.win.from && c < r.anc.win.to {
+			r.AnchorEvents++
+			if a := ev.anchor[i].Load(); a != 0 {
+				anc = append(anc, float64(a-c)/1e6)
+			} else {
+				r.AnchorMissing++
+			}
+		}
+		if c < r.tool.win.from || c >= r.tool.win.to {
 			continue
 		}
+		r.Events++
 		dur = append(dur, float64(ev.commitDur[i].Load())/1e6)
-		if a := ev.anchor[i].Load(); a != 0 {
-			anc = append(anc, float64(a-c)/1e6)
-		} else {
-			r.AnchorMissing++
-		}
 		rv := ev.recv[i].Load()
 		if rv == 0 {
-			missing++
+			r.Missing++
 			continue
 		}
 		recv = append(recv, float64(rv-c)/1e6)
 		app = append(app, float64(ev.append[i].Load()-c)/1e6)
 	}
-	r.Missing = missing
 	r.P50Ms, r.P99Ms, r.MaxMs = pct(recv, 0.50), pct(recv, 0.99), pct(recv, 1)
 	r.AppendP50Ms, r.AppendP99Ms, r.AppendMaxMs = pct(app, 0.50), pct(app, 0.99), pct(app, 1)
 	r.CommitP50Ms, r.CommitP99Ms = pct(dur, 0.50), pct(dur, 0.99)
 	r.AnchorP50Ms, r.AnchorP99Ms, r.AnchorMaxMs = pct(anc, 0.50), pct(anc, 0.99), pct(anc, 1)
+
+	s := r.tool
+	r.Seconds = float64(s.win.to-s.win.from) / 1e9
+	if r.Seconds <= 0 {
+		return
+	}
+	r.AchievedRate = float64(r.Events) / r.Seconds
+	if r.Events > 0 {
+		per := 100000 / float64(r.Events)
+		r.RelayCPUPer100k, r.WalsenderCPUPer100k, r.BrokerCPUPer100k = s.toolCPU*per, s.walsenderCPU*per, s.brokerCPU*per
+	}
+	r.MachineBusyCPUs = s.busy / r.Seconds
+	r.RSSMedianMB = median(s.rss)
+	if len(s.rss) > 0 {
+		r.RSSMaxMB = slices.Max(s.rss)
+	}
+	if as := float64(r.anc.win.to-r.anc.win.from) / 1e9; as > 0 {
+		r.AnchorMachineBusyCPUs = r.anc.busy / as
+		if r.AnchorEvents > 0 && r.anc.walsenderCPU > 0 {
+			r.AnchorWalsenderCPUPer100k = r.anc.walsenderCPU * 100000 / float64(r.AnchorEvents)
+		}
+	}
+	if s.before.stages == nil || s.after.stages == nil {
+		return
+	}
+	r.StageP99Ms, r.StageSamples = map[string]float64{}, map[string]int64{}
+	for _, st := range relayStages {
+		h := s.after.stages[st].sub(s.before.stages[st])
+		r.StageP99Ms[st] = h.quantile(0.99) * 1000
+		r.StageSamples[st] = int64(h.total())
+	}
+	if n := s.after.txns - s.before.txns; n > 0 {
+		r.KafkaTxnsPerSecond = n / r.Seconds
+		r.RecordsPerKafkaTxn = (s.after.txnRecords - s.before.txnRecords) / n
+		r.KafkaCommitP99Ms = s.after.txn["commit"].sub(s.before.txn["commit"]).quantile(0.99) * 1000
+	}
 }
 
 // relayStages are the values of cdc_relay_stage_seconds' stage label, in
@@ -779,27 +1021,32 @@ func anchorGoal(delivery string) float64 {
 
 // printAnchor prints, per rate, the relay's end-to-end p99 next to
 // pg_recvlogical's under the same writers, the difference against the goal
-// (reported, not enforced), and each stage's p99 from the relay's
-// histograms.
-func printAnchor(w io.Writer, tool, delivery string, rs []latencyResult) {
+// (reported, not enforced), each stage's p99 from the relay's histograms,
+// and the machine's busy CPUs in the anchor's window and in the relay's.
+func printAnchor(w io.Writer, o options, tool, delivery string, rs []latencyResult) {
 	goal := anchorGoal(delivery)
 	consumer := "read_uncommitted"
 	if delivery == exactlyOnce {
 		consumer = "read_committed"
 	}
-	fmt.Fprintf(w, "\n%s against the anchor (pg_recvlogical on its own slot, same writers; commit -> its output line read by the bench); the relay's consumer reads %s\n", tool, consumer)
+	how := "alone on a fresh slot in a window just before the relay's, the relay then alone on a fresh slot"
+	if o.anchor == anchorBeside {
+		how = "on its own slot beside the relay, both at once"
+	}
+	fmt.Fprintf(w, "\n%s against the anchor (pg_recvlogical %s, same writers throughout; commit -> its output line read by the bench); the relay's consumer reads %s\n", tool, how, consumer)
 	fmt.Fprintln(w, "stage p99s: from the relay's cdc_relay_stage_seconds over the window (a sample of the events), interpolated inside buckets 1.5x apart, so each is within a bucket's width")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "target/s\tanchor p50 ms\tanchor p99 ms\tanchor missing\t%s p99 ms\tp99 - anchor p99\tgoal <= +%.0f ms\tcommit_to_read p99\tread_to_produce p99\tproduce_to_ack p99\tstage samples\t\n", tool, goal)
+	fmt.Fprintf(tw, "target/s\tanchor events\tanchor p50 ms\tanchor p99 ms\tanchor missing\t%s p99 ms\tp99 - anchor p99\tgoal <= +%.0f ms\tcommit_to_read p99\tread_to_produce p99\tproduce_to_ack p99\tstage samples\tbusy CPUs anchor / relay window\t\n", tool, goal)
 	for _, r := range rs {
 		diff := r.P99Ms - r.AnchorP99Ms
 		var samples []string
 		for _, st := range relayStages {
 			samples = append(samples, strconv.FormatInt(r.StageSamples[st], 10))
 		}
-		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%d\t%.2f\t%+.2f\t%s\t%.2f\t%.2f\t%.2f\t%s\t\n",
-			r.TargetRate, r.AnchorP50Ms, r.AnchorP99Ms, r.AnchorMissing, r.P99Ms, diff, verdict(diff <= goal),
-			r.StageP99Ms["commit_to_read"], r.StageP99Ms["read_to_produce"], r.StageP99Ms["produce_to_ack"], strings.Join(samples, "/"))
+		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%.2f\t%d\t%.2f\t%+.2f\t%s\t%.2f\t%.2f\t%.2f\t%s\t%.2f / %.2f\t\n",
+			r.TargetRate, r.AnchorEvents, r.AnchorP50Ms, r.AnchorP99Ms, r.AnchorMissing, r.P99Ms, diff, verdict(diff <= goal),
+			r.StageP99Ms["commit_to_read"], r.StageP99Ms["read_to_produce"], r.StageP99Ms["produce_to_ack"], strings.Join(samples, "/"),
+			r.AnchorMachineBusyCPUs, r.MachineBusyCPUs)
 	}
 	tw.Flush()
 	if delivery != exactlyOnce {

@@ -10,10 +10,12 @@
 // and its Outbox Event Router in Kafka Connect standalone, into the same
 // broker, and prints the relay/Debezium ratios. With --latency it instead runs the
 // steady-state latency scenario (latency.go): writers commit at fixed rates
-// while the relay runs (once in each delivery mode) next to pg_recvlogical
-// on a slot of its own (the anchor), a consumer times each event from
-// commit to Kafka and the bench times it from commit to pg_recvlogical's
-// output; with --debezium as well, the same is then measured for Debezium.
+// while pg_recvlogical (the anchor) and the relay (once in each delivery
+// mode) each run on a slot of their own, one after the other at each rate
+// (--anchor alternate) or at once (--anchor beside); a consumer times each
+// event from commit to Kafka and the bench times it from commit to
+// pg_recvlogical's output; with --debezium as well, the same is then
+// measured for Debezium.
 // docs/BENCHMARKS.md has results.
 //
 // Every process it starts dies when it exits, also on Ctrl-C.
@@ -63,6 +65,7 @@ type options struct {
 	rates    []int         // events per second, one measurement each
 	duration time.Duration // measured time per rate
 	warmup   time.Duration // unmeasured time per rate before it
+	anchor   string        // how the anchor runs next to the tool: anchorAlternate or anchorBeside
 
 	brokerWarmupMB int // produced (twice) before anything is measured; 0 none
 	// With --latency, how long the broker's steady-state paths are driven
@@ -109,6 +112,7 @@ func parseFlags(args []string) (options, error) {
 	ratesFlag := fs.String("rates", "1000,5000,20000", "with --latency: commit rates to measure, events per second, comma-separated")
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "with --latency: measured time per rate")
 	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "with --latency: unmeasured warm-up per rate")
+	fs.StringVar(&o.anchor, "anchor", anchorAlternate, "with --latency: how pg_recvlogical (the anchor) is measured next to the relay under the same writers: "+anchorAlternate+" (each rate: the anchor alone on a fresh slot for --warmup and --duration, then the relay alone on a fresh slot as long, the writers committing throughout, so one walsender decodes at a time) or "+anchorBeside+" (both at once through every rate, their two walsenders sharing the CPUs)")
 	fs.BoolVar(&o.debezium, "debezium", false, "in each run, also drain a third slot with the Debezium PostgreSQL connector and its Outbox Event Router in Kafka Connect standalone (jars from bash scripts/debezium.sh), after the other two; with --latency, measure Debezium after the relay")
 	fs.StringVar(&o.debeziumLibs, "debezium-libs", "", "with --debezium: directory of Connect's and Debezium's jars (default $CDC_RELAY_CACHE/debezium-"+debeziumVersion+"/libs, ~/.cache/cdc-relay without CDC_RELAY_CACHE)")
 	dbzJVM := fs.String("debezium-jvm-opts", "-Xms256M -Xmx2G", "with --debezium: Connect's heap options, space-separated (the default is what Kafka's connect-standalone.sh sets)")
@@ -154,6 +158,8 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("--partitions must be at least 1")
 	case o.duration <= 0 || o.warmup < 0:
 		return o, errors.New("--duration must be positive and --warmup not negative")
+	case o.anchor != anchorAlternate && o.anchor != anchorBeside:
+		return o, fmt.Errorf("--anchor: %q is neither %s nor %s", o.anchor, anchorAlternate, anchorBeside)
 	case o.latency && o.cpuProfile != "":
 		return o, errors.New("--cpuprofile is for the drain benchmark")
 	}
