@@ -81,8 +81,10 @@ bench-debezium: setup build
 	$(GO) run ./internal/bench --relay bin/cdc-relay --debezium $(BENCH_FLAGS)
 
 # Steady-state end-to-end latency at fixed commit rates (1k, 5k, 20k events/s),
-# in both delivery modes, next to pg_recvlogical under the same writers (the
-# anchor), with the p99 of each of the relay's stages.
+# in both delivery modes, against pg_recvlogical under the same writers (the
+# anchor, alone in a window before the relay's at each rate), with the p99 of
+# each of the relay's stages. BENCH_FLAGS="--pin-cpus" gives PostgreSQL half
+# of the CPUs and everything else the other half.
 latency: setup build
 	$(GO) run ./internal/bench --relay bin/cdc-relay --latency $(BENCH_FLAGS)
 

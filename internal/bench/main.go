@@ -67,6 +67,11 @@ type options struct {
 	warmup   time.Duration // unmeasured time per rate before it
 	anchor   string        // how the anchor runs next to the tool: anchorAlternate or anchorBeside
 
+	// pinCPUs puts PostgreSQL on one half of the CPUs and everything else
+	// on the other; pinned describes the split once made.
+	pinCPUs bool
+	pinned  string
+
 	brokerWarmupMB int // produced (twice) before anything is measured; 0 none
 	// With --latency, how long the broker's steady-state paths are driven
 	// before the first measurement; 0 none.
@@ -119,6 +124,7 @@ func parseFlags(args []string) (options, error) {
 	dbzOpts := fs.String("debezium-connector-opts", "", "with --debezium: connector properties that override or extend the benchmark's, space-separated key=value, e.g. \"poll.interval.ms=10\"")
 	fs.IntVar(&o.brokerWarmupMB, "broker-warmup-mb", 256, "before the first measurement, produce this many MB to a topic of its own, uncompressed and again with lz4, so that the broker's JIT has compiled its produce path; 0 skips it")
 	fs.DurationVar(&o.brokerWarmupSteady, "broker-warmup-steady", 30*time.Second, "with --latency, before the first measurement and after --broker-warmup-mb, drive the broker this long with one-record produce requests, small transactions over two topics and read_committed fetches, so that its JIT has compiled what the latency scenario uses; 0 skips it")
+	fs.BoolVar(&o.pinCPUs, "pin-cpus", false, "Linux: run PostgreSQL (every backend and walsender) on the first half of the CPUs and everything else (the broker, the registry, the relay, pg_recvlogical and this benchmark with its writers' client side and consumer) on the second, as if the database had a host of its own; on 2 CPUs, one each")
 	extra := fs.String("relay-args", "", "extra flags for cdc-relay run, space-separated, e.g. \"--status-interval 100ms\"")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -208,11 +214,23 @@ func run(ctx context.Context, o options) int {
 		}
 	}
 
+	var pinPG func(dataDir string) error
+	if o.pinCPUs {
+		if pinPG, o.pinned, err = pinBench(); err != nil {
+			return fail(err)
+		}
+	}
 	progress("starting PostgreSQL 15, Kafka and the schema registry")
 	svc, err := startServices(o.partitions)
 	defer svc.close() // also after a partial start
 	if err != nil {
 		return fail(err)
+	}
+	if pinPG != nil {
+		if err := pinPG(filepath.Join(svc.pg.Dir(), "data")); err != nil {
+			return fail(err)
+		}
+		progress("pinned: %s", o.pinned)
 	}
 	if ctx.Err() != nil {
 		return fail(ctx.Err())

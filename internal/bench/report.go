@@ -83,6 +83,8 @@ type machineInfo struct {
 	Kafka      string `json:"kafka"`
 	Relay      string `json:"relay"`
 	Go         string `json:"go"`
+	// PinnedCPUs says how --pin-cpus split the CPUs; "" without it.
+	PinnedCPUs string `json:"pinned_cpus,omitempty"`
 }
 
 // report is everything the benchmark prints, in JSON form.
@@ -117,7 +119,7 @@ type medianDrain struct {
 
 // newReport collects the machine description and prints it.
 func newReport(ctx context.Context, o options, relayBin string, db *database) *report {
-	m := machineInfo{CPUs: runtime.NumCPU(), Kafka: kafkatest.Version, Go: runtime.Version()}
+	m := machineInfo{CPUs: runtime.NumCPU(), Kafka: kafkatest.Version, Go: runtime.Version(), PinnedCPUs: o.pinned}
 	m.CPUModel = procField("/proc/cpuinfo", "model name")
 	m.MemTotal = procField("/proc/meminfo", "MemTotal")
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
@@ -143,6 +145,9 @@ func newReport(ctx context.Context, o options, relayBin string, db *database) *r
 		fmt.Printf(" with extra flags %s", strings.Join(o.relayArgs, " "))
 	}
 	fmt.Println()
+	if o.pinned != "" {
+		fmt.Println("pinned (--pin-cpus): " + o.pinned)
+	}
 	if o.debezium {
 		r.Debezium = newDebeziumInfo(o)
 		fmt.Printf("debezium: Debezium %s PostgreSQL connector + Outbox Event Router (default routing: %s) in Kafka Connect %s standalone, JVM %s; values as JSON: %s; offset.flush.interval.ms=%d",
