@@ -355,14 +355,14 @@ func measureAlternate(ctx context.Context, o options, svc *services, db *databas
 	var results []latencyResult
 	var g atomic.Int64
 	for _, rate := range o.rates {
-		writers := max(1, int(math.Ceil(float64(rate)/perWriter)))
-		if err := pool.grow(ctx, writers); err != nil {
+		conns, err := pool.forRate(ctx, rate)
+		if err != nil {
 			return results, err
 		}
-		progress("latency: %d events/s with %d writers: pg_recvlogical alone, then %s alone, each %s warm-up and %s measured", rate, writers, tool.name, o.warmup, o.duration)
-		w := startWriters(ctx, db, pool.conns[:writers], rate, ev, &g)
-		r := latencyResult{TargetRate: rate, Writers: writers}
-		err := alternateRate(ctx, o, svc, db, tool, ev, &r)
+		progress("latency: %d events/s with %d writers: pg_recvlogical alone, then %s alone, each %s warm-up and %s measured", rate, len(conns), tool.name, o.warmup, o.duration)
+		w := startWriters(ctx, db, conns, rate, ev, &g)
+		r := latencyResult{TargetRate: rate, Writers: len(conns)}
+		err = alternateRate(ctx, o, svc, db, tool, ev, &r)
 		if werr := w.halt(); err == nil {
 			err = werr
 		}
@@ -479,13 +479,13 @@ func measureBeside(ctx context.Context, o options, svc *services, db *database, 
 	var results []latencyResult
 	var g atomic.Int64
 	for _, rate := range o.rates {
-		writers := max(1, int(math.Ceil(float64(rate)/perWriter)))
-		if err := pool.grow(ctx, writers); err != nil {
+		conns, err := pool.forRate(ctx, rate)
+		if err != nil {
 			return results, err
 		}
-		progress("latency: %d events/s with %d writers: %s warm-up, then %s measured", rate, writers, o.warmup, o.duration)
-		r := latencyResult{TargetRate: rate, Writers: writers}
-		w := startWriters(ctx, db, pool.conns[:writers], rate, ev, &g)
+		progress("latency: %d events/s with %d writers: %s warm-up, then %s measured", rate, len(conns), o.warmup, o.duration)
+		r := latencyResult{TargetRate: rate, Writers: len(conns)}
+		w := startWriters(ctx, db, conns, rate, ev, &g)
 		from := time.Now().Add(o.warmup)
 		r.tool, err = sampleWindow(ctx, svc, from, from.Add(o.duration), proc, walsender, metricsAddr)
 		if werr := w.halt(); err == nil {
@@ -901,6 +901,16 @@ func (p *writerPool) grow(ctx context.Context, n int) error {
 		p.conns = append(p.conns, c)
 	}
 	return nil
+}
+
+// forRate grows the pool to the writers rate needs (perWriter each) and
+// returns them.
+func (p *writerPool) forRate(ctx context.Context, rate int) ([]*pgx.Conn, error) {
+	n := max(1, int(math.Ceil(float64(rate)/perWriter)))
+	if err := p.grow(ctx, n); err != nil {
+		return nil, err
+	}
+	return p.conns[:n], nil
 }
 
 func (p *writerPool) close() {
