@@ -52,8 +52,8 @@ func startAnchor(ctx context.Context, db *database, slot string, ev *eventTimes)
 		defer close(a.done)
 		defer r.Close()
 		a.err = readPgoutput(bufio.NewReaderSize(r, 256<<10), func(id int64) {
-			if k := ev.index(id); k >= 0 && ev.anchor[k].CompareAndSwap(0, time.Now().UnixNano()) {
-				ev.anchorReceived.Add(1)
+			if k := ev.index(id); k >= 0 {
+				ev.anchor[k].CompareAndSwap(0, time.Now().UnixNano())
 			}
 		})
 	}()

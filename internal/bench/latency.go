@@ -201,8 +201,6 @@ type eventTimes struct {
 	anchor               []atomic.Int64
 	commitDur            []atomic.Int64 // the INSERT's round trip
 	outOfRange, dups     atomic.Int64
-	received             atomic.Int64
-	anchorReceived       atomic.Int64
 }
 
 func newEventTimes(base int64, n int) *eventTimes {
@@ -1000,7 +998,6 @@ func consume(ctx context.Context, broker, topic string, readCommitted bool, ev *
 				return
 			}
 			ev.append[k].Store(r.Timestamp.UnixNano())
-			ev.received.Add(1)
 		})
 	}
 }
