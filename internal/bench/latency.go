@@ -350,6 +350,15 @@ func measureLatency(ctx context.Context, o options, svc *services, db *database,
 // window also carries the broker and the consumer, which the anchor's does
 // not.
 func measureAlternate(ctx context.Context, o options, svc *services, db *database, tool latencyTool, pool *writerPool, ev *eventTimes) ([]latencyResult, error) {
+	plan := fmt.Sprintf("pg_recvlogical alone, then %s alone, each %s warm-up and %s measured", tool.name, o.warmup, o.duration)
+	return eachRate(ctx, o, db, pool, ev, tool.name, plan, func(r *latencyResult) error {
+		return alternateRate(ctx, o, svc, db, tool, ev, r)
+	})
+}
+
+// eachRate measures every rate of --rates in turn: it starts the writers
+// the rate needs, calls measure while they commit, and stops them.
+func eachRate(ctx context.Context, o options, db *database, pool *writerPool, ev *eventTimes, tool, plan string, measure func(r *latencyResult) error) ([]latencyResult, error) {
 	var results []latencyResult
 	var g atomic.Int64
 	for _, rate := range o.rates {
@@ -357,10 +366,10 @@ func measureAlternate(ctx context.Context, o options, svc *services, db *databas
 		if err != nil {
 			return results, err
 		}
-		progress("latency: %d events/s with %d writers: pg_recvlogical alone, then %s alone, each %s warm-up and %s measured", rate, len(conns), tool.name, o.warmup, o.duration)
-		w := startWriters(ctx, db, conns, rate, ev, &g)
+		progress("latency: %d events/s with %d writers: %s", rate, len(conns), plan)
 		r := latencyResult{TargetRate: rate, Writers: len(conns)}
-		err = alternateRate(ctx, o, svc, db, tool, ev, &r)
+		w := startWriters(ctx, db, conns, rate, ev, &g)
+		err = measure(&r)
 		if werr := w.halt(); err == nil {
 			err = werr
 		}
@@ -368,7 +377,7 @@ func measureAlternate(ctx context.Context, o options, svc *services, db *databas
 			return results, err
 		}
 		results = append(results, r)
-		progress("latency: %d events/s: done, %s RSS %.1f MB", rate, tool.name, median(r.tool.rss))
+		progress("latency: %d events/s: done, %s RSS %.1f MB", rate, tool, median(r.tool.rss))
 	}
 	return results, nil
 }
@@ -474,36 +483,27 @@ func measureBeside(ctx context.Context, o options, svc *services, db *database, 
 		return nil, err
 	}
 
-	var results []latencyResult
-	var g atomic.Int64
-	for _, rate := range o.rates {
-		conns, err := pool.forRate(ctx, rate)
-		if err != nil {
-			return results, err
-		}
-		progress("latency: %d events/s with %d writers: %s warm-up, then %s measured", rate, len(conns), o.warmup, o.duration)
-		r := latencyResult{TargetRate: rate, Writers: len(conns)}
-		w := startWriters(ctx, db, conns, rate, ev, &g)
+	plan := fmt.Sprintf("%s warm-up, then %s measured", o.warmup, o.duration)
+	results, err := eachRate(ctx, o, db, pool, ev, tool.name, plan, func(r *latencyResult) error {
 		from := time.Now().Add(o.warmup)
-		r.tool, err = sampleWindow(ctx, svc, from, from.Add(o.duration), proc, walsender, metricsAddr)
-		if werr := w.halt(); err == nil {
-			err = werr
-		}
-		if err != nil {
-			return results, err
+		var err error
+		if r.tool, err = sampleWindow(ctx, svc, from, from.Add(o.duration), proc, walsender, metricsAddr); err != nil {
+			return err
 		}
 		// The anchor's window is the tool's; its walsender's CPU is not
 		// told apart.
 		r.anc = windowSample{win: r.tool.win, busy: r.tool.busy}
-		results = append(results, r)
-		progress("latency: %d events/s: done, %s RSS %.1f MB", rate, tool.name, median(r.tool.rss))
 		select {
 		case <-proc.done:
-			return results, proc.failure("exited (%v) during the load", proc.err)
+			return proc.failure("exited (%v) during the load", proc.err)
 		case <-anc.c.done:
-			return results, anc.c.failure("exited (%v) during the load", anc.c.err)
+			return anc.c.failure("exited (%v) during the load", anc.c.err)
 		default:
 		}
+		return nil
+	})
+	if err != nil {
+		return results, err
 	}
 
 	// Wait until the consumer and the anchor have every committed event.
