@@ -113,6 +113,10 @@ func TestSlotFailover17(t *testing.T) {
 	t.Run("converted", func(t *testing.T) {
 		eachDelivery(t, true, func(t *testing.T, d delivery) {
 			f := newFixtureOn(t, target, "")
+			// The publication first, as MIGRATING.md says of a slot made by
+			// hand: pgoutput reads it as of each change, and the sibling
+			// subtest writes to the same cluster meanwhile.
+			f.exec("CREATE PUBLICATION " + f.publication + " FOR TABLE public." + f.table + " WITH (publish = 'insert')")
 			f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", f.slot)
 			if failoverOf(f) {
 				t.Fatal("test setup: the slot is a failover slot already")
