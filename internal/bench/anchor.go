@@ -61,14 +61,21 @@ func startAnchor(ctx context.Context, db *database, slot string, ev *eventTimes)
 }
 
 // stop kills pg_recvlogical and waits for the reader; it returns the
-// reader's error, if any.
+// reader's error, if any. The kill may cut the last message short, which
+// is no error.
 func (a *anchor) stop() error {
 	a.c.kill()
 	<-a.done
-	if a.err != nil {
+	if a.err != nil && !cutShort(a.err) {
 		return a.c.failure("read its output: %v", a.err)
 	}
 	return nil
+}
+
+// cutShort reports whether readPgoutput failed because its stream ended
+// inside a message.
+func cutShort(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // readPgoutput parses pg_recvlogical's output of a pgoutput stream

@@ -307,6 +307,7 @@ func TestReadPgoutput(t *testing.T) {
 	insert("41", `{"a":1}`)
 	insert("42", "line\nbreak")
 	msg(func() { b.WriteByte('C'); b.Write(make([]byte, 25)) })
+	whole := bytes.Clone(b.Bytes())
 	var ids []int64
 	if err := readPgoutput(bufio.NewReader(&b), func(id int64) { ids = append(ids, id) }); err != nil {
 		t.Fatal(err)
@@ -314,11 +315,21 @@ func TestReadPgoutput(t *testing.T) {
 	if len(ids) != 2 || ids[0] != 41 || ids[1] != 42 {
 		t.Errorf("ids = %v, want [41 42]", ids)
 	}
-	if err := readPgoutput(bufio.NewReader(bytes.NewReader([]byte("U\n"))), func(int64) {}); err == nil {
-		t.Error("an update message was accepted")
+	if err := readPgoutput(bufio.NewReader(bytes.NewReader([]byte("U\n"))), func(int64) {}); err == nil || cutShort(err) {
+		t.Errorf("an update message: %v, want an error that is not a stream cut short", err)
 	}
-	if err := readPgoutput(bufio.NewReader(bytes.NewReader([]byte("B\x00\x00"))), func(int64) {}); err == nil {
-		t.Error("a truncated begin message was accepted")
+	if err := readPgoutput(bufio.NewReader(bytes.NewReader([]byte("B\x00\x00"))), func(int64) {}); err == nil || !cutShort(err) {
+		t.Errorf("a truncated begin message: %v, want a stream cut short", err)
+	}
+	// pg_recvlogical killed while it wrote an insert (the anchor's stop):
+	// every cut inside a message reads as cut short.
+	for n := 1; n < len(whole); n++ {
+		if whole[n-1] == '\n' {
+			continue // a cut between messages is a clean end
+		}
+		if err := readPgoutput(bufio.NewReader(bytes.NewReader(whole[:n])), func(int64) {}); !cutShort(err) {
+			t.Fatalf("stream cut after %d of %d bytes: %v, want a stream cut short", n, len(whole), err)
+		}
 	}
 }
 
@@ -411,3 +422,4 @@ func TestAnchorFlag(t *testing.T) {
 		t.Error("--anchor together accepted")
 	}
 }
+
