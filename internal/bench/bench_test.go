@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -423,3 +425,22 @@ func TestAnchorFlag(t *testing.T) {
 	}
 }
 
+// TestBrokerConfigFlag checks that --broker-config's pairs reach the
+// options in order and that a word without "=" is refused, naming the flag.
+func TestBrokerConfigFlag(t *testing.T) {
+	rel := t.TempDir() + "/relay"
+	if err := os.WriteFile(rel, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseFlags([]string{"--relay", rel, "--broker-config", "add.partitions.to.txn.retry.backoff.ms=1  num.io.threads=2"})
+	want := [][2]string{{"add.partitions.to.txn.retry.backoff.ms", "1"}, {"num.io.threads", "2"}}
+	if err != nil || !slices.Equal(o.brokerConfig, want) {
+		t.Errorf("--broker-config: %v, %v; want %v", o.brokerConfig, err, want)
+	}
+	if _, err := parseFlags([]string{"--relay", rel, "--broker-config", "num.io.threads"}); err == nil || !strings.Contains(err.Error(), "--broker-config") {
+		t.Errorf("--broker-config without =: %v", err)
+	}
+	if o, err := parseFlags([]string{"--relay", rel, "--debezium-connector-opts", "poll.interval.ms=10"}); err != nil || len(o.debeziumOpts) != 1 || o.debeziumOpts[0] != [2]string{"poll.interval.ms", "10"} {
+		t.Errorf("--debezium-connector-opts: %v, %v", o.debeziumOpts, err)
+	}
+}

@@ -59,6 +59,7 @@ type options struct {
 	debeziumLibs string      // Connect's and Debezium's jars ("" the cache of scripts/debezium.sh)
 	debeziumJVM  []string    // Connect's heap options
 	debeziumOpts [][2]string // connector properties that override or extend the defaults
+	brokerConfig [][2]string // broker properties that override or extend kafkatest's
 
 	// The steady-state latency scenario (latency.go).
 	latency  bool          // run it instead of the drain benchmark
@@ -125,18 +126,19 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.brokerWarmupMB, "broker-warmup-mb", 256, "before the first measurement, produce this many MB to a topic of its own, uncompressed and again with lz4, so that the broker's JIT has compiled its produce path; 0 skips it")
 	fs.DurationVar(&o.brokerWarmupSteady, "broker-warmup-steady", 30*time.Second, "with --latency, before the first measurement and after --broker-warmup-mb, drive the broker this long with one-record produce requests, small transactions over two topics and read_committed fetches, so that its JIT has compiled what the latency scenario uses; 0 skips it")
 	fs.BoolVar(&o.pinCPUs, "pin-cpus", false, "Linux: run PostgreSQL (every backend and walsender) on the first half of the CPUs and everything else (the broker, the registry, the relay, pg_recvlogical and this benchmark with its writers' client side and consumer) on the second, as if the database had a host of its own; on 2 CPUs, one each")
+	brokerOpts := fs.String("broker-config", "", "broker properties that override or extend the test broker's, space-separated key=value, e.g. \"add.partitions.to.txn.retry.backoff.ms=2\"")
 	extra := fs.String("relay-args", "", "extra flags for cdc-relay run, space-separated, e.g. \"--status-interval 100ms\"")
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return o, err
 	}
 	o.relayArgs = strings.Fields(*extra)
 	o.debeziumJVM = strings.Fields(*dbzJVM)
-	for _, kv := range strings.Fields(*dbzOpts) {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return o, fmt.Errorf("--debezium-connector-opts: %q is not key=value", kv)
-		}
-		o.debeziumOpts = append(o.debeziumOpts, [2]string{k, v})
+	if o.debeziumOpts, err = keyValues("--debezium-connector-opts", *dbzOpts); err != nil {
+		return o, err
+	}
+	if o.brokerConfig, err = keyValues("--broker-config", *brokerOpts); err != nil {
+		return o, err
 	}
 	rs, err := parseRates(*ratesFlag)
 	if err != nil {
@@ -185,6 +187,19 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
+// keyValues splits a flag's space-separated key=value pairs.
+func keyValues(flagName, s string) ([][2]string, error) {
+	var kvs [][2]string
+	for _, kv := range strings.Fields(s) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s: %q is not key=value", flagName, kv)
+		}
+		kvs = append(kvs, [2]string{k, v})
+	}
+	return kvs, nil
+}
+
 // run starts the services, measures every run, prints the report and stops
 // everything. It returns the exit code.
 func run(ctx context.Context, o options) int {
@@ -221,7 +236,7 @@ func run(ctx context.Context, o options) int {
 		}
 	}
 	progress("starting PostgreSQL 15, Kafka and the schema registry")
-	svc, err := startServices(o.partitions)
+	svc, err := startServices(o.partitions, o.brokerConfig)
 	defer svc.close() // also after a partial start
 	if err != nil {
 		return fail(err)

@@ -97,6 +97,7 @@ type report struct {
 	Partitions   int           `json:"partitions"`
 	RelayBuild   string        `json:"relay_build"`
 	RelayArgs    []string      `json:"relay_args,omitempty"`
+	BrokerConfig []string      `json:"broker_config,omitempty"` // --broker-config, key=value
 	Debezium     *debeziumInfo `json:"debezium,omitempty"`
 	Runs         []runResult   `json:"runs"`
 	Median       *medianDrain  `json:"median,omitempty"`
@@ -145,6 +146,12 @@ func newReport(ctx context.Context, o options, relayBin string, db *database) *r
 		fmt.Printf(" with extra flags %s", strings.Join(o.relayArgs, " "))
 	}
 	fmt.Println()
+	for _, kv := range o.brokerConfig {
+		r.BrokerConfig = append(r.BrokerConfig, kv[0]+"="+kv[1])
+	}
+	if len(r.BrokerConfig) > 0 {
+		fmt.Println("broker (--broker-config): " + strings.Join(r.BrokerConfig, " "))
+	}
 	if o.pinned != "" {
 		fmt.Println("pinned (--pin-cpus): " + o.pinned)
 	}

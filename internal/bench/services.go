@@ -22,7 +22,7 @@ type services struct {
 
 // startServices starts the three services in parallel. On error the
 // services that did start are returned too, so that close stops them.
-func startServices(partitions int) (*services, error) {
+func startServices(partitions int, brokerConfig [][2]string) (*services, error) {
 	s := &services{}
 	var wg sync.WaitGroup
 	var pgErr, kafkaErr, regErr error
@@ -33,8 +33,12 @@ func startServices(partitions int) (*services, error) {
 	}()
 	go func() {
 		defer wg.Done()
+		cfg := map[string]string{"num.partitions": strconv.Itoa(partitions)}
+		for _, kv := range brokerConfig {
+			cfg[kv[0]] = kv[1]
+		}
 		s.broker, kafkaErr = kafkatest.Start(kafkatest.Options{
-			ExtraConfig: map[string]string{"num.partitions": strconv.Itoa(partitions)},
+			ExtraConfig: cfg,
 			JVMOptions:  brokerJVM,
 		})
 	}()
