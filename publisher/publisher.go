@@ -160,6 +160,49 @@ type Publisher struct {
 	lastErr      atomic.Pointer[string]
 	failures     atomic.Int64 // since the last successful produce
 	pending      atomic.Pointer[Session]
+
+	// describeTxnOff is set when the broker cannot answer
+	// DescribeTransactions (Session.awaitCompleted).
+	describeTxnOff atomic.Bool
+	completedWait  time.Duration // completedWait; tests lengthen it
+}
+
+// noDescribeTxn turns Session.awaitCompleted off, and makes the clients
+// made after it of transaction version 1 (transactionPacing), saying why
+// once. A session's client stays as it is: Fence makes the next one.
+func (p *Publisher) noDescribeTxn(err error) {
+	if p.describeTxnOff.Swap(true) {
+		return
+	}
+	p.log.Info("exactly-once: the broker does not answer DescribeTransactions for the transactional id, so the relay cannot wait for each commit's markers before it produces again; "+
+		"its transactions add their partitions themselves (transaction version 1) and retry after 2 ms, and follow each other a little slower",
+		"transactional_id", p.txnID, "err", err.Error())
+}
+
+// describeTxn asks the coordinator for the state of transactional id id.
+// A coordinator that does not know the id yet answers: "" and no error.
+func describeTxn(ctx context.Context, cl *kgo.Client, id string) (string, error) {
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{id}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return "", err
+	}
+	if len(resp.TransactionStates) != 1 {
+		return "", fmt.Errorf("DescribeTransactions answered %d states for one transactional id", len(resp.TransactionStates))
+	}
+	st := resp.TransactionStates[0]
+	if err := kerr.ErrorForCode(st.ErrorCode); err != nil && !errors.Is(err, kerr.TransactionalIDNotFound) {
+		return "", err
+	}
+	return st.State, nil
+}
+
+// retriable reports whether a failed request may succeed when sent again:
+// an error of the connection, or one the broker marks retriable.
+func retriable(err error) bool {
+	var ke *kerr.Error
+	return !errors.As(err, &ke) || ke.Retriable
 }
 
 // Health is what the publisher knows of Kafka's state, for readiness.
@@ -249,7 +292,7 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.ExactlyOnce && cfg.Checkpoint == nil {
 		return nil, errors.New("publisher: a transactional publisher needs Config.Checkpoint")
 	}
-	p := &Publisher{cfg: cfg, log: cfg.Logger, obs: cfg.Observer, limits: map[string]topicLimit{}, refused: map[uint64]refusal{}, born: time.Now(), txnID: cfg.TransactionalID}
+	p := &Publisher{cfg: cfg, log: cfg.Logger, obs: cfg.Observer, limits: map[string]topicLimit{}, refused: map[uint64]refusal{}, born: time.Now(), txnID: cfg.TransactionalID, completedWait: completedWait}
 	comp, err := compressor(cfg.Compression)
 	if err != nil {
 		return nil, err
@@ -318,7 +361,7 @@ func (p *Publisher) client() (*kgo.Client, error) {
 	opts := p.opts
 	if p.cfg.ExactlyOnce && p.txnID != "" {
 		opts = append(slices.Clip(opts), kgo.TransactionalID(p.txnID), kgo.TransactionTimeout(p.cfg.TransactionTimeout))
-		opts = append(opts, transactionPacing()...)
+		opts = append(opts, transactionPacing(p.describeTxnOff.Load())...)
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -336,20 +379,26 @@ func (p *Publisher) client() (*kgo.Client, error) {
 //
 // After EndTxn returns, the coordinator still writes the commit markers,
 // and until it has, the next transaction cannot add a partition: it is told
-// CONCURRENT_TRANSACTIONS and must retry. With transaction.version 2
-// (KIP-890 part 2, Kafka 4's default) the partition is added by the produce
-// request itself and the broker retries for the client, after its
-// add.partitions.to.txn.retry.backoff.ms of 20 ms; so each transaction that
-// follows the last at once waited 20 ms or more. With the client's own
-// AddPartitionsToTxn (produce requests up to v11, transaction.version 1,
-// which every Kafka 4 broker still serves, with the broker verifying each
-// transactional produce since 3.6) the client retries, here after 2 ms. A
-// loop of one-record transactions measured 10 ms instead of 27-30 ms from
-// the first produce to its ack (docs/DESIGN.md, "The Kafka client").
-func transactionPacing() []kgo.Opt {
-	v := kversion.Stable()
-	v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
-	return []kgo.Opt{kgo.MaxVersions(v), kgo.ConcurrentTransactionsBackoff(2 * time.Millisecond)}
+// CONCURRENT_TRANSACTIONS. With transaction.version 2 (KIP-890 part 2, Kafka
+// 4's default) the produce request adds the partition itself and the broker
+// retries for the client after add.partitions.to.txn.retry.backoff.ms, 20 ms
+// by default. The session therefore waits for the coordinator to complete
+// the last commit before it produces again (Session.awaitCompleted, with
+// DescribeTransactions). Where the broker does not answer that (tv1), the
+// client keeps produce requests at v11 and adds partitions itself
+// (AddPartitionsToTxn, transaction version 1, which every Kafka 4 broker
+// serves, verifying each transactional produce since 3.6), and retries
+// after 2 ms, as it does on any broker without transaction version 2.
+// docs/DESIGN.md, "How soon one transaction follows the last", has the
+// figures.
+func transactionPacing(tv1 bool) []kgo.Opt {
+	opts := []kgo.Opt{kgo.ConcurrentTransactionsBackoff(2 * time.Millisecond)}
+	if tv1 {
+		v := kversion.Stable()
+		v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
+		opts = append(opts, kgo.MaxVersions(v))
+	}
+	return opts
 }
 
 // markFenced replaces the client before the next session: another instance
@@ -395,6 +444,17 @@ func (p *Publisher) Fence(ctx context.Context) error {
 	cl, err := p.client()
 	if err != nil {
 		return err
+	}
+	if !p.describeTxnOff.Load() {
+		// Before the producer id is loaded: a client made anew here
+		// fences nothing.
+		if _, err := describeTxn(ctx, cl, id); err != nil && !retriable(err) {
+			p.noDescribeTxn(err)
+			p.markFenced() // replaced by a client of transaction version 1
+			if cl, err = p.client(); err != nil {
+				return err
+			}
+		}
 	}
 	if _, _, err := cl.ProducerID(ctx); err != nil {
 		if isFenced(err) {

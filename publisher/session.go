@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,9 +67,12 @@ type Session struct {
 	inTxn     bool
 	txnStart  time.Time
 	txnEvents int
-	produced  uint64 // newest seq handed to kgo
-	boundary  item   // the newest boundary handed over
-	promiseFn func(*kgo.Record, error)
+	txnEnded  time.Time // when the last EndTxn(commit) of this session returned
+	// describeFails counts awaitCompleted's requests that failed in a row.
+	describeFails int
+	produced      uint64 // newest seq handed to kgo
+	boundary      item   // the newest boundary handed over
+	promiseFn     func(*kgo.Record, error)
 	// The limit of the previous record's topic, read again when the topic
 	// changes or after limitCheck: one map lookup under a lock per topic
 	// run instead of per record.
@@ -427,6 +431,7 @@ func (s *Session) reject(r *Record, err error) {
 // send hands r to kgo, in a transaction when the session has them.
 func (s *Session) send(r *Record) {
 	if s.txn != nil && !s.inTxn {
+		s.awaitCompleted()
 		if err := s.cl.BeginTransaction(); err != nil {
 			s.fail(fmt.Errorf("begin Kafka transaction: %w", err))
 			return
@@ -601,7 +606,7 @@ func (s *Session) commit() {
 		s.fail(fmt.Errorf("commit Kafka transaction: %w", err))
 		return
 	}
-	s.inTxn = false
+	s.inTxn, s.txnEnded = false, time.Now()
 	s.p.obs.TxnCommitted(s.txnEvents, decided.Sub(s.txnStart), time.Since(decided))
 	if s.p.log.Enabled(s.ctx, slog.LevelDebug) {
 		id, epoch, _ := s.cl.ProducerID(s.ctx)
@@ -614,6 +619,54 @@ func (s *Session) commit() {
 	select {
 	case s.ackedCh <- struct{}{}:
 	default:
+	}
+}
+
+// completedWait bounds awaitCompleted: the broker itself retries a
+// partition's addition to a transaction for 100 ms by default
+// (add.partitions.to.txn.retry.backoff.max.ms), and kgo after that.
+const completedWait = 100 * time.Millisecond
+
+// completedPoll is the pause between two DescribeTransactions requests of
+// awaitCompleted.
+const completedPoll = 250 * time.Microsecond
+
+// awaitCompleted waits, before the first record of a Kafka transaction,
+// until the coordinator has completed the previous commit: EndTxn returns
+// once the coordinator has logged PrepareCommit, and it writes the commit
+// markers after that. A record produced in the meantime finds the
+// transactional id busy (CONCURRENT_TRANSACTIONS), and the broker retries
+// adding its partition only after add.partitions.to.txn.retry.backoff.ms
+// (20 ms by default), which back-to-back transactions hit most of the time.
+// Asking the coordinator (DescribeTransactions) until the state leaves
+// Prepare*, completedPoll apart, costs about one marker write instead.
+func (s *Session) awaitCompleted() {
+	if s.txnEnded.IsZero() || s.p.describeTxnOff.Load() {
+		return
+	}
+	deadline := s.txnEnded.Add(s.p.completedWait)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithDeadline(s.ctx, deadline)
+		state, err := describeTxn(ctx, s.cl, s.txnID)
+		cancel()
+		if err != nil {
+			// A broker older than Kafka 3.0 fails it without a round
+			// trip, and one refusing it refuses it each time; a slow or
+			// failed answer leaves the broker's retry.
+			if s.describeFails++; (!retriable(err) || s.describeFails >= 3) && s.ctx.Err() == nil {
+				s.p.noDescribeTxn(err)
+			}
+			return
+		}
+		s.describeFails = 0
+		if !strings.HasPrefix(state, "Prepare") {
+			return
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(completedPoll):
+		}
 	}
 }
 

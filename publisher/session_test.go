@@ -20,7 +20,7 @@ import (
 // fakeAcker checks that acknowledgements form a growing contiguous prefix.
 type fakeAcker struct {
 	mu     sync.Mutex
-	t      *testing.T
+	t      testing.TB
 	upTo   uint64
 	events int
 }
