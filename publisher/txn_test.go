@@ -71,8 +71,8 @@ func (b *syncBuffer) String() string {
 // watchTxnRequests logs the EndTxn, transactional Produce and
 // AddPartitionsToTxn requests kfake handles, and answers each
 // DescribeTransactions with describe, logged as "describe:" and its state
-// or error.
-func watchTxnRequests(c *kfake.Cluster, w *wireLog, describe func() (state string, code int16)) {
+// or error; describe gets what was logged before.
+func watchTxnRequests(c *kfake.Cluster, w *wireLog, describe func(logged []string) (state string, code int16)) {
 	c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		w.add("end")
@@ -97,7 +97,7 @@ func watchTxnRequests(c *kfake.Cluster, w *wireLog, describe func() (state strin
 		for _, id := range r.TransactionalIDs {
 			st := kmsg.NewDescribeTransactionsResponseTransactionState()
 			st.TransactionalID = id
-			st.State, st.ErrorCode = describe()
+			st.State, st.ErrorCode = describe(w.snapshot())
 			if st.ErrorCode != 0 {
 				w.add("describe:" + kerr.ErrorForCode(st.ErrorCode).Error())
 			} else {
@@ -107,6 +107,20 @@ func watchTxnRequests(c *kfake.Cluster, w *wireLog, describe func() (state strin
 		}
 		return resp, nil, true
 	})
+}
+
+// watchedCluster is a kfake cluster with topics data and ck whose
+// transactional requests are logged (watchTxnRequests).
+func watchedCluster(t *testing.T, data, ck string, describe func(logged []string) (state string, code int16)) (*kfake.Cluster, *wireLog) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, data, ck))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	w := &wireLog{}
+	watchTxnRequests(c, w, describe)
+	return c, w
 }
 
 // runTxns publishes n one-record PostgreSQL transactions, each drained
@@ -189,16 +203,9 @@ func readCommitted(t *testing.T, addrs []string, topic string, n int) []string {
 // only after 20 ms.
 func TestTxnWaitsForTheLastCommitToComplete(t *testing.T) {
 	const data, ck = "txn-wait", "txn-wait-ck"
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, data, ck))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	w := &wireLog{}
-	watchTxnRequests(c, w, func() (string, int16) {
+	c, w := watchedCluster(t, data, ck, func(ev []string) (string, int16) {
 		// The first two answers after each EndTxn: the markers are
 		// still being written.
-		ev := w.snapshot()
 		since := 0
 		for i := len(ev) - 1; i >= 0; i-- {
 			switch {
@@ -250,13 +257,7 @@ func TestTxnWaitsForTheLastCommitToComplete(t *testing.T) {
 // after 2 ms), and every transaction commits.
 func TestTxnWithoutDescribeTransactions(t *testing.T) {
 	const data, ck = "txn-nodescribe", "txn-nodescribe-ck"
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, data, ck))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	w := &wireLog{}
-	watchTxnRequests(c, w, func() (string, int16) {
+	c, w := watchedCluster(t, data, ck, func([]string) (string, int16) {
 		return "", kerr.TransactionalIDAuthorizationFailed.Code
 	})
 	logs := &syncBuffer{}
