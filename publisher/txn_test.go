@@ -73,23 +73,15 @@ func (b *syncBuffer) String() string {
 // DescribeTransactions with describe, logged as "describe:" and its state
 // or error; describe gets what was logged before.
 func watchTxnRequests(c *kfake.Cluster, w *wireLog, describe func(logged []string) (state string, code int16)) {
-	c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		w.add("end")
-		return nil, nil, false
-	})
-	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if req.(*kmsg.ProduceRequest).TransactionID != nil {
-			w.add("produce")
-		}
-		return nil, nil, false
-	})
-	c.ControlKey(int16(kmsg.AddPartitionsToTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		w.add("add")
-		return nil, nil, false
-	})
+	for key, name := range map[kmsg.Key]string{kmsg.EndTxn: "end", kmsg.Produce: "produce", kmsg.AddPartitionsToTxn: "add"} {
+		c.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			if p, ok := req.(*kmsg.ProduceRequest); !ok || p.TransactionID != nil {
+				w.add(name) // a produce only when transactional
+			}
+			return nil, nil, false
+		})
+	}
 	c.ControlKey(int16(kmsg.DescribeTransactions), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		r := req.(*kmsg.DescribeTransactionsRequest)
