@@ -108,10 +108,11 @@ type Observer interface {
 	Stages(readToProduce, produceToAck time.Duration)
 	// TxnCommitted is called for each Kafka transaction committed, with
 	// the records in it (the checkpoint record included), the time from
-	// its first record to the commit decision (open), and from the
-	// decision to EndTxn returning (commit: waiting for the last acks,
-	// then EndTxn).
-	TxnCommitted(records int, open, commit time.Duration)
+	// its first record to the commit decision (open), from the decision
+	// to EndTxn returning (commit: waiting for the last acks, then
+	// EndTxn), and how long its first record waited for the coordinator
+	// to complete the commit before it (await).
+	TxnCommitted(records int, open, commit, await time.Duration)
 	// TxnAborted is called for each Kafka transaction this instance
 	// aborted itself.
 	TxnAborted()
@@ -119,12 +120,12 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) Produced(string, int, int)                      {}
-func (nopObserver) ProduceLatency(time.Duration)                   {}
-func (nopObserver) ProduceError(string)                            {}
-func (nopObserver) Stages(time.Duration, time.Duration)            {}
-func (nopObserver) TxnCommitted(int, time.Duration, time.Duration) {}
-func (nopObserver) TxnAborted()                                    {}
+func (nopObserver) Produced(string, int, int)                                     {}
+func (nopObserver) ProduceLatency(time.Duration)                                  {}
+func (nopObserver) ProduceError(string)                                           {}
+func (nopObserver) Stages(time.Duration, time.Duration)                           {}
+func (nopObserver) TxnCommitted(int, time.Duration, time.Duration, time.Duration) {}
+func (nopObserver) TxnAborted()                                                   {}
 
 // Publisher owns the Kafka client and what it knows of the topics.
 // Sessions share it, one at a time.

@@ -67,7 +67,8 @@ type Session struct {
 	inTxn     bool
 	txnStart  time.Time
 	txnEvents int
-	txnEnded  time.Time // when the last EndTxn(commit) of this session returned
+	txnEnded  time.Time     // when the last EndTxn(commit) of this session returned
+	txnAwait  time.Duration // how long awaitCompleted held the open transaction's first record
 	// describeFails counts awaitCompleted's requests that failed in a row.
 	describeFails int
 	produced      uint64 // newest seq handed to kgo
@@ -431,7 +432,7 @@ func (s *Session) reject(r *Record, err error) {
 // send hands r to kgo, in a transaction when the session has them.
 func (s *Session) send(r *Record) {
 	if s.txn != nil && !s.inTxn {
-		s.awaitCompleted()
+		s.txnAwait = s.awaitCompleted()
 		if err := s.cl.BeginTransaction(); err != nil {
 			s.fail(fmt.Errorf("begin Kafka transaction: %w", err))
 			return
@@ -607,7 +608,7 @@ func (s *Session) commit() {
 		return
 	}
 	s.inTxn, s.txnEnded = false, time.Now()
-	s.p.obs.TxnCommitted(s.txnEvents, decided.Sub(s.txnStart), time.Since(decided))
+	s.p.obs.TxnCommitted(s.txnEvents, decided.Sub(s.txnStart), time.Since(decided), s.txnAwait)
 	if s.p.log.Enabled(s.ctx, slog.LevelDebug) {
 		id, epoch, _ := s.cl.ProducerID(s.ctx)
 		s.p.log.Debug("kafka transaction committed", "checkpoint_lsn", fmt.Sprintf("%X", b.end), "up_to_seq", b.seq, "records", s.txnEvents, "producer_id", id, "epoch", epoch)
@@ -640,10 +641,13 @@ const completedPoll = 250 * time.Microsecond
 // (20 ms by default), which back-to-back transactions hit most of the time.
 // Asking the coordinator (DescribeTransactions) until the state leaves
 // Prepare*, completedPoll apart, costs about one marker write instead.
-func (s *Session) awaitCompleted() {
+// It returns how long it waited: 0 when it asked nothing.
+func (s *Session) awaitCompleted() (waited time.Duration) {
 	if s.txnEnded.IsZero() || s.p.describeTxnOff.Load() {
-		return
+		return 0
 	}
+	began := time.Now()
+	defer func() { waited = time.Since(began) }()
 	deadline := s.txnEnded.Add(s.p.completedWait)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithDeadline(s.ctx, deadline)
@@ -668,6 +672,7 @@ func (s *Session) awaitCompleted() {
 		case <-time.After(completedPoll):
 		}
 	}
+	return
 }
 
 // allAnswered waits until kgo has answered every record handed to it; false

@@ -167,6 +167,19 @@ func txnConfig(c *kfake.Cluster, logs *syncBuffer, ck string) Config {
 	}
 }
 
+// awaitObserver keeps the await phase of each committed transaction.
+type awaitObserver struct {
+	nopObserver
+	mu     sync.Mutex
+	awaits []time.Duration
+}
+
+func (o *awaitObserver) TxnCommitted(_ int, _, _, await time.Duration) {
+	o.mu.Lock()
+	o.awaits = append(o.awaits, await)
+	o.mu.Unlock()
+}
+
 // readCommitted reads n records of topic with read_committed.
 func readCommitted(t *testing.T, addrs []string, topic string, n int) []string {
 	t.Helper()
@@ -213,10 +226,19 @@ func TestTxnWaitsForTheLastCommitToComplete(t *testing.T) {
 		return "Empty", 0
 	})
 	logs := &syncBuffer{}
-	runTxns(t, txnConfig(c, logs, ck), data, 3)
+	cfg := txnConfig(c, logs, ck)
+	obs := &awaitObserver{}
+	cfg.Observer = obs
+	runTxns(t, cfg, data, 3)
 
 	ev := w.snapshot()
 	t.Logf("requests: %v", ev)
+	// Each wait spans two PrepareCommit answers and the pause after each.
+	obs.mu.Lock()
+	if len(obs.awaits) != 3 || obs.awaits[0] != 0 || obs.awaits[1] < 2*completedPoll || obs.awaits[2] < 2*completedPoll {
+		t.Errorf("await phases %v, want 0 for the first transaction and at least %v for the others", obs.awaits, 2*completedPoll)
+	}
+	obs.mu.Unlock()
 	want := []string{"describe:PrepareCommit", "describe:PrepareCommit", "describe:CompleteCommit"}
 	ends := 0
 	for i, e := range ev {

@@ -28,11 +28,11 @@ type metrics struct {
 	// Kafka transactions (--delivery exactly-once): how many ended, by
 	// result, their records, how long each was open before its commit was
 	// decided, and how long the commit took (last acks, then EndTxn).
-	txns                   *prometheus.CounterVec
-	txnCommitted, txnAbort prometheus.Counter
-	txnRecords             prometheus.Histogram
-	txnOpen, txnCommit     prometheus.Observer
-	txnSeconds             *prometheus.HistogramVec
+	txns                         *prometheus.CounterVec
+	txnCommitted, txnAbort       prometheus.Counter
+	txnRecords                   prometheus.Histogram
+	txnOpen, txnCommit, txnAwait prometheus.Observer
+	txnSeconds                   *prometheus.HistogramVec
 	// registryRequests counts HTTP requests to the schema registry by status
 	// class; registryCache counts encoder lookups by result (hit or miss).
 	registryRequests *prometheus.CounterVec
@@ -88,10 +88,10 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 		Buckets: prometheus.ExponentialBuckets(2, 2, 14),
 	})
 	m.txnSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "cdc_relay_kafka_transaction_seconds", Help: "Each committed Kafka transaction by phase: open (its first record to the decision to commit) and commit (waiting for the last acknowledgements, then EndTxn).",
+		Name: "cdc_relay_kafka_transaction_seconds", Help: "Each committed Kafka transaction by phase: await (its first record waiting for the coordinator to complete the commit before it), open (its first record to the decision to commit) and commit (waiting for the last acknowledgements, then EndTxn).",
 		Buckets: prometheus.ExponentialBuckets(0.00025, 1.5, 30),
 	}, []string{"phase"})
-	m.txnOpen, m.txnCommit = m.txnSeconds.WithLabelValues("open"), m.txnSeconds.WithLabelValues("commit")
+	m.txnOpen, m.txnCommit, m.txnAwait = m.txnSeconds.WithLabelValues("open"), m.txnSeconds.WithLabelValues("commit"), m.txnSeconds.WithLabelValues("await")
 	m.registryRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cdc_relay_schema_registry_requests_total", Help: "HTTP requests to the schema registry, by result (2xx, 4xx, 5xx, error).",
 	}, []string{"result"})
@@ -218,11 +218,12 @@ func (m *metrics) Stages(readToProduce, produceToAck time.Duration) {
 }
 
 // TxnCommitted implements publisher.Observer.
-func (m *metrics) TxnCommitted(records int, open, commit time.Duration) {
+func (m *metrics) TxnCommitted(records int, open, commit, await time.Duration) {
 	m.txnCommitted.Inc()
 	m.txnRecords.Observe(float64(records))
 	m.txnOpen.Observe(open.Seconds())
 	m.txnCommit.Observe(commit.Seconds())
+	m.txnAwait.Observe(await.Seconds())
 }
 
 // TxnAborted implements publisher.Observer.

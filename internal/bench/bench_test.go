@@ -245,6 +245,9 @@ cdc_relay_kafka_transaction_seconds_bucket{phase="commit",le="0.02"} 40
 cdc_relay_kafka_transaction_seconds_bucket{phase="commit",le="+Inf"} 40
 cdc_relay_kafka_transaction_seconds_bucket{phase="open",le="0.01"} 40
 cdc_relay_kafka_transaction_seconds_bucket{phase="open",le="+Inf"} 40
+cdc_relay_kafka_transaction_seconds_bucket{phase="await",le="0.001"} 20
+cdc_relay_kafka_transaction_seconds_bucket{phase="await",le="0.002"} 40
+cdc_relay_kafka_transaction_seconds_bucket{phase="await",le="+Inf"} 40
 `)
 	sc, err := parseRelayScrape(text)
 	if err != nil {
@@ -262,6 +265,9 @@ cdc_relay_kafka_transaction_seconds_bucket{phase="open",le="+Inf"} 40
 	}
 	if got := sc.txn["open"].quantile(0.99); got > 0.01 {
 		t.Errorf("open p99 = %v, want at most 0.01", got)
+	}
+	if got := sc.txn["await"].quantile(0.99); got <= 0.001 || got > 0.002 {
+		t.Errorf("await p99 = %v, want in (0.001, 0.002]", got)
 	}
 	if sc, err := parseRelayScrape([]byte(`cdc_relay_stage_seconds_bucket{stage="a",le="+Inf"} 1` + "\n")); err != nil || sc.txns != 0 {
 		t.Errorf("a relay without Kafka transactions: %v, %v", sc.txns, err)

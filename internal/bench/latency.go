@@ -100,11 +100,15 @@ type latencyResult struct {
 	StageP99Ms   map[string]float64 `json:"stage_p99_ms,omitempty"`
 	StageSamples map[string]int64   `json:"stage_samples,omitempty"`
 	// Exactly-once: Kafka transactions committed per second of the window,
-	// their mean records (the checkpoint record included), and the p99 of
-	// their commit (the last acknowledgements, then EndTxn).
+	// their mean records (the checkpoint record included), the p99 of
+	// their commit (the last acknowledgements, then EndTxn), and the p50
+	// and p99 of the wait of each one's first record for the coordinator
+	// to complete the commit before it.
 	KafkaTxnsPerSecond float64 `json:"kafka_txns_per_second,omitempty"`
 	RecordsPerKafkaTxn float64 `json:"records_per_kafka_txn,omitempty"`
 	KafkaCommitP99Ms   float64 `json:"kafka_commit_p99_ms,omitempty"`
+	KafkaAwaitP50Ms    float64 `json:"kafka_await_p50_ms,omitempty"`
+	KafkaAwaitP99Ms    float64 `json:"kafka_await_p99_ms,omitempty"`
 	// The relay's VmRSS over the window, sampled every 100 ms.
 	RSSMedianMB float64 `json:"rss_median_mb"`
 	RSSMaxMB    float64 `json:"rss_max_mb"`
@@ -777,6 +781,8 @@ func (r *latencyResult) fill(ev *eventTimes) {
 		r.KafkaTxnsPerSecond = n / r.Seconds
 		r.RecordsPerKafkaTxn = (s.after.txnRecords - s.before.txnRecords) / n
 		r.KafkaCommitP99Ms = s.after.txn["commit"].sub(s.before.txn["commit"]).quantile(0.99) * 1000
+		await := s.after.txn["await"].sub(s.before.txn["await"])
+		r.KafkaAwaitP50Ms, r.KafkaAwaitP99Ms = await.quantile(0.50)*1000, await.quantile(0.99)*1000
 	}
 }
 
@@ -1059,11 +1065,11 @@ func printAnchor(w io.Writer, o options, tool, delivery string, rs []latencyResu
 	if delivery != exactlyOnce {
 		return
 	}
-	fmt.Fprintln(w, "Kafka transactions over the window: committed per second, mean records each (its checkpoint record included), and the p99 of a commit (the last acknowledgements, then EndTxn)")
+	fmt.Fprintln(w, "Kafka transactions over the window: committed per second, mean records each (its checkpoint record included), the p99 of a commit (the last acknowledgements, then EndTxn), and how long each one's first record waited for the coordinator to complete the commit before it")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target/s\tKafka txns/s\trecords/txn\tcommit p99 ms\t")
+	fmt.Fprintln(tw, "target/s\tKafka txns/s\trecords/txn\tcommit p99 ms\tawait p50 ms\tawait p99 ms\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%d\t%.1f\t%.2f\t%.2f\t\n", r.TargetRate, r.KafkaTxnsPerSecond, r.RecordsPerKafkaTxn, r.KafkaCommitP99Ms)
+		fmt.Fprintf(tw, "%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", r.TargetRate, r.KafkaTxnsPerSecond, r.RecordsPerKafkaTxn, r.KafkaCommitP99Ms, r.KafkaAwaitP50Ms, r.KafkaAwaitP99Ms)
 	}
 	tw.Flush()
 }
