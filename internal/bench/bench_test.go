@@ -7,10 +7,12 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestMedian checks odd, even and empty inputs.
@@ -448,5 +450,43 @@ func TestBrokerConfigFlag(t *testing.T) {
 	}
 	if o, err := parseFlags([]string{"--relay", rel, "--debezium-connector-opts", "poll.interval.ms=10"}); err != nil || len(o.debeziumOpts) != 1 || o.debeziumOpts[0] != [2]string{"poll.interval.ms", "10"} {
 		t.Errorf("--debezium-connector-opts: %v, %v", o.debeziumOpts, err)
+	}
+}
+
+// TestGCPauses reads pauses from a JDK 17 GC log written with utctime and
+// counts those that overlap a window.
+func TestGCPauses(t *testing.T) {
+	log := `[2026-12-06T08:12:30.000+0000] Using G1
+[2026-12-06T08:12:33.050+0000] GC(7) Pause Young (Normal) (G1 Evacuation Pause) 691M->203M(1024M) 39.347ms
+[2026-12-06T08:12:35.020+0000] GC(8) Pause Young (Normal) (G1 Evacuation Pause) 691M->203M(1024M) 40.000ms
+[2026-12-06T08:12:36.000+0000] GC(9) Pause Remark 300M->300M(1024M) 2.5ms
+[2026-12-06T08:12:37.000+0000] GC(9) Concurrent Mark Cycle 120.2ms
+`
+	path := filepath.Join(t.TempDir(), "gc.log")
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := readGCPauses(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 3 || ps[0].dur != 39347*time.Microsecond {
+		t.Fatalf("pauses %+v, want 3, the first of 39.347 ms (the concurrent cycle is no pause)", ps)
+	}
+	at := func(s string) int64 {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.UnixNano()
+	}
+	// From 08:12:33.000: the first pause ended 50 ms in; the second began
+	// at 08:12:34.980, 20 ms before the window ends.
+	n, sum, longest := pausesIn(ps, window{at("2026-12-06T08:12:33Z"), at("2026-12-06T08:12:35Z")})
+	if n != 2 || longest != 40 || sum < 79.34 || sum > 79.35 {
+		t.Errorf("pauses in the window: %d, sum %.3f, max %.3f; want 2, 79.347, 40", n, sum, longest)
+	}
+	if n, _, _ := pausesIn(ps, window{at("2026-12-06T08:12:33.051Z"), at("2026-12-06T08:12:34.979Z")}); n != 0 {
+		t.Errorf("%d pauses between the two, want 0", n)
 	}
 }

@@ -109,6 +109,11 @@ type latencyResult struct {
 	KafkaCommitP99Ms   float64 `json:"kafka_commit_p99_ms,omitempty"`
 	KafkaAwaitP50Ms    float64 `json:"kafka_await_p50_ms,omitempty"`
 	KafkaAwaitP99Ms    float64 `json:"kafka_await_p99_ms,omitempty"`
+	// The broker's GC pauses that overlap the window: how many, their
+	// sum and the longest, from its GC log.
+	BrokerGCPauses  int     `json:"broker_gc_pauses"`
+	BrokerGCPauseMs float64 `json:"broker_gc_pause_ms"`
+	BrokerGCMaxMs   float64 `json:"broker_gc_max_ms"`
 	// The relay's VmRSS over the window, sampled every 100 ms.
 	RSSMedianMB float64 `json:"rss_median_mb"`
 	RSSMaxMB    float64 `json:"rss_max_mb"`
@@ -669,6 +674,7 @@ type windowSample struct {
 	toolCPU, walsenderCPU, brokerCPU, busy float64
 	rss                                    []float64 // the tool's VmRSS, MB, every latencyRSSPoll
 	before, after                          relayScrape
+	gcLog                                  string // the broker's GC log
 }
 
 // sampleWindow waits until from and then samples the processes until to:
@@ -676,7 +682,7 @@ type windowSample struct {
 // CPU, the machine's busy time, and the relay's /metrics at both ends
 // (none when metricsAddr is "").
 func sampleWindow(ctx context.Context, svc *services, from, to time.Time, proc *child, walsender int, metricsAddr string) (windowSample, error) {
-	s := windowSample{win: window{from.UnixNano(), to.UnixNano()}}
+	s := windowSample{win: window{from.UnixNano(), to.UnixNano()}, gcLog: svc.gcLog}
 	toolCPU := func() float64 {
 		if proc == nil {
 			return 0
@@ -758,6 +764,9 @@ func (r *latencyResult) fill(ev *eventTimes) {
 		r.RelayCPUPer100k, r.WalsenderCPUPer100k, r.BrokerCPUPer100k = s.toolCPU*per, s.walsenderCPU*per, s.brokerCPU*per
 	}
 	r.MachineBusyCPUs = s.busy / r.Seconds
+	if pauses, err := readGCPauses(s.gcLog); err == nil {
+		r.BrokerGCPauses, r.BrokerGCPauseMs, r.BrokerGCMaxMs = pausesIn(pauses, s.win)
+	}
 	r.RSSMedianMB = median(s.rss)
 	if len(s.rss) > 0 {
 		r.RSSMaxMB = slices.Max(s.rss)
@@ -1013,12 +1022,12 @@ func printLatency(w io.Writer, o options, tool string, rs []latencyResult) {
 	fmt.Fprintf(w, "\nSteady-state latency of %s: single-row transactions, %s measured per rate after %s warm-up, %d partition(s)\n", tool, o.duration, o.warmup, o.partitions)
 	fmt.Fprintln(w, "latency = commit returned to the writer -> record received by a franz-go consumer (FetchMaxWait 10 ms, the least franz-go allows); append = -> broker LogAppendTime")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target/s\twriters\tachieved/s\tevents\tmissing\tp50 ms\tp99 ms\tmax ms\tappend p50\tappend p99\tappend max\tcommit p99 ms\t"+tool+" RSS MB (median/max)\t"+tool+" CPU s/100k\twalsender CPU s/100k\tbroker CPU s/100k\tmachine busy CPUs\t")
+	fmt.Fprintln(tw, "target/s\twriters\tachieved/s\tevents\tmissing\tp50 ms\tp99 ms\tmax ms\tappend p50\tappend p99\tappend max\tcommit p99 ms\t"+tool+" RSS MB (median/max)\t"+tool+" CPU s/100k\twalsender CPU s/100k\tbroker CPU s/100k\tmachine busy CPUs\tbroker GC pauses (sum / max ms)\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f / %.1f\t%.2f\t%.2f\t%.2f\t%.2f\t\n",
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f / %.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%d (%.0f / %.0f)\t\n",
 			r.TargetRate, r.Writers, r.AchievedRate, r.Events, r.Missing, r.P50Ms, r.P99Ms, r.MaxMs,
 			r.AppendP50Ms, r.AppendP99Ms, r.AppendMaxMs, r.CommitP99Ms, r.RSSMedianMB, r.RSSMaxMB,
-			r.RelayCPUPer100k, r.WalsenderCPUPer100k, r.BrokerCPUPer100k, r.MachineBusyCPUs)
+			r.RelayCPUPer100k, r.WalsenderCPUPer100k, r.BrokerCPUPer100k, r.MachineBusyCPUs, r.BrokerGCPauses, r.BrokerGCPauseMs, r.BrokerGCMaxMs)
 	}
 	tw.Flush()
 }

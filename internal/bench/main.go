@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -60,6 +61,7 @@ type options struct {
 	debeziumJVM  []string    // Connect's heap options
 	debeziumOpts [][2]string // connector properties that override or extend the defaults
 	brokerConfig [][2]string // broker properties that override or extend kafkatest's
+	brokerJVM    []string    // JVM flags after the broker's own
 
 	// The steady-state latency scenario (latency.go).
 	latency  bool          // run it instead of the drain benchmark
@@ -127,12 +129,17 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.brokerWarmupSteady, "broker-warmup-steady", 30*time.Second, "with --latency, before the first measurement and after --broker-warmup-mb, drive the broker this long with one-record produce requests, small transactions over two topics and read_committed fetches, so that its JIT has compiled what the latency scenario uses; 0 skips it")
 	fs.BoolVar(&o.pinCPUs, "pin-cpus", false, "Linux: run PostgreSQL (every backend and walsender) on the first half of the CPUs and everything else (the broker, the registry, the relay, pg_recvlogical and this benchmark with its writers' client side and consumer) on the second, as if the database had a host of its own; on 2 CPUs, one each")
 	brokerOpts := fs.String("broker-config", "", "broker properties that override or extend the test broker's, space-separated key=value, e.g. \"add.partitions.to.txn.retry.backoff.ms=2\"")
+	brokerJVMOpts := fs.String("broker-jvm-opts", "", "JVM flags for the test broker after its own (Kafka's start-script flags "+strings.Join(brokerJVM, " ")+", and with --latency "+strings.Join(latencyBrokerJVM, " ")+"), space-separated, e.g. \"-Xmn52m\" for G1's smallest young generation of a 1 GB heap")
 	extra := fs.String("relay-args", "", "extra flags for cdc-relay run, space-separated, e.g. \"--status-interval 100ms\"")
 	err := fs.Parse(args)
 	if err != nil {
 		return o, err
 	}
 	o.relayArgs = strings.Fields(*extra)
+	o.brokerJVM = strings.Fields(*brokerJVMOpts)
+	if o.latency {
+		o.brokerJVM = append(slices.Clip(latencyBrokerJVM), o.brokerJVM...)
+	}
 	o.debeziumJVM = strings.Fields(*dbzJVM)
 	if o.debeziumOpts, err = keyValues("--debezium-connector-opts", *dbzOpts); err != nil {
 		return o, err
@@ -236,7 +243,7 @@ func run(ctx context.Context, o options) int {
 		}
 	}
 	progress("starting PostgreSQL 15, Kafka and the schema registry")
-	svc, err := startServices(o.partitions, o.brokerConfig)
+	svc, err := startServices(o.partitions, o.brokerConfig, o.brokerJVM)
 	defer svc.close() // also after a partial start
 	if err != nil {
 		return fail(err)

@@ -97,7 +97,8 @@ type report struct {
 	Partitions   int           `json:"partitions"`
 	RelayBuild   string        `json:"relay_build"`
 	RelayArgs    []string      `json:"relay_args,omitempty"`
-	BrokerConfig []string      `json:"broker_config,omitempty"` // --broker-config, key=value
+	BrokerConfig []string      `json:"broker_config,omitempty"`   // --broker-config, key=value
+	BrokerJVM    []string      `json:"broker_jvm_opts,omitempty"` // --broker-jvm-opts
 	Debezium     *debeziumInfo `json:"debezium,omitempty"`
 	Runs         []runResult   `json:"runs"`
 	Median       *medianDrain  `json:"median,omitempty"`
@@ -151,6 +152,9 @@ func newReport(ctx context.Context, o options, relayBin string, db *database) *r
 	}
 	if len(r.BrokerConfig) > 0 {
 		fmt.Println("broker (--broker-config): " + strings.Join(r.BrokerConfig, " "))
+	}
+	if r.BrokerJVM = o.brokerJVM; len(r.BrokerJVM) > 0 {
+		fmt.Println("broker JVM flags after Kafka's start-script ones (--latency, --broker-jvm-opts): " + strings.Join(r.BrokerJVM, " "))
 	}
 	if o.pinned != "" {
 		fmt.Println("pinned (--pin-cpus): " + o.pinned)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -17,13 +18,19 @@ type services struct {
 	pg        *pgtest.Cluster
 	broker    *kafkatest.Broker
 	registry  *registrytest.Registry
-	brokerPID int // the broker's java process, for its CPU time; 0 if not found
+	brokerPID int    // the broker's java process, for its CPU time; 0 if not found
+	gcLog     string // the broker's GC log (brokerGCLog)
 }
 
 // startServices starts the three services in parallel. On error the
 // services that did start are returned too, so that close stops them.
-func startServices(partitions int, brokerConfig [][2]string) (*services, error) {
-	s := &services{}
+func startServices(partitions int, brokerConfig [][2]string, jvm []string) (*services, error) {
+	gcDir, err := os.MkdirTemp("", "cdc-relay-bench-gc-")
+	if err != nil {
+		return nil, err
+	}
+	s := &services{gcLog: filepath.Join(gcDir, "broker-gc.log")}
+	jvm = append([]string{"-Xlog:gc:file=" + s.gcLog + ":utctime"}, jvm...)
 	var wg sync.WaitGroup
 	var pgErr, kafkaErr, regErr error
 	wg.Add(3)
@@ -39,7 +46,7 @@ func startServices(partitions int, brokerConfig [][2]string) (*services, error) 
 		}
 		s.broker, kafkaErr = kafkatest.Start(kafkatest.Options{
 			ExtraConfig: cfg,
-			JVMOptions:  brokerJVM,
+			JVMOptions:  append(slices.Clip(brokerJVM), jvm...),
 		})
 	}()
 	go func() {
@@ -69,6 +76,9 @@ func (s *services) close() {
 	}
 	if s.broker != nil {
 		s.broker.Close()
+	}
+	if s.gcLog != "" {
+		os.RemoveAll(filepath.Dir(s.gcLog))
 	}
 	if s.registry != nil {
 		s.registry.Close()
