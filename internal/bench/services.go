@@ -19,7 +19,7 @@ type services struct {
 	broker    *kafkatest.Broker
 	registry  *registrytest.Registry
 	brokerPID int    // the broker's java process, for its CPU time; 0 if not found
-	gcLog     string // the broker's GC log (brokerGCLog)
+	gcLog     string // the broker's GC log (-Xlog:gc, read by readGCPauses)
 }
 
 // startServices starts the three services in parallel. On error the
