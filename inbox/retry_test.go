@@ -1,7 +1,6 @@
 package inbox
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
@@ -169,7 +169,7 @@ func TestBatchPoison(t *testing.T) {
 		return nil
 	})
 	cfg.BatchSize, cfg.Workers, cfg.MaxAttempts = 100, 1, 2
-	logs := &lockedBuffer{}
+	logs := &relaytest.LogBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil)) // INFO and up
 	r := runConsumer(t, cfg)
 	waitFor(t, 120*time.Second, "every offset committed", func() bool { return committed(t, cfg.Consumer, topic)[0] == n })
@@ -200,24 +200,6 @@ func TestBatchPoison(t *testing.T) {
 			t.Errorf("the consumer's log lacks %s", want)
 		}
 	}
-}
-
-// lockedBuffer is a log destination safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestTxOptions: Config.TxOptions sets every event's transaction, with pgx

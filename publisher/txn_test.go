@@ -1,7 +1,6 @@
 package publisher
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -48,24 +48,6 @@ func (w *wireLog) snapshot() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.events)
-}
-
-// syncBuffer is a log destination safe for kgo's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // watchTxnRequests logs the EndTxn, transactional Produce and
@@ -155,7 +137,7 @@ func runTxns(t *testing.T, cfg Config, data string, n int) (*Publisher, *txnAcke
 
 // txnConfig is a transactional publisher's configuration on c, logging to
 // logs, with its checkpoint records on topic ck.
-func txnConfig(c *kfake.Cluster, logs *syncBuffer, ck string) Config {
+func txnConfig(c *kfake.Cluster, logs *relaytest.LogBuffer, ck string) Config {
 	return Config{
 		Brokers:         c.ListenAddrs(),
 		ExactlyOnce:     true,
@@ -225,7 +207,7 @@ func TestTxnWaitsForTheLastCommitToComplete(t *testing.T) {
 		}
 		return "Empty", 0
 	})
-	logs := &syncBuffer{}
+	logs := &relaytest.LogBuffer{}
 	cfg := txnConfig(c, logs, ck)
 	obs := &awaitObserver{}
 	cfg.Observer = obs
@@ -274,7 +256,7 @@ func TestTxnWithoutDescribeTransactions(t *testing.T) {
 	c, w := watchedCluster(t, data, ck, func([]string) (string, int16) {
 		return "", kerr.TransactionalIDAuthorizationFailed.Code
 	})
-	logs := &syncBuffer{}
+	logs := &relaytest.LogBuffer{}
 	p, _ := runTxns(t, txnConfig(c, logs, ck), data, 3)
 
 	ev := w.snapshot()

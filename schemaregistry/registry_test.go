@@ -1,7 +1,6 @@
 package schemaregistry
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
 // fakeRegistry answers registry requests with handler and counts them.
@@ -40,24 +41,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func demoSchemas(t testing.TB) map[string]*Schema {
@@ -221,7 +204,7 @@ func TestRetryOnServerErrors(t *testing.T) {
 			writeJSON(w, 200, map[string]int{"id": 3})
 		}
 	})
-	logs := &syncBuffer{}
+	logs := &relaytest.LogBuffer{}
 	r := newTestRegistry(t, f.URL, logs, nil)
 	began := time.Now()
 	enc, err := r.Encoder(context.Background(), "orders", []byte("OrderCreated"))
@@ -419,7 +402,7 @@ func TestCredentialsFromURL(t *testing.T) {
 		gotUser, gotPass, _ = r.BasicAuth()
 		io.WriteString(w, "null") // AxonOps: GET /subjects on an empty registry
 	})
-	logs := &syncBuffer{}
+	logs := &relaytest.LogBuffer{}
 	tr := &failingTransport{fails: 1}
 	u := strings.Replace(f.URL, "http://", "http://relay:s3cr3t@", 1)
 	r := newTestRegistry(t, u, logs, &http.Client{Transport: tr})
