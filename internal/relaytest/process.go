@@ -2,7 +2,6 @@ package relaytest
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -46,8 +44,7 @@ type Process struct {
 	t        T
 	name     string
 	tail     int
-	mu       sync.Mutex
-	out      bytes.Buffer
+	out      LogBuffer
 	done     chan struct{}
 	exitCode int
 }
@@ -103,18 +100,10 @@ func Start(t T, bin string, args []string, o Options) *Process {
 }
 
 // Write keeps b as output; the process writes through it.
-func (p *Process) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
+func (p *Process) Write(b []byte) (int, error) { return p.out.Write(b) }
 
 // Output is what the process has written so far.
-func (p *Process) Output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+func (p *Process) Output() string { return p.out.String() }
 
 // Lines returns the output lines that start with prefix.
 func (p *Process) Lines(prefix string) []string {
