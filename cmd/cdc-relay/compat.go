@@ -30,14 +30,18 @@ func (c *checker) compatibility(ctx context.Context, cfg *Config, schemas map[st
 		c.fail("schema registry: compatibility check failed: %v", err)
 		return
 	}
-	existing := 0
+	existing, incompatible := 0, 0
 	for _, r := range results {
 		switch {
 		case !r.Compatible:
+			incompatible++
 			c.fail("schema %s (%s) is incompatible with subject %s %s%s; make the change compatible (e.g. give new fields defaults)", r.EventType, r.File, r.Subject, r.LevelPhrase(), reasonSuffix(r.Reason))
 		case r.Exists:
 			existing++
 		}
 	}
-	c.ok("schemas: compatible with %d existing subject(s)", existing)
+	// After a FAIL above, "compatible" would contradict it.
+	if incompatible == 0 {
+		c.ok("schemas: compatible with %d existing subject(s)", existing)
+	}
 }
