@@ -109,20 +109,31 @@ func TestAppendJSONRules(t *testing.T) {
 	}
 }
 
-// TestWriterSchemaSubject: which subject a value of a topic names.
+// TestWriterSchemaSubject: which subject a value of a topic names: one
+// of the topic's own (or the record's, under the record strategy), never
+// another topic's or a key's.
 func TestWriterSchemaSubject(t *testing.T) {
+	const record = `{"type":"record","name":"R","namespace":"com.x","fields":[]}`
 	for _, tc := range []struct {
+		schema   string
 		subjects []string
 		topic    string
 		want     string
 	}{
-		{nil, "t", ""},
-		{[]string{"t-key", "t-value"}, "t", "t-value"},
-		{[]string{"other-com.x.R", "t-com.x.R"}, "t", "t-com.x.R"},
-		{[]string{"com.x.R"}, "t", "com.x.R"},
-		{[]string{"t-key"}, "t", "t-key"},
+		{`"string"`, nil, "t", ""},
+		{`"string"`, []string{"t-key", "t-value"}, "t", "t-value"},
+		{record, []string{"other-com.x.R", "t-com.x.R"}, "t", "t-com.x.R"},
+		{record, []string{"com.x.R"}, "t", "com.x.R"},
+		{record, []string{"com.x.R", "t-com.x.R", "t-value"}, "t", "t-value"},
+		// Registered only under other topics' subjects, or a key's: none.
+		{`"string"`, []string{"t-key"}, "t", ""},
+		{record, []string{"other-com.x.R"}, "t", ""},
+		{record, []string{"other-value"}, "t", ""},
+		{record, []string{"t-eu-value", "t-eu-com.x.R"}, "t", ""},
+		{record, []string{"com.x.Other", "t-com.x.Other"}, "t", ""},
+		{`"string"`, []string{"t-com.x.R", "string"}, "t", ""},
 	} {
-		w, err := ParseWriterSchema(1, "", `"string"`, tc.subjects)
+		w, err := ParseWriterSchema(1, "", tc.schema, tc.subjects)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,6 +143,9 @@ func TestWriterSchemaSubject(t *testing.T) {
 		if got := w.SubjectFor(tc.topic); got != tc.want {
 			t.Errorf("%v: SubjectFor(%q) = %q, want %q", tc.subjects, tc.topic, got, tc.want)
 		}
+	}
+	if w, err := ParseWriterSchema(3, "JSON", `{"type":"object"}`, []string{"t-key", "u-value", "t-value"}); err != nil || w.SubjectFor("t") != "t-value" || w.SubjectFor("u") != "u-value" || w.SubjectFor("v") != "" {
+		t.Errorf("a JSON schema's subjects: %v, %v", w, err)
 	}
 	if _, err := ParseWriterSchema(1, "AVRO", `{"type":"nope"}`, nil); err == nil {
 		t.Error("a bad Avro schema parses")

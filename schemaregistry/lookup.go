@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/hamba/avro/v2"
 )
@@ -51,22 +50,23 @@ func ParseWriterSchema(id int, schemaType, text string, subjects []string) (*Wri
 	return w, nil
 }
 
-// SubjectFor returns the subject a value of topic was most likely written
-// under: <topic>-value (the topic strategy), else the first that starts
-// with <topic>- (topic_record), else the first. "" when none is known.
+// SubjectFor returns the subject of topic's values the schema is
+// registered under: <topic>-value (the topic strategy), else
+// <topic>-<record full name> (topic_record), else <record full name> (the
+// record strategy, whose subject every topic shares). "" when it is
+// registered under none of them (only under other topics' subjects, or a
+// key's), or the registry does not say: a subject is never guessed.
 func (w *WriterSchema) SubjectFor(topic string) string {
-	if len(w.Subjects) == 0 {
-		return ""
+	want := []string{topic + "-value"}
+	if named, ok := w.Avro.(avro.NamedSchema); ok && named.FullName() != "" {
+		want = append(want, topic+"-"+named.FullName(), named.FullName())
 	}
-	if slices.Contains(w.Subjects, topic+"-value") {
-		return topic + "-value"
-	}
-	for _, s := range w.Subjects {
-		if strings.HasPrefix(s, topic+"-") && s != topic+"-key" {
+	for _, s := range want {
+		if slices.Contains(w.Subjects, s) {
 			return s
 		}
 	}
-	return w.Subjects[0]
+	return ""
 }
 
 // SchemaByID fetches the schema with id (GET /schemas/ids/{id}) and the

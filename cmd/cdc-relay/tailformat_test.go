@@ -185,6 +185,65 @@ func TestTailFormat(t *testing.T) {
 	}
 }
 
+// TestTailSubjectOfTopic: the subject printed is one of the record's topic
+// the id is registered under (<topic>-value, <topic>-<record>, <record>);
+// an id registered only under other topics' subjects (or a key's) prints
+// null, never a subject of another topic.
+func TestTailSubjectOfTopic(t *testing.T) {
+	const schemaText = `{"type":"record","name":"Paid","namespace":"shop","fields":[{"name":"amount","type":"long"}]}`
+	body, err := avro.Marshal(avro.MustParse(schemaText), map[string]any{"amount": int64(5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subjects := map[int][]string{
+		7:  {"orders-shop.Paid", "payments-value"},
+		10: {"payments-shop.Paid", "orders-eu-value", "orders-key", "other-value"},
+		11: {"shop.Paid", "refunds-value"},
+	}
+	lookup := func(_ context.Context, id int) (*schemaregistry.WriterSchema, error) {
+		return schemaregistry.ParseWriterSchema(id, "", schemaText, subjects[id])
+	}
+	f := newTailFormatter(recordpkg.KeyString, lookup, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, tc := range []struct {
+		id    uint32
+		topic string
+		want  string // the subject member
+	}{
+		{7, "orders", `"orders-shop.Paid"`},
+		{7, "payments", `"payments-value"`},
+		{7, "refunds", "null"},
+		{7, "orders-shop.Paid", "null"},
+		{10, "orders", "null"},
+		{10, "orders-eu", `"orders-eu-value"`},
+		{10, "payments", `"payments-shop.Paid"`},
+		{10, "other", `"other-value"`},
+		{11, "orders", `"shop.Paid"`},
+		{11, "refunds", `"refunds-value"`},
+	} {
+		r := &kgo.Record{Topic: tc.topic, Value: append(binary.BigEndian.AppendUint32([]byte{0}, tc.id), body...)}
+		line, err := f.appendLine(context.Background(), nil, r, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := members(t, line)
+		if string(got["subject"]) != tc.want || string(got["schema_id"]) != fmt.Sprint(tc.id) || string(got["value"]) != `{"amount":5}` {
+			t.Errorf("id %d on %s: schema_id %s, subject %s, value %s; want subject %s", tc.id, tc.topic, got["schema_id"], got["subject"], got["value"], tc.want)
+		}
+		pretty, err := f.appendLine(context.Background(), nil, r, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, _, _ := strings.Cut(string(pretty), "\n")
+		wantHead := fmt.Sprintf("schema %d", tc.id)
+		if tc.want != "null" {
+			wantHead += " (" + strings.Trim(tc.want, `"`) + ")"
+		}
+		if !strings.HasSuffix(head, wantHead) {
+			t.Errorf("id %d on %s, --pretty: %q, want it to end with %q", tc.id, tc.topic, head, wantHead)
+		}
+	}
+}
+
 // TestTailSettings: tail's --help, _FILE settings, the topic regex of the
 // template, and exit 2 naming the flag for a bad setting or flag.
 func TestTailSettings(t *testing.T) {
