@@ -147,9 +147,10 @@ func listOnce(ctx context.Context, cl *kgo.Client, topic string, which int64) (p
 }
 
 // committedOffsets returns the group's committed offsets on topic
-// (partitions without one are absent). A retriable answer (the
-// coordinator not available yet, as on a cluster's first group) is asked
-// again, with backoff, until ctx ends.
+// (partitions without one are absent; none at all for a group the broker
+// answers GROUP_ID_NOT_FOUND for: nothing was committed yet). A retriable
+// answer (the coordinator not available yet, as on a cluster's first
+// group) is asked again, with backoff, until ctx ends.
 func committedOffsets(ctx context.Context, cl *kgo.Client, group, topic string) (partitionOffsets, error) {
 	return retriable(ctx, func() (partitionOffsets, error) { return fetchCommitted(ctx, cl, group, topic) })
 }
@@ -188,6 +189,12 @@ func fetchCommitted(ctx context.Context, cl *kgo.Client, group, topic string) (p
 	out := partitionOffsets{}
 	for _, g := range resp.Groups {
 		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			if errors.Is(err, kerr.GroupIDNotFound) {
+				// Some brokers (kfake) answer so for a group that never
+				// committed; others answer with no offsets. Either way:
+				// nothing committed yet.
+				continue
+			}
 			return nil, fmt.Errorf("read the offsets of group %s: %w", group, err)
 		}
 		for _, t := range g.Topics {

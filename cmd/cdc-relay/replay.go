@@ -346,6 +346,7 @@ func typmods(ctx context.Context, conn *pgx.Conn, oid uint32) (map[string]int32,
 // replayLine is what replay prints of one event once Kafka acknowledged it.
 type replayLine struct {
 	seq            uint64
+	table          int // index into the replay's tables
 	id, topic, key string
 	reason         string // a dead letter's reason; "" for an event
 }
@@ -375,19 +376,24 @@ type replayAcker struct {
 	maxEvents int
 	maxBytes  int64
 
-	mu        sync.Mutex
-	pending   []replayLine
-	events    int
-	bytes     int64
+	mu      sync.Mutex
+	pending []replayLine
+	events  int
+	bytes   int64
+	tables  []replayCount // acknowledged events by table
+	room    chan struct{}
+}
+
+// replayCount is what Kafka acknowledged of one table's events.
+type replayCount struct {
 	published int // acknowledged events
 	dead      int // of them, dead letters
-	room      chan struct{}
 }
 
 var _ publisher.Acker = (*replayAcker)(nil)
 
-func newReplayAcker(out io.Writer, maxEvents int, maxBytes int64) *replayAcker {
-	return &replayAcker{out: out, maxEvents: maxEvents, maxBytes: maxBytes, room: make(chan struct{}, 1)}
+func newReplayAcker(out io.Writer, tables, maxEvents int, maxBytes int64) *replayAcker {
+	return &replayAcker{out: out, maxEvents: maxEvents, maxBytes: maxBytes, tables: make([]replayCount, tables), room: make(chan struct{}, 1)}
 }
 
 // Ack prints the events up to upTo and frees their room.
@@ -397,9 +403,9 @@ func (a *replayAcker) Ack(upTo uint64, events int, bytes int64) {
 	for n < len(a.pending) && a.pending[n].seq <= upTo {
 		l := &a.pending[n]
 		fmt.Fprintln(a.out, l.String())
-		a.published++
+		a.tables[l.table].published++
 		if l.reason != "" {
-			a.dead++
+			a.tables[l.table].dead++
 		}
 		n++
 	}
@@ -453,11 +459,11 @@ func (a *replayAcker) waitRoom(ctx context.Context, done <-chan struct{}) error 
 	}
 }
 
-// counts returns the acknowledged events and dead letters.
-func (a *replayAcker) counts() (int, int) {
+// counts returns the acknowledged events and dead letters of table i.
+func (a *replayAcker) counts(i int) (int, int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.published, a.dead
+	return a.tables[i].published, a.tables[i].dead
 }
 
 // replay is `cdc-relay replay`: re-publish outbox rows chosen by time or id.
@@ -471,13 +477,10 @@ func replay(args []string, getenv func(string) string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 		return exitConfig
 	}
-	switch {
-	case len(cfg.Tables) == 0:
+	// With several tables configured, replay reads each of them, in
+	// --table order, with the same window.
+	if len(cfg.Tables) == 0 {
 		fmt.Fprintln(stderr, "cdc-relay: --table: is empty (a table-less outbox of logical messages): such events are kept in no table, so there is nothing to read back; replay needs an outbox table (--table schema.table)")
-		return exitConfig
-	case len(cfg.Tables) > 1:
-		fmt.Fprintf(stderr, "cdc-relay: --table: %d tables are configured (%s): replay reads one; choose it with --table, e.g. --table %s\n",
-			len(cfg.Tables), strings.Join(tableNames(cfg.Tables), ", "), cfg.Tables[0].Name)
 		return exitConfig
 	}
 	log := newLogger(cfg, stderr)
@@ -498,6 +501,18 @@ type replayer struct {
 // fail reports err in one line and returns its exit code (failExit).
 func (r *replayer) fail(what string, err error) int {
 	return failExit(r.stderr, "cdc-relay: replay failed: ", what, err)
+}
+
+// replayTable is one table's part of a replay: its rows, how to select
+// them, and the types of the builder's extra columns in it.
+type replayTable struct {
+	info       replication.TableInfo
+	w          *replayWindow
+	q          *replayQuery
+	extraTypes []uint32
+	extraMods  []int32
+	read       int // rows read
+	dryDead    int // of them, in a dry run, invalid ones
 }
 
 func (r *replayer) run(ctx context.Context) int {
@@ -536,10 +551,15 @@ func (r *replayer) run(ctx context.Context) int {
 	if err != nil {
 		return r.fail("read the catalog", err)
 	}
-	info, cols := in.Tables[0], cfg.Tables[0].Columns
-	w, err := resolveWindow(r.rf, cols, info, time.Now())
-	if err != nil {
-		return r.fail("", err)
+	// Every table's window is checked before anything is published.
+	tables := make([]*replayTable, len(in.Tables))
+	now := time.Now()
+	for i, info := range in.Tables {
+		w, err := resolveWindow(r.rf, cfg.Tables[i].Columns, info, now)
+		if err != nil {
+			return r.fail("", err)
+		}
+		tables[i] = &replayTable{info: info, w: w}
 	}
 
 	stats := new(replication.Stats)
@@ -558,25 +578,26 @@ func (r *replayer) run(ctx context.Context) int {
 	if err != nil {
 		return r.fail("", err)
 	}
-	q, err := newReplayQuery(info, cols, builder.ExtraColumns(), w)
-	if err != nil {
-		return r.fail("", err)
-	}
-	mods, err := typmods(setupCtx, conn, info.OID)
-	if err != nil {
-		return r.fail("read the catalog", err)
-	}
 	extra := builder.ExtraColumns()
-	extraTypes, extraMods := make([]uint32, len(extra)), make([]int32, len(extra))
-	for i, name := range extra {
-		extraTypes[i], extraMods[i] = info.Columns[name].TypeOID, mods[name]
+	for i, t := range tables {
+		if t.q, err = newReplayQuery(t.info, cfg.Tables[i].Columns, extra, t.w); err != nil {
+			return r.fail("", err)
+		}
+		mods, err := typmods(setupCtx, conn, t.info.OID)
+		if err != nil {
+			return r.fail("read the catalog", err)
+		}
+		t.extraTypes, t.extraMods = make([]uint32, len(extra)), make([]int32, len(extra))
+		for j, name := range extra {
+			t.extraTypes[j], t.extraMods[j] = t.info.Columns[name].TypeOID, mods[name]
+		}
 	}
 	if err := preflight(setupCtx, reg, rt); err != nil {
 		return r.fail("schema registry", err)
 	}
 
 	h := &handler{builder: builder, halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: r.log}
-	acker := newReplayAcker(r.stdout, cfg.MaxInFlightEvents, cfg.MaxInFlightBytes)
+	acker := newReplayAcker(r.stdout, len(tables), cfg.MaxInFlightEvents, cfg.MaxInFlightBytes)
 	pub, err := newPublisher(cfg, func(rec *publisher.Record, err error) (*publisher.Record, error) {
 		dl, rerr := h.rejected(rec, err)
 		if rerr == nil {
@@ -590,16 +611,17 @@ func (r *replayer) run(ctx context.Context) int {
 	}
 	defer pub.Close()
 
-	r.log.Info("replay", "version", version, "pg_url", Redact(cfg.PGURL), "table", info.Name, "rows", w.String(),
-		"kafka_brokers", cfg.KafkaBrokers, "dry_run", r.rf.dryRun)
+	for _, t := range tables {
+		r.log.Info("replay", "version", version, "pg_url", Redact(cfg.PGURL), "table", t.info.Name, "rows", t.w.String(),
+			"kafka_brokers", cfg.KafkaBrokers, "dry_run", r.rf.dryRun)
+	}
 	var sess *publisher.Session
 	if !r.rf.dryRun {
 		sess = pub.NewSession(context.WithoutCancel(ctx), acker)
 		defer sess.Close()
 	}
-	rs := &replayRows{r: r, q: q, builder: builder, h: h, acker: acker, sess: sess,
-		extraTypes: extraTypes, extraMods: extraMods, relationID: info.OID}
-	read, dryDead, err := rs.readAll(ctx, conn)
+	rs := &replayRows{r: r, builder: builder, h: h, acker: acker, sess: sess}
+	err = rs.readAll(ctx, conn, tables)
 	if sess != nil {
 		// Whatever was read is published before the exit, even after a
 		// failure or a signal (bounded by --shutdown-timeout then).
@@ -621,16 +643,49 @@ func (r *replayer) run(ctx context.Context) int {
 		if err != nil {
 			return r.fail("read the outbox", err)
 		}
-		fmt.Fprintf(r.stdout, "dry run: would replay %d events (%d to the dead-letter topic) from %s, %s; published nothing\n", read, dryDead, info.Name, w)
+		r.summary(tables, "dry run: would replay %d events (%d to the dead-letter topic) %s; published nothing\n",
+			func(_ int, t *replayTable) []int { return []int{t.read, t.dryDead} })
 		return exitOK
 	}
-	published, dead := acker.counts()
 	if err != nil {
-		fmt.Fprintf(r.stdout, "replay incomplete: %d events acknowledged (%d to the dead-letter topic) of %d read from %s, %s\n", published, dead, read, info.Name, w)
+		r.summary(tables, "replay incomplete: %d events acknowledged (%d to the dead-letter topic) of %d read %s\n", func(i int, t *replayTable) []int {
+			p, d := acker.counts(i)
+			return []int{p, d, t.read}
+		})
 		return r.fail("", err)
 	}
-	fmt.Fprintf(r.stdout, "replayed %d events (%d to the dead-letter topic) from %s, %s\n", published, dead, info.Name, w)
+	r.summary(tables, "replayed %d events (%d to the dead-letter topic) %s\n", func(i int, _ *replayTable) []int {
+		p, d := acker.counts(i)
+		return []int{p, d}
+	})
 	return exitOK
+}
+
+// summary prints one line of format per table, its counts followed by
+// "from TABLE, WINDOW"; with several tables, then a line of their totals,
+// "from N tables in total".
+func (r *replayer) summary(tables []*replayTable, format string, counts func(i int, t *replayTable) []int) {
+	var total []int
+	line := func(c []int, where string) {
+		args := make([]any, 0, len(c)+1)
+		for _, n := range c {
+			args = append(args, n)
+		}
+		fmt.Fprintf(r.stdout, format, append(args, where)...)
+	}
+	for i, t := range tables {
+		c := counts(i, t)
+		if total == nil {
+			total = make([]int, len(c))
+		}
+		for j, n := range c {
+			total[j] += n
+		}
+		line(c, "from "+t.info.Name+", "+t.w.String())
+	}
+	if len(tables) > 1 {
+		line(total, fmt.Sprintf("from %d tables in total", len(tables)))
+	}
 }
 
 // headerText is a header's value as text, or "".
@@ -649,70 +704,84 @@ func headerText(rec *publisher.Record, key string) string {
 // replayRows reads the rows through a cursor and hands each record to the
 // publisher session (or prints it, in a dry run).
 type replayRows struct {
-	r          *replayer
-	q          *replayQuery
-	builder    *recordpkg.Builder
-	h          *handler
-	acker      *replayAcker
-	sess       *publisher.Session
-	extraTypes []uint32
-	extraMods  []int32
-	relationID uint32
+	r       *replayer
+	builder *recordpkg.Builder
+	h       *handler
+	acker   *replayAcker
+	sess    *publisher.Session
+	t       *replayTable // the table being read
+	table   int          // its index
+	seq     uint64       // the last record's, across the tables
 }
 
-// readAll reads every row of the window in one read-only snapshot and
-// returns how many it read, and of them, in a dry run, how many are
-// invalid.
-func (rs *replayRows) readAll(ctx context.Context, conn *pgx.Conn) (read, dryDead int, err error) {
+// readAll reads every row of each table's window, one table after the
+// other, in one read-only snapshot, counting in each table the rows it
+// read and, in a dry run, how many of them are invalid.
+func (rs *replayRows) readAll(ctx context.Context, conn *pgx.Conn, tables []*replayTable) error {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return 0, 0, fmt.Errorf("begin: %w", err)
+		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, "DECLARE "+replayCursor+" NO SCROLL CURSOR FOR "+rs.q.sql, rs.q.args...); err != nil {
-		return 0, 0, fmt.Errorf("declare cursor: %w", err)
+	for i, t := range tables {
+		rs.t, rs.table = t, i
+		if err := rs.readTable(ctx, tx); err != nil {
+			return err
+		}
 	}
-	extra := make([][]byte, len(rs.q.extra))
-	var seq uint64
+	return nil
+}
+
+// readTable reads the rows of rs.t through the cursor.
+func (rs *replayRows) readTable(ctx context.Context, tx pgx.Tx) error {
+	t := rs.t
+	if _, err := tx.Exec(ctx, "DECLARE "+replayCursor+" NO SCROLL CURSOR FOR "+t.q.sql, t.q.args...); err != nil {
+		return fmt.Errorf("declare cursor: %w", err)
+	}
+	extra := make([][]byte, len(t.q.extra))
 	for {
 		rows, err := tx.Query(ctx, fmt.Sprintf("FETCH FORWARD %d FROM %s", replayFetch, replayCursor))
 		if err != nil {
-			return read, dryDead, fmt.Errorf("fetch: %w", err)
+			return fmt.Errorf("fetch: %w", err)
 		}
 		n := 0
 		for rows.Next() {
 			n++
-			seq++
-			invalid, err := rs.row(ctx, seq, rows.RawValues(), extra)
+			rs.seq++
+			invalid, err := rs.row(ctx, rs.seq, rows.RawValues(), extra)
 			if err != nil {
 				rows.Close()
-				return read, dryDead, err
+				return err
 			}
-			read++
+			t.read++
 			if invalid {
-				dryDead++
+				t.dryDead++
 			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return read, dryDead, fmt.Errorf("fetch: %w", err)
+			return fmt.Errorf("fetch: %w", err)
 		}
 		if n < replayFetch {
-			return read, dryDead, nil
+			break
 		}
 	}
+	if _, err := tx.Exec(ctx, "CLOSE "+replayCursor); err != nil {
+		return fmt.Errorf("close cursor: %w", err)
+	}
+	return nil
 }
 
 // row turns one result row into its record and hands it over.
 func (rs *replayRows) row(ctx context.Context, seq uint64, vals [][]byte, extra [][]byte) (invalid bool, err error) {
-	q := rs.q
+	q := rs.t.q
 	row := decoder.Row{
 		ID: vals[q.id], IDNull: vals[q.id] == nil,
 		AggregateType: vals[q.aggType], AggregateTypeNull: vals[q.aggType] == nil,
 		AggregateID: vals[q.aggID], AggregateIDNull: vals[q.aggID] == nil,
 		EventType: vals[q.eventType], EventTypeNull: vals[q.eventType] == nil,
 		Payload: vals[q.payload], PayloadNull: vals[q.payload] == nil,
-		RelationID: rs.relationID, ExtraTypes: rs.extraTypes, ExtraTypmods: rs.extraMods,
+		RelationID: rs.t.info.OID, ExtraTypes: rs.t.extraTypes, ExtraTypmods: rs.t.extraMods,
 	}
 	if q.headers >= 0 {
 		row.Headers = vals[q.headers]
@@ -745,7 +814,7 @@ func (rs *replayRows) row(ctx context.Context, seq uint64, vals [][]byte, extra 
 		publisher.Release(rec)
 		return false, err
 	}
-	line := replayLine{seq: seq, id: token(row.ID), topic: rec.Topic, key: token(rec.Key)}
+	line := replayLine{seq: seq, table: rs.table, id: token(row.ID), topic: rec.Topic, key: token(rec.Key)}
 	if inv != nil {
 		line.reason = inv.Reason
 		if rs.h.halt && rs.sess != nil {

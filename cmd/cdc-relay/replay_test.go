@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -340,7 +341,6 @@ func TestReplayIDRanges(t *testing.T) {
 func TestReplayRefusals(t *testing.T) {
 	f := newFixture(t, "")
 	noCreated := newFixture(t, `CREATE TABLE %s (id bigserial PRIMARY KEY, aggregate_type text, aggregate_id text, event_type text, payload jsonb)`)
-	other := newFixture(t, "")
 	// withTables replaces the fixture's --table.
 	withTables := func(args []string, tables ...string) []string {
 		var out []string
@@ -378,7 +378,7 @@ func TestReplayRefusals(t *testing.T) {
 		{"since from YAML", nil, f.replayArgs("--config", yamlWithSince), []string{"unknown key", "since"}},
 		{"no created_at column", nil, noCreated.replayArgs("--since", "1h"), []string{"--since", "created_at", "--from-id"}},
 		{"table-less outbox", nil, withTables(f.replayArgs("--since", "1h"), ""), []string{"--table", "nothing to read back"}},
-		{"two tables", nil, withTables(f.replayArgs("--since", "1h"), "public."+f.table, "public."+other.table), []string{"--table", "2 tables", "choose"}},
+		{"two tables, one without created_at", nil, withTables(f.replayArgs("--since", "1h"), "public."+f.table, "public."+noCreated.table), []string{"--since", noCreated.table, "created_at"}},
 		{"non-integer id", nil, f.replayArgs("--from-id", "abc"), []string{"--from-id", "not an integer"}},
 		{"to-id before from-id", nil, f.replayArgs("--from-id", "5", "--to-id", "4"), []string{"--to-id", "before"}},
 		{"missing table", nil, withTables(f.replayArgs("--since", "1h"), "public.nope_"+f.name), []string{"--table", "does not exist"}},
@@ -497,9 +497,9 @@ func TestReplayManyRows(t *testing.T) {
 	}
 }
 
-// TestReplayCreatedAtMapping: with several tables configured, --table
-// chooses one, and its YAML entry's own columns: names the created_at
-// column that --since compares with.
+// TestReplayCreatedAtMapping: with several tables configured, replay reads
+// each, or the one --table chooses, and a YAML entry's own columns: names
+// the created_at column that --since compares with in its table.
 func TestReplayCreatedAtMapping(t *testing.T) {
 	f := newFixture(t, strings.Replace(outboxDDL, "created_at timestamptz", "made_at timestamptz", 1))
 	if _, err := f.connect().Exec(context.Background(), fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload, made_at)
@@ -520,17 +520,22 @@ func TestReplayCreatedAtMapping(t *testing.T) {
 		args = append(args, a)
 	}
 	args = append(args, "--config", config, "--since", "1h", "--dry-run")
-	code, _, stderr := runReplay(t, nil, args)
-	if code != exitConfig || !strings.Contains(stderr, "--table: 2 tables are configured (public."+other.table+", public."+f.table+")") {
-		t.Fatalf("two tables in YAML, no --table: exit %d, %q", code, stderr)
+	// Without --table, each table, each by its own created_at column.
+	code, out, _ := runReplay(t, nil, args)
+	summaries := lines(out, "dry run: would replay ")
+	if code != 0 || len(lines(out, "would be published id=2 ")) != 1 || len(lines(out, "would be published ")) != 1 || len(summaries) != 3 ||
+		!strings.HasPrefix(summaries[0], "dry run: would replay 0 events (0 to the dead-letter topic) from public."+other.table+", created_at >= ") ||
+		!strings.HasPrefix(summaries[1], "dry run: would replay 1 events (0 to the dead-letter topic) from public."+f.table+", made_at >= ") ||
+		summaries[2] != "dry run: would replay 1 events (0 to the dead-letter topic) from 2 tables in total; published nothing" {
+		t.Fatalf("two tables in YAML, no --table: exit %d, %q: want id 2 alone, chosen by made_at, and a line per table and the total", code, out)
 	}
-	code, out, _ := runReplay(t, nil, append(args, "--table", "public."+f.table))
+	code, out, _ = runReplay(t, nil, append(args, "--table", "public."+f.table))
 	if code != 0 || len(lines(out, "would be published id=2 ")) != 1 || len(lines(out, "would be published ")) != 1 ||
-		!strings.Contains(out, "made_at >= ") {
+		!strings.Contains(out, "made_at >= ") || len(lines(out, "dry run: would replay ")) != 1 {
 		t.Fatalf("exit %d, %q: want id 2 alone, chosen by made_at", code, out)
 	}
 	// Without the mapping the table has no created_at column.
-	code, _, stderr = runReplay(t, nil, f.replayArgs("--since", "1h"))
+	code, _, stderr := runReplay(t, nil, f.replayArgs("--since", "1h"))
 	if code != exitConfig || !strings.Contains(stderr, "created_at") {
 		t.Fatalf("no mapping: exit %d, %q", code, stderr)
 	}
@@ -560,4 +565,124 @@ func TestReplayHalt(t *testing.T) {
 		t.Errorf("summary: %q", out)
 	}
 	c.waitIDs(90*time.Second, ids[:1])
+}
+
+// TestReplayEveryTable: with three tables configured and no --table of its
+// own, replay --since reads every table with the one window: each row of
+// each table in the window reaches Kafka (a dead letter included), none
+// before the window does, each aggregate's rows in id order, and stdout
+// has one summary line per table and their total.
+func TestReplayEveryTable(t *testing.T) {
+	fs := []*fixture{newFixture(t, ""), newFixture(t, ""), newFixture(t, "")}
+	ctx := context.Background()
+	conn := fs[0].connect()
+	args := fs[0].replayArgs("--since", "1h") // the first fixture's topics and dead-letter topic
+	var tableArgs []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--table" {
+			i++
+			for _, f := range fs {
+				tableArgs = append(tableArgs, "--table", "public."+f.table)
+			}
+			continue
+		}
+		tableArgs = append(tableArgs, args[i])
+	}
+	want := make([][]int64, len(fs)) // each table's ids in the window
+	var dead int64                   // the dead letter's id, in the third table
+	for i, f := range fs {
+		// Distinct ids, so that a record in Kafka names its table.
+		base := int64(i+1) * 1_000_000
+		f.exec(fmt.Sprintf("ALTER SEQUENCE public.%s_id_seq RESTART WITH %d", f.table, base))
+		var old int64 // before the window
+		if err := conn.QueryRow(ctx, fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload, created_at)
+			VALUES ('Order', $2, 'OrderCreated', $1::jsonb, now() - interval '3 hours') RETURNING id`, f.table), orderCreated(uuidFor(100*i), 0), uuidFor(100*i)).Scan(&old); err != nil {
+			t.Fatal(err)
+		}
+		var evs []event
+		for k := 0; k < 2+i; k++ { // 2, 3 and 4 rows in the window
+			agg := uuidFor(100*i + k%2)
+			evs = append(evs, event{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, k)})
+		}
+		if i == 2 {
+			evs = append(evs, event{AggregateType: "Invoice", AggregateID: "i-1", EventType: "InvoiceIssued", Payload: `{"invoice": 1}`}) // no schema
+		}
+		ids, err := f.insertTx(ctx, conn, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if old != base || ids[0] <= old {
+			t.Fatalf("table %d: ids %d then %v, want from %d", i, old, ids, base)
+		}
+		want[i] = ids
+		if i == 2 {
+			dead = ids[len(ids)-1]
+		}
+	}
+
+	c := consume(t, "^"+fs[0].topicPrefix+`\..*`)
+	code, out, _ := runReplay(t, nil, tableArgs)
+	if code != 0 {
+		t.Fatalf("replay of three tables exited %d", code)
+	}
+	summaries := lines(out, "replayed ")
+	if len(summaries) != len(fs)+1 {
+		t.Fatalf("summary lines %q, want one per table and the total", summaries)
+	}
+	total := 0
+	for i, f := range fs {
+		deadN := 0
+		if i == 2 {
+			deadN = 1
+		}
+		prefix := fmt.Sprintf("replayed %d events (%d to the dead-letter topic) from public.%s, created_at >= ", len(want[i]), deadN, f.table)
+		if !strings.HasPrefix(summaries[i], prefix) {
+			t.Errorf("summary %q, want prefix %q", summaries[i], prefix)
+		}
+		total += len(want[i])
+	}
+	if s := fmt.Sprintf("replayed %d events (1 to the dead-letter topic) from 3 tables in total", total); summaries[len(fs)] != s {
+		t.Errorf("total %q, want %q", summaries[len(fs)], s)
+	}
+	if n := len(lines(out, "published ")) + len(lines(out, "dead-lettered ")); n != total {
+		t.Errorf("%d event lines, want %d", n, total)
+	}
+
+	var all []int64
+	for _, ids := range want {
+		all = append(all, ids...)
+	}
+	recs := c.waitIDs(90*time.Second, all)
+	got := make([][]int64, len(fs)) // by table, in Kafka's order
+	last := map[string]int64{}      // by key
+	for _, r := range recs {
+		id, err := strconv.ParseInt(r.Headers["id"], 10, 64)
+		if err != nil {
+			t.Fatalf("record %s[%d]@%d has id header %q", r.Topic, r.Partition, r.Offset, r.Headers["id"])
+		}
+		table := int(id/1_000_000) - 1
+		if table < 0 || table >= len(fs) {
+			t.Fatalf("record with id %d is of no table", id)
+		}
+		got[table] = append(got[table], id)
+		if id <= last[r.Key] {
+			t.Errorf("key %s: id %d after %d", r.Key, id, last[r.Key])
+		}
+		last[r.Key] = id
+		if wantTopic := fs[0].topic("Order"); id == dead {
+			wantTopic = fs[0].dlq
+			if r.Topic != wantTopic {
+				t.Errorf("id %d went to %s, want the dead-letter topic %s", id, r.Topic, wantTopic)
+			}
+		} else if r.Topic != wantTopic {
+			t.Errorf("id %d went to %s, want %s", id, r.Topic, wantTopic)
+		}
+	}
+	for i := range fs {
+		sorted := append([]int64(nil), got[i]...)
+		slices.Sort(sorted)
+		if !reflect.DeepEqual(sorted, want[i]) {
+			t.Errorf("table %d (public.%s): Kafka holds ids %v, want %v, each once", i, fs[i].table, sorted, want[i])
+		}
+	}
 }

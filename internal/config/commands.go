@@ -94,10 +94,12 @@ The record timestamp is the --timestamp-column, else created_at (run uses
 the commit time, which the table does not keep); so is ce_time.
 
 Every setting is one of cdc-relay run and resolves as there. With several
-tables configured, choose one with --table.
+tables configured, it reads each of them in --table order, with the same
+window, in one snapshot; give it --table to read one of them.
 
 Prints one line per acknowledged event ("published id=... topic=... key=..."
-or "dead-lettered id=... topic=... key=... reason=...") and a summary.
+or "dead-lettered id=... topic=... key=... reason=...") and a summary line
+per table (with several tables, then their total).
 Exit codes: 0 done, 1 a runtime failure, 2 bad settings.`,
 	Settings: RelaySettings(), Required: relayRequired, Registry: Relay,
 	Actions: []Action{
