@@ -169,6 +169,27 @@ func (r *Registry) registerOnce(ctx context.Context, subject, text string) (int,
 	return resp.ID, nil
 }
 
+// lookupOnce returns the id of text under subject (POST /subjects/{subject},
+// which registers nothing); 0 when the subject does not exist or does not
+// hold text.
+func (r *Registry) lookupOnce(ctx context.Context, subject, text string) (int, error) {
+	var resp struct {
+		ID int `json:"id"`
+	}
+	err := r.do(ctx, http.MethodPost, subjectPath(subject), schemaBody{text}, &resp)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if resp.ID <= 0 {
+		return 0, &permanentError{fmt.Errorf("schema registry found the schema under subject %q without an id", subject)}
+	}
+	return resp.ID, nil
+}
+
 // subjects lists the registry's subjects (AxonOps answers null when there
 // are none).
 func (r *Registry) subjects(ctx context.Context) ([]string, error) {

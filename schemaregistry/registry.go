@@ -34,6 +34,14 @@ type Config struct {
 	// HTTPClient sends the requests. Default: a client of its own with
 	// http.DefaultTransport's settings.
 	HTTPClient *http.Client
+	// LookupOnly makes the Registry register nothing (a dry run): where it
+	// would register a schema under a subject (Preflight, Encoder, KeyID)
+	// it looks the schema up under the subject instead (POST
+	// /subjects/{subject}). One the subject does not hold yet is checked
+	// against the subject's compatibility level, as registering it would
+	// be: an incompatible one gives *IncompatibleError, a compatible one
+	// an encoder with schema id 0 (there is no id until it is registered).
+	LookupOnly bool
 }
 
 // DefaultTimeout is Config.Timeout's default.
@@ -49,6 +57,7 @@ type Registry struct {
 	strategy Strategy
 	schemas  map[string]*Schema
 	log      *slog.Logger
+	lookup   bool // Config.LookupOnly
 
 	// encoders is read without a lock: topic → event type → encoder. It is
 	// replaced, never changed, under mu.
@@ -94,6 +103,7 @@ func New(cfg Config) (*Registry, error) {
 		strategy:  cfg.Strategy,
 		schemas:   cfg.Schemas,
 		log:       cfg.Logger,
+		lookup:    cfg.LookupOnly,
 		bySubject: map[subjectKey]*Encoder{},
 		inflight:  map[subjectKey]chan struct{}{},
 		keyIDs:    map[string]int{},
@@ -214,6 +224,13 @@ func (r *Registry) publish(topic, eventType string, enc *Encoder) {
 // register registers s under subject (which makes the registry check
 // compatibility) and returns its encoder.
 func (r *Registry) register(ctx context.Context, subject string, s *Schema) (*Encoder, error) {
+	if r.lookup {
+		id, err := r.lookUp(ctx, subject, s.Text, s.EventType, s.File)
+		if err != nil {
+			return nil, err
+		}
+		return newEncoder(id, s), nil
+	}
 	var id int
 	err := r.retry(ctx, "register subject "+subject, func(ctx context.Context) error {
 		var err error
@@ -247,6 +264,55 @@ func (r *Registry) incompatible(ctx context.Context, subject string, s *Schema, 
 		}
 	}
 	return e
+}
+
+// lookUp is register under LookupOnly: the id of text under subject,
+// registering nothing. Text the subject does not hold is checked for
+// compatibility, as registering it would check it: 0 when it would be
+// accepted, *IncompatibleError when not.
+func (r *Registry) lookUp(ctx context.Context, subject, text, eventType, file string) (int, error) {
+	var id int
+	err := r.retry(ctx, "look up subject "+subject, func(ctx context.Context) error {
+		var err error
+		id, err = r.lookupOnce(ctx, subject, text)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("look up %s (%s) under subject %q: %w", eventType, file, subject, err)
+	}
+	if id > 0 {
+		r.log.Info("schema looked up", keySubject, subject, keyEventType, eventType, keySchemaID, id)
+		return id, nil
+	}
+	var out compatibility
+	path := "/compatibility" + subjectPath(subject) + "/versions/latest?verbose=true"
+	err = r.retry(ctx, "check compatibility of "+subject, func(ctx context.Context) error {
+		out = compatibility{}
+		return r.do(ctx, http.MethodPost, path, schemaBody{text}, &out)
+	})
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+		// A new subject: nothing to be compatible with.
+	case err != nil:
+		return 0, fmt.Errorf("check %s (%s) against subject %q: %w", eventType, file, subject, err)
+	case !out.Compatible:
+		e := &IncompatibleError{Subject: subject, EventType: eventType, File: file, Reason: strings.Join(out.Messages, "; ")}
+		e.Level = r.level(ctx, subject)
+		if s := r.schemas[eventType]; e.Reason == "" && s != nil && s.Text == text {
+			e.Reason = r.noReason(ctx, subject, s, e.Level)
+		}
+		return 0, e
+	}
+	r.log.Info("schema not registered under the subject; registering it would be accepted (lookup only: nothing registered)",
+		keySubject, subject, keyEventType, eventType)
+	return 0, nil
+}
+
+// compatibility is the registry's answer to a compatibility check.
+type compatibility struct {
+	Compatible bool     `json:"is_compatible"`
+	Messages   []string `json:"messages"`
 }
 
 // joinReasons is "a; b", or the one that is not empty.
@@ -283,6 +349,16 @@ func (r *Registry) KeyID(ctx context.Context, topic string) (int, error) {
 		return id, nil
 	}
 	subject := topic + "-key"
+	if r.lookup {
+		id, err := r.lookUp(ctx, subject, KeySchema, "(key)", "--key-format avro")
+		if err != nil {
+			return 0, err
+		}
+		r.mu.Lock()
+		r.keyIDs[topic] = id
+		r.mu.Unlock()
+		return id, nil
+	}
 	err := r.retry(ctx, "register subject "+subject, func(ctx context.Context) error {
 		var err error
 		id, err = r.registerOnce(ctx, subject, KeySchema)

@@ -392,8 +392,9 @@ func (r *redriver) setup(ctx context.Context) (int, bool) {
 	m.logUnknownFields(r.log, cfg.UnknownFieldsName)
 	var reg *schemaregistry.Registry
 	if cfg.SchemaRegistryURL != "" {
+		// A dry run registers nothing: it looks the schemas up.
 		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: r.log,
-			HTTPClient: m.countRegistryRequests(httpClient)})
+			HTTPClient: m.countRegistryRequests(httpClient), LookupOnly: r.rf.dryRun})
 		if err != nil {
 			fmt.Fprintf(r.stderr, "cdc-relay: --schema-registry-url: %v\n", err)
 			return exitConfig, false
