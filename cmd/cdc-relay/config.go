@@ -117,7 +117,9 @@ func readYAML(path string) (*config.File, error) { return config.Relay.ReadFile(
 // stdout), 2 after a bad setting, which it reports in one line with
 // secrets redacted. Warnings go to stderr.
 func loadValues(cmd *config.Command, args []string, getenv func(string) string, stdout, stderr io.Writer) (v *config.Values, code int, ok bool) {
-	v, err := config.Load(cmd, args, getenv, stdout, slog.New(slog.NewTextHandler(stderr, nil)))
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	warnUnknownEnv(cmd.Name, getenv, log)
+	v, err := config.Load(cmd, args, getenv, stdout, log)
 	if errors.Is(err, config.ErrHelp) {
 		return nil, exitOK, false
 	}
@@ -126,6 +128,24 @@ func loadValues(cmd *config.Command, args []string, getenv func(string) string, 
 		return nil, exitConfig, false
 	}
 	return v, 0, true
+}
+
+// environ lists the process environment (os.Environ); getenv decides which
+// of its names are set.
+var environ = os.Environ
+
+// warnUnknownEnv warns of each CDC_RELAY_* variable set in the environment
+// that no setting reads (config.Registry.UnknownEnv): a typo would
+// otherwise be ignored without a word. Every command that resolves
+// settings calls it, before a bad setting can end the command.
+func warnUnknownEnv(command string, getenv func(string) string, log *slog.Logger) {
+	var names []string
+	for _, kv := range environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "CDC_RELAY_") && getenv(name) != "" {
+			names = append(names, name)
+		}
+	}
+	config.Relay.WarnUnknownEnv(names, command, log)
 }
 
 // commandConfig loads the configuration of run, check, replay or slot

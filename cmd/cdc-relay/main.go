@@ -48,6 +48,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case "tail":
 		return tailCommand(args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version":
+		if len(args) > 1 && (args[1] == "-h" || args[1] == "--help" || args[1] == "-help" || args[1] == "help") {
+			fmt.Fprint(stdout, versionUsage)
+			return exitOK
+		}
 		fmt.Fprintln(stdout, "cdc-relay", version)
 		return exitOK
 	case "help", "-h", "--help":
@@ -57,6 +61,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fmt.Fprintf(stderr, "cdc-relay: unknown command %q: use run, check, status, tail, schemas, slot, replay, dlq, healthcheck or version\n", args[0])
 	return exitConfig
 }
+
+const versionUsage = `Usage: cdc-relay version
+
+Prints the version ("cdc-relay VERSION") on stdout and exits 0. It takes no
+flags and reads no settings.
+`
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `cdc-relay publishes outbox rows from a PostgreSQL logical replication slot to Kafka.

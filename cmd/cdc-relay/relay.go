@@ -187,7 +187,8 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
 		defer pcancel()
 		if err := pub.Ping(pctx); err != nil && ctx.Err() == nil {
-			log.Error("kafka not reachable at startup; will retry when events arrive", "kafka_brokers", cfg.KafkaBrokers, "err", err.Error())
+			log.Error("kafka not reachable at startup: the relay waits for Kafka and the checkpoint topic (--checkpoint-topic) before it streams; nothing is read from the slot meanwhile",
+				"kafka_brokers", cfg.KafkaBrokers, "checkpoint_topic", cfg.CheckpointTopic, "err", err.Error())
 		}
 	}()
 	defer func() { <-pingDone }()
@@ -215,6 +216,9 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		}
 	}()
 	err = stream.Run(ctx)
+	if err == nil {
+		logUndrained(log, stats, cfg.ShutdownTimeout, cfg.ExactlyOnce)
+	}
 	stopCkpt()
 	<-ckptDone
 	if !cfg.ExactlyOnce {

@@ -10,7 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/internal/config"
+	"github.com/cdc-relay/cdc-relay/replication"
 )
 
 // slotStatus is one row of pg_replication_slots, as `cdc-relay status` prints it.
@@ -42,6 +44,11 @@ func status(args []string, getenv func(string) string, stdout, stderr io.Writer)
 	}
 	asJSON := v.ActionBool("json")
 	slot := v.String("slot")
+	ckpt, err := statusCheckpointConfig(v)
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
+		return exitConfig
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, v.String("pg-url"))
@@ -51,6 +58,11 @@ func status(args []string, getenv func(string) string, stdout, stderr io.Writer)
 	}
 	defer conn.Close(context.Background())
 	st, err := querySlotStatus(ctx, conn, slot)
+	if errors.Is(err, errNoSlot) {
+		// What run does with a missing slot depends on the checkpoint
+		// topic: a first start, or exit 3.
+		err = fmt.Errorf("%w: %s", err, runVerdict(v.String("pg-url"), ckpt, slot, replication.SlotInfo{}, false))
+	}
 	if errors.Is(err, errNoSlot) && asJSON {
 		// Still JSON on stdout, for scripts; the exit code says it too.
 		printJSON(stdout, struct {
@@ -96,6 +108,7 @@ func status(args []string, getenv func(string) string, stdout, stderr io.Writer)
 	}
 	if st.WALStatus == "lost" {
 		fmt.Fprintln(stdout, "WARNING: the slot is lost: PostgreSQL removed WAL it still needed, events may have been lost")
+		fmt.Fprintln(stdout, runVerdict(v.String("pg-url"), ckpt, slot, replication.SlotInfo{WALStatus: st.WALStatus}, true))
 		return exitFailed
 	}
 	return exitOK
@@ -126,7 +139,7 @@ func querySlotStatus(ctx context.Context, conn *pgx.Conn, slot string) (*slotSta
 		WHERE slot_name = $1`, slot).
 		Scan(&plugin, &database, &st.Active, &st.ActivePID, &confirmed, &restart, &st.CurrentWALLSN, &lag, &retained, &walStatus, &st.SafeWALSizeBytes, &st.Failover)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("--slot: %w %q in this cluster (the relay creates it on first start)", errNoSlot, slot)
+		return nil, fmt.Errorf("--slot: %w %q in this cluster", errNoSlot, slot)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read pg_replication_slots: %w", err)
@@ -147,4 +160,79 @@ func strOrEmpty(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// statusCheckpointConfig is the part of run's configuration that reads the
+// checkpoint topic: the brokers, their TLS and SASL, --checkpoint-topic and
+// --relay-id. Without --kafka-brokers it is nil: status then cannot tell a
+// first start from a dropped slot, and says so.
+func statusCheckpointConfig(v *config.Values) (*Config, error) {
+	c := &Config{KafkaBrokers: v.List("kafka-brokers"), CheckpointTopic: v.String("checkpoint-topic"), RelayID: v.String("relay-id"), Slot: v.String("slot")}
+	if len(c.KafkaBrokers) == 0 {
+		return nil, nil
+	}
+	if err := kafkaSecurity(c, v); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// runVerdict says what cdc-relay run does with a slot that is missing
+// (exists false) or invalidated (lost): it asks the checkpoint guard, as run
+// does at start, reading the checkpoint topic and creating nothing.
+func runVerdict(pgURL string, cfg *Config, slot string, info replication.SlotInfo, exists bool) string {
+	if cfg == nil {
+		return verdictText(slot, "", 0, nil, exists, false)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	transport, err := kafkaTransport(cfg)
+	if err != nil {
+		return verdictText(slot, cfg.CheckpointTopic, 0, fmt.Errorf("%w: --kafka-tls: %w", replication.ErrCheckpointUnavailable, err), exists, true)
+	}
+	rconn, err := replication.ConnectReplication(ctx, pgURL)
+	if err != nil {
+		return verdictText(slot, cfg.CheckpointTopic, 0, fmt.Errorf("%w: identify the server (a replication connection): %w", replication.ErrCheckpointUnavailable, err), exists, true)
+	}
+	defer rconn.Close(context.Background())
+	server, err := replication.Identify(ctx, rconn)
+	if err != nil {
+		return verdictText(slot, cfg.CheckpointTopic, 0, fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err), exists, true)
+	}
+	g := newGuard(cfg, transport, discardLogger(), true)
+	verdict, _, err := g.Decide(ctx, replication.GuardInput{Server: server, Slot: slot, Info: info, Exists: exists, First: true,
+		History: func(ctx context.Context) ([]replication.TimelineSwitch, error) {
+			return replication.TimelineHistory(ctx, rconn, server.Timeline)
+		}})
+	return verdictText(slot, cfg.CheckpointTopic, verdict, err, exists, true)
+}
+
+// verdictText is runVerdict's sentence for the guard's verdict and error;
+// kafka is false when status could not read the checkpoint topic as it has
+// no --kafka-brokers.
+func verdictText(slot, topic string, verdict replication.Verdict, err error, lost, kafka bool) string {
+	recreate := ""
+	if lost {
+		recreate = " (unless run has --recreate-lost-slot, which drops and recreates it, logs the gap at ERROR and records it in the checkpoint topic)"
+	}
+	unknown := fmt.Sprintf("if the relay has a checkpoint for slot %q in the checkpoint topic (it streamed from the slot before, which was then dropped, lost in a failover or invalidated), "+
+		"cdc-relay run exits 3%s: events committed after the checkpoint may be missing from Kafka, and the repair is "+
+		"cdc-relay slot recreate --accept-gap --reason TEXT (same settings as run), then cdc-relay replay --since TIME (TIME %s before the checkpoint's last commit)", slot, recreate, checkpoint.ReplayMargin)
+	if !lost {
+		unknown += "; without a checkpoint, run creates the slot on first start"
+	}
+	var gap *checkpoint.GapError
+	switch {
+	case !kafka:
+		return unknown + " (set --kafka-brokers, or CDC_RELAY_KAFKA_BROKERS, with --checkpoint-topic, for status to read the checkpoint topic and tell which)"
+	case errors.As(err, &gap):
+		return "cdc-relay run exits 3" + recreate + ": " + gap.Error()
+	case errors.Is(err, replication.ErrCheckpointUnavailable):
+		return fmt.Sprintf("the checkpoint topic %s cannot be read (%v), and run waits for it before it streams or creates anything; %s", topic, err, unknown)
+	case err != nil:
+		return fmt.Sprintf("the checkpoint topic %s: %v", topic, err)
+	case verdict == replication.VerdictCreate:
+		return fmt.Sprintf("the checkpoint topic %s holds no checkpoint for it: a first start, cdc-relay run creates the slot", topic)
+	}
+	return unknown
 }

@@ -43,8 +43,14 @@ var Status = &Command{
 	Usage: `Usage: cdc-relay status [flags]
 
 Prints the slot's row of pg_replication_slots (a catalog query, never the
-outbox table) and its lag in bytes. Exit 1 when the slot is missing or lost.`,
-	Settings: []string{"config", "pg-url", "slot"}, Required: []string{"pg-url"},
+outbox table) and its lag in bytes. Exit 1 when the slot is missing or lost.
+For a missing or lost slot it says what cdc-relay run does: with
+--kafka-brokers it reads the checkpoint topic (creating nothing), and a
+checkpoint for the slot means run exits 3, with the repair (slot recreate
+--accept-gap, then replay --since); no checkpoint means a first start.`,
+	Settings: []string{"config", "pg-url", "slot", "kafka-brokers", "checkpoint-topic", "relay-id",
+		"kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password"},
+	Required: []string{"pg-url"},
 	Actions:  []Action{{Name: "json", Bool: true, Help: "print JSON on stdout ({\"slot\": ..., \"exists\": false} for a missing slot)"}},
 	Registry: Relay,
 }

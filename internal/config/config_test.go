@@ -200,7 +200,7 @@ func TestUnknownFlag(t *testing.T) {
 		{Replay, "--sinse", "did you mean --since?"},
 		{SlotRecreate, "--accept_gap", "did you mean --accept-gap?"},
 		{Status, "--jsn", "did you mean --json?"},
-		{Status, "--kafka-brokers", "cdc-relay status does not take it"},
+		{Status, "--publication", "cdc-relay status does not take it"},
 		{Healthcheck, "--metrics-adr", "did you mean --metrics-addr?"},
 		{Run, "--nope", "unknown flag --nope (cdc-relay run --help lists the flags)"},
 	}

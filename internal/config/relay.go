@@ -118,6 +118,11 @@ func match(re *regexp.Regexp, msg string) func(string) error {
 
 // brokers checks a comma-separated host:port list with at least one entry.
 func brokers(v string) error {
+	if v == "" {
+		// Unset: a command that needs brokers requires them (Required),
+		// and status reads the checkpoint topic only when they are set.
+		return nil
+	}
 	n := 0
 	for _, b := range strings.Split(v, ",") {
 		if b = strings.TrimSpace(b); b == "" {
