@@ -223,6 +223,11 @@ func verdictText(slot, topic string, verdict replication.Verdict, err error, los
 	}
 	var gap *checkpoint.GapError
 	switch {
+	case lost && !kafka:
+		// An invalidated slot stops run whether or not it has a checkpoint.
+		return fmt.Sprintf("cdc-relay run exits 3%s: events committed after the slot's confirmed_flush_lsn may be missing from Kafka, and the repair is "+
+			"cdc-relay slot recreate --accept-gap --reason TEXT (same settings as run), then cdc-relay replay --since TIME (TIME %s before the last confirmed commit; "+
+			"with --kafka-brokers and --checkpoint-topic status reads it from the checkpoint topic)", recreate, checkpoint.ReplayMargin)
 	case !kafka:
 		return unknown + " (set --kafka-brokers, or CDC_RELAY_KAFKA_BROKERS, with --checkpoint-topic, for status to read the checkpoint topic and tell which)"
 	case errors.As(err, &gap):
