@@ -32,11 +32,23 @@ type GapError struct {
 	Fork *replication.TimelineSwitch
 	// Timeline is the server's timeline.
 	Timeline uint32
+	// Ahead is the slot's confirmed LSN when the slot exists but is past
+	// the checkpoint: it was made or moved outside the relay.
+	Ahead replication.LSN
 }
 
 func (e *GapError) Error() string {
 	var b strings.Builder
 	switch {
+	case e.Ahead != 0 && e.Checkpoint != nil:
+		fmt.Fprintf(&b, "replication slot %q is at %s, ahead of the relay's checkpoint (relay id %s) at %s%s: "+
+			"the relay confirms to PostgreSQL only what its checkpoint covers, so the slot was made or moved outside the relay "+
+			"(created again by hand, moved with pg_replication_slot_advance, made on a promoted primary after a failover without failover slots, or advanced by another consumer such as Debezium); "+
+			"events committed between %s and %s were never read from it and may be missing from Kafka. The relay streams nothing until an operator accepts it. To go on: "+
+			"1. cdc-relay slot recreate --accept-gap --reason TEXT (same settings) keeps the slot and records the gap; "+
+			"2. %s publishes the missing events again from the outbox table (consumers deduplicate on id)",
+			e.Slot, e.Ahead, e.Checkpoint.RelayID, e.Checkpoint.LSN, commitText(e.Checkpoint), e.Checkpoint.LSN, e.Ahead, replayCommand(e.Checkpoint))
+		return b.String()
 	case e.Fork != nil:
 		fmt.Fprintf(&b, "the server's timeline %d forked off timeline %d at %s, but the relay's checkpoint (relay id %s) is at %s on timeline %d%s: "+
 			"Kafka holds events of a timeline this database no longer has (an asynchronous standby was promoted, or the database was restored to a point in time); "+
@@ -84,4 +96,30 @@ func ReplaySince(r *Record) time.Time {
 func replayCommand(r *Record) string {
 	return fmt.Sprintf("cdc-relay replay --since %s (%s before the last confirmed commit: transactions open when the gap began have an earlier created_at)",
 		ReplaySince(r).Format(time.RFC3339), ReplayMargin)
+}
+
+// MismatchError is a checkpoint that does not belong to the configured slot
+// and database: the one under the relay id names another slot or database,
+// or an explicit --relay-id has none while the slot's checkpoint is under
+// another id. Comparing the slot with it, or with none, would hide a gap.
+// It is a configuration error (exit 2).
+type MismatchError struct {
+	RelayID string
+	// Checkpoint is the record under RelayID that names another slot or
+	// database; Renamed the slot's checkpoint under another relay id.
+	Checkpoint *Record
+	Renamed    *Record
+	Slot       string
+	Database   string
+}
+
+func (e *MismatchError) Error() string {
+	if e.Renamed != nil {
+		return fmt.Sprintf("--relay-id %s has no checkpoint, but slot %q of database %s has one under relay id %s (confirmed %s, written at %s): "+
+			"set --relay-id %s (a changed relay id would start a history with no past, and a gap before it would go unnoticed)",
+			e.RelayID, e.Slot, e.Database, e.Renamed.RelayID, e.Renamed.LSN, e.Renamed.WrittenAt.UTC().Format(time.RFC3339), e.Renamed.RelayID)
+	}
+	return fmt.Sprintf("--relay-id %s: its checkpoint is of slot %q in database %s, but the relay is configured for slot %q in database %s: "+
+		"set --relay-id to this relay's own id (or leave it unset for <system identifier>/<database>/<slot>), or correct --slot or --pg-url",
+		e.RelayID, e.Checkpoint.Slot, e.Checkpoint.Database, e.Slot, e.Database)
 }

@@ -28,9 +28,19 @@ type Config struct {
 	RecreateInvalidated bool
 	// ReadOnly creates nothing: a missing topic reads as empty (check).
 	ReadOnly bool
-	// Interval is the least time between two checkpoint writes; default 1 s.
+	// ExactlyOnce is --delivery exactly-once: the checkpoint is written
+	// inside the Kafka transactions (TxnRecord), the slot is compared with
+	// it in SkipBelow, after the fence, and Run and Checkpoint write
+	// nothing.
+	ExactlyOnce bool
+	// Interval is the least time between two checkpoint writes while only
+	// idle positions move (no transaction confirmed since the last); default 1 s.
 	Interval time.Duration
-	Logger   *slog.Logger
+	// BusyInterval is the least time between two checkpoint writes while
+	// transactions are confirmed; default 100 ms. Every confirm waits for
+	// a checkpoint, so it bounds how far the slot trails the acknowledgements.
+	BusyInterval time.Duration
+	Logger       *slog.Logger
 }
 
 // Guard is the relay's checkpoint: it decides on every connection what may
@@ -45,6 +55,13 @@ type Guard struct {
 	id      string
 	own     *Record // the newest checkpoint under id, read or written
 	others  []*Record
+	// renamed are checkpoints of this system, database and slot under
+	// another relay id than an explicit --relay-id.
+	renamed []*Record
+	// writeErr is the error of the last checkpoint write, nil after one
+	// succeeded; writeErrSince is when the writes began to fail.
+	writeErr      error
+	writeErrSince time.Time
 	written replication.LSN // the LSN of own when this process wrote or read it
 	// hist is the server's timeline history as Decide last read it (only
 	// when the checkpoint's timeline was not the server's), for SkipBelow.
@@ -59,6 +76,9 @@ var _ replication.Guard = (*Guard)(nil)
 func NewGuard(cfg Config) *Guard {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
+	}
+	if cfg.BusyInterval <= 0 {
+		cfg.BusyInterval = 100 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -109,6 +129,14 @@ func (g *Guard) load(ctx context.Context, server replication.Server, force bool)
 		g.id = DefaultRelayID(server, g.cfg.Slot)
 		g.others = st.SameSlotElsewhere(server, g.cfg.Slot)
 		slices.SortFunc(g.others, func(a, b *Record) int { return b.WrittenAt.Compare(a.WrittenAt) })
+	} else {
+		g.renamed = g.renamed[:0]
+		for id, r := range st.Checkpoints {
+			if id != g.id && r.SystemID == server.SystemID && r.Database == server.Database && r.Slot == g.cfg.Slot {
+				g.renamed = append(g.renamed, r)
+			}
+		}
+		slices.SortFunc(g.renamed, func(a, b *Record) int { return b.WrittenAt.Compare(a.WrittenAt) })
 	}
 	if r := st.Checkpoints[g.id]; r != nil && (g.own == nil || r.Position() > g.own.Position()) {
 		g.own = r
@@ -145,8 +173,11 @@ func (g *Guard) Decide(ctx context.Context, in replication.GuardInput) (replicat
 		return 0, nil, err
 	}
 	g.mu.Lock()
-	own, others := g.own, g.others
+	own, others, renamed := g.own, g.others, g.renamed
 	g.mu.Unlock()
+	if err := g.mismatch(in, own, renamed); err != nil {
+		return 0, nil, replication.Fatal(err)
+	}
 
 	if (!in.Exists || in.Info.Invalidated()) && in.First && own == nil && len(others) == 0 && g.cfg.Store != nil {
 		// About to take this for a first start: read the topic again, as
@@ -208,14 +239,114 @@ func (g *Guard) Decide(ctx context.Context, in replication.GuardInput) (replicat
 		}
 	}
 	if pos := own.Position(); in.Info.Confirmed < pos {
-		if own.Timeline == in.Server.Timeline || own.Timeline == 0 {
+		switch {
+		case g.cfg.ExactlyOnce:
+			warns = append(warns, fmt.Sprintf("the slot (confirmed %s) is behind the checkpoint (%s): the transactions between them are in Kafka already and are skipped, not published again", in.Info.Confirmed, own.LSN))
+		case own.Timeline == in.Server.Timeline || own.Timeline == 0:
 			warns = append(warns, fmt.Sprintf("the slot is behind the checkpoint: events between %s and %s are published again (duplicates, which consumers drop by id)", in.Info.Confirmed, own.LSN))
-		} else {
+		default:
 			warns = append(warns, fmt.Sprintf("the slot (timeline %d, confirmed %s) is behind the checkpoint (timeline %d, %s), which lies before the fork: events since %s are published again (duplicates)",
 				in.Server.Timeline, in.Info.Confirmed, own.Timeline, own.LSN, in.Info.Confirmed))
 		}
 	}
 	return replication.VerdictStream, warns, nil
+}
+
+// mismatch is a *MismatchError when the checkpoint under the relay id is
+// another slot's or database's, or when an explicit --relay-id finds none
+// while this slot's checkpoint is under another id: comparing the slot with
+// the wrong checkpoint, or with none, would hide a gap.
+func (g *Guard) mismatch(in replication.GuardInput, own *Record, renamed []*Record) error {
+	switch {
+	case own != nil && own.Kind == KindCheckpoint && (own.Slot != g.cfg.Slot || own.Database != in.Server.Database):
+		return &MismatchError{RelayID: own.RelayID, Checkpoint: own, Slot: g.cfg.Slot, Database: in.Server.Database}
+	case own == nil && in.Exists && len(renamed) > 0:
+		return &MismatchError{RelayID: g.RelayID(), Renamed: renamed[0], Slot: g.cfg.Slot, Database: in.Server.Database}
+	}
+	return nil
+}
+
+// Holding implements replication.Guard: with the slot held, nobody else
+// can move it, so a slot ahead of the checkpoint read now was made or moved
+// outside the relay (see checkAhead). Under exactly-once SkipBelow decides
+// instead, after the fence.
+func (g *Guard) Holding(ctx context.Context, in replication.GuardInput, info replication.SlotInfo) error {
+	if g.cfg.ExactlyOnce {
+		return nil
+	}
+	if err := g.load(ctx, in.Server, true); err != nil {
+		return err
+	}
+	return g.checkAhead(ctx, in, info.Confirmed)
+}
+
+// Ahead is checkAhead for a slot this process does not hold (slot recreate,
+// check): read the slot first, then call it, as the checkpoint only grows.
+func (g *Guard) Ahead(ctx context.Context, in replication.GuardInput) error {
+	if err := g.load(ctx, in.Server, true); err != nil {
+		return err
+	}
+	return g.checkAhead(ctx, in, in.Info.Confirmed)
+}
+
+// checkAhead returns a fatal *GapError when the slot's confirmed LSN is
+// past the relay's own checkpoint of format FormatFollows on this server's
+// timeline history. The relay confirms nothing a durable checkpoint does not
+// cover, so the slot was created again by hand, moved with
+// pg_replication_slot_advance, or made on a promoted primary after a
+// failover without failover slots: the rows between were never read. An
+// open Kafka transaction on the topic could hide the newest checkpoint: the
+// topic is read again once it settled, and until then the answer is
+// unknown (retried), never a gap.
+func (g *Guard) checkAhead(ctx context.Context, in replication.GuardInput, slotConfirmed replication.LSN) error {
+	for settled := false; ; settled = true {
+		g.mu.Lock()
+		own := g.own
+		g.mu.Unlock()
+		if own == nil || own.Kind != KindCheckpoint || own.Format < FormatFollows || own.SystemID != in.Server.SystemID || slotConfirmed <= own.Position() {
+			return nil
+		}
+		if own.Timeline != 0 && own.Timeline != in.Server.Timeline {
+			hist, err := g.history(ctx, in)
+			if err != nil {
+				return err
+			}
+			if fork, beyond := forkedBefore(hist, own); beyond {
+				return replication.Fatal(&GapError{Slot: in.Slot, Checkpoint: own, Fork: &fork, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
+			}
+		}
+		if settled {
+			return replication.Fatal(&GapError{Slot: in.Slot, Checkpoint: own, Ahead: slotConfirmed, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
+		}
+		if err := g.cfg.Store.Settle(ctx); err != nil {
+			return unknown(err)
+		}
+		if err := g.load(ctx, in.Server, true); err != nil {
+			return err
+		}
+	}
+}
+
+// history is the server's timeline history: as Decide read it on this
+// connection, else read now through in.History.
+func (g *Guard) history(ctx context.Context, in replication.GuardInput) ([]replication.TimelineSwitch, error) {
+	g.mu.Lock()
+	hist, tli, read := g.hist, g.histTLI, g.histRead
+	g.mu.Unlock()
+	if read && tli == in.Server.Timeline {
+		return hist, nil
+	}
+	if in.History == nil {
+		return nil, fmt.Errorf("%w: the server's timeline history was not read on this connection", replication.ErrCheckpointUnavailable)
+	}
+	hist, err := in.History(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.hist, g.histTLI, g.histRead = hist, in.Server.Timeline, true
+	g.mu.Unlock()
+	return hist, nil
 }
 
 // forkedBefore finds where the checkpoint's timeline ended in the server's
@@ -312,7 +443,7 @@ func (g *Guard) record(server replication.Server, lsn replication.LSN, commitLSN
 	id, own := g.id, g.own
 	g.mu.Unlock()
 	r := &Record{Kind: KindCheckpoint, RelayID: id, LSN: lsn.String(), Timeline: server.Timeline, SystemID: server.SystemID, Database: server.Database,
-		Slot: g.cfg.Slot, Publication: g.cfg.Publication, Tables: g.cfg.Tables, Version: g.cfg.Version, WrittenAt: time.Now().UTC()}
+		Slot: g.cfg.Slot, Publication: g.cfg.Publication, Tables: g.cfg.Tables, Version: g.cfg.Version, WrittenAt: time.Now().UTC(), Format: FormatFollows}
 	switch {
 	case !commit.IsZero():
 		c := commit.UTC()
@@ -327,12 +458,28 @@ func (g *Guard) record(server replication.Server, lsn replication.LSN, commitLSN
 func (g *Guard) write(ctx context.Context, server replication.Server, lsn, commitLSN replication.LSN, commit time.Time) error {
 	r := g.record(server, lsn, commitLSN, commit)
 	if err := g.cfg.Store.Write(ctx, r); err != nil {
-		return fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err)
+		err = fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err)
+		g.mu.Lock()
+		if g.writeErr == nil {
+			g.writeErrSince = time.Now()
+		}
+		g.writeErr = err
+		g.mu.Unlock()
+		return err
 	}
 	g.mu.Lock()
-	g.own, g.written = r, lsn
+	g.own, g.written, g.writeErr = r, lsn, nil
 	g.mu.Unlock()
 	return nil
+}
+
+// WriteHealth is the error of the last checkpoint write and since when the
+// writes fail; nil once one succeeded. While they fail the slot holds its
+// WAL: nothing is confirmed past the last durable checkpoint.
+func (g *Guard) WriteHealth() (err error, since time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.writeErr, g.writeErrSince
 }
 
 // SkipBelow reads the checkpoint topic again (read_committed) and returns
@@ -344,8 +491,17 @@ func (g *Guard) write(ctx context.Context, server replication.Server, lsn, commi
 // timeline counts only when it lies at or before the fork; beyond it, its
 // LSNs name other transactions, and the start-up rules apply (a
 // *GapError, exit 3).
-func (g *Guard) SkipBelow(ctx context.Context, server replication.Server) (replication.LSN, error) {
+//
+// It is also where an exactly-once relay compares the slot (confirmed at
+// slotConfirmed, read once this instance held it) with the checkpoint: only
+// after the fence has every older instance's last commit settled, so a
+// checkpoint read before it could be older than the slot (see Holding).
+func (g *Guard) SkipBelow(ctx context.Context, in replication.GuardInput, slotConfirmed replication.LSN) (replication.LSN, error) {
+	server := in.Server
 	if err := g.load(ctx, server, true); err != nil {
+		return 0, err
+	}
+	if err := g.checkAhead(ctx, in, slotConfirmed); err != nil {
 		return 0, err
 	}
 	g.mu.Lock()
@@ -369,11 +525,13 @@ func (g *Guard) SkipBelow(ctx context.Context, server replication.Server) (repli
 	return own.Position(), nil
 }
 
-// TxnRecord is the checkpoint at end, the end LSN of the last PostgreSQL
-// transaction of a Kafka transaction, as the record written inside it:
-// topic, key and JSON value.
-func (g *Guard) TxnRecord(server replication.Server, end replication.LSN, commit time.Time) (topic string, key, value []byte, err error) {
-	r := g.record(server, end, end, commit)
+// TxnRecord is the checkpoint at end, as the record written inside a Kafka
+// transaction: topic, key and JSON value. end is the end LSN of the last
+// PostgreSQL transaction of the Kafka transaction, or an idle position past
+// the last one (a checkpoint-only transaction), whose end and commit time
+// are commitEnd and commit.
+func (g *Guard) TxnRecord(server replication.Server, end, commitEnd replication.LSN, commit time.Time) (topic string, key, value []byte, err error) {
+	r := g.record(server, end, commitEnd, commit)
 	value, err = r.marshal()
 	if err != nil {
 		return "", nil, nil, err
@@ -381,26 +539,70 @@ func (g *Guard) TxnRecord(server replication.Server, end replication.LSN, commit
 	return g.cfg.Store.Topic(), []byte(r.Key()), value, nil
 }
 
-// Run writes a checkpoint after each confirm that moved the LSN past the
-// last one written, at most once per Interval, until ctx ends; then Flush
-// writes the last one. Failed writes are logged once per distinct error and
-// retried at the next tick.
+// Run writes a checkpoint at the acknowledged prefix of the stream's
+// current tracker whenever it moved past the last one (Tracker.Unwritten),
+// until ctx ends: at most once per BusyInterval while transactions are
+// confirmed, once per Interval while only idle positions move. Each
+// durable write lets the tracker confirm up to it. Failed writes are logged
+// once per distinct error and retried; meanwhile nothing more is confirmed
+// and the slot holds its WAL. Under exactly-once it writes nothing: the
+// Kafka transactions carry the checkpoint.
 func (g *Guard) Run(ctx context.Context, stats *replication.Stats) {
-	t := time.NewTicker(g.cfg.Interval)
-	defer t.Stop()
+	if g.cfg.ExactlyOnce {
+		return
+	}
+	tick := time.NewTicker(g.cfg.Interval)
+	defer tick.Stop()
 	var lastErr string
+	var last time.Time          // the last write attempt
+	var lastCommit replication.LSN // the commit end the last write covered
 	for {
+		var pending <-chan struct{}
+		tr := stats.Tracker()
+		if tr != nil {
+			pending = tr.Pending()
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-pending:
+		case <-tick.C:
 		}
+		if tr == nil {
+			tr = stats.Tracker()
+		}
+		server := stats.Server()
+		if tr == nil || server == nil {
+			continue
+		}
+		_, commitEnd, _, ok := tr.Unwritten()
+		if !ok {
+			continue
+		}
+		gap := g.cfg.Interval
+		if commitEnd > lastCommit {
+			gap = g.cfg.BusyInterval
+		}
+		if wait := time.Until(last.Add(gap)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		last = time.Now()
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := g.Flush(wctx, stats)
+		covered, err := g.flush(wctx, *server, tr)
 		cancel()
+		if err == nil && covered > lastCommit {
+			lastCommit = covered
+		}
 		switch {
 		case err != nil && err.Error() != lastErr && ctx.Err() == nil:
-			g.log.Warn("checkpoint not written; retrying", "checkpoint_topic", g.cfg.Store.Topic(), "err", err.Error())
+			g.log.Warn("checkpoint not written; retrying. Nothing is confirmed to PostgreSQL past the last checkpoint meanwhile, so the slot holds WAL",
+				"checkpoint_topic", g.cfg.Store.Topic(), "err", err.Error())
 			lastErr = err.Error()
 		case err == nil && lastErr != "":
 			g.log.Info("checkpoint written again", "checkpoint_topic", g.cfg.Store.Topic())
@@ -409,21 +611,36 @@ func (g *Guard) Run(ctx context.Context, stats *replication.Stats) {
 	}
 }
 
-// Flush writes a checkpoint when the confirmed LSN has moved past the last
-// one written (read the commit first: the LSN is then at least as new).
-func (g *Guard) Flush(ctx context.Context, stats *replication.Stats) error {
+// Checkpoint implements replication.Guard: the final checkpoint, before
+// the stream's final status update. Under exactly-once it writes nothing.
+func (g *Guard) Checkpoint(ctx context.Context, server replication.Server, tr *replication.Tracker) error {
+	if g.cfg.ExactlyOnce {
+		return nil
+	}
+	_, err := g.flush(ctx, server, tr)
+	return err
+}
+
+// flush writes a checkpoint at tr's acknowledged prefix when it is past the
+// last one this process knows durable, and tells tr what is durable. It
+// returns the commit end the checkpoint covers.
+func (g *Guard) flush(ctx context.Context, server replication.Server, tr *replication.Tracker) (replication.LSN, error) {
 	g.mu.Lock()
-	loaded, written := g.loaded, g.written
+	loaded, written, own := g.loaded, g.written, g.own
 	g.mu.Unlock()
-	server := stats.Server()
-	if !loaded || server == nil {
-		return nil
+	pos, commitEnd, commit, ok := tr.Unwritten()
+	if !loaded || !ok {
+		return commitEnd, nil
 	}
-	commitLSN := stats.ConfirmedCommitLSN()
-	commit := stats.ConfirmedCommitTime()
-	lsn := stats.Confirmed()
-	if lsn == 0 || lsn <= written {
-		return nil
+	if pos <= written && own != nil && own.SystemID == server.SystemID {
+		// A checkpoint at or past it is durable already (written before
+		// a reconnect, or by the instance this one took over from).
+		tr.Checkpointed(pos, commitEnd, commit)
+		return commitEnd, nil
 	}
-	return g.write(ctx, *server, lsn, commitLSN, commit)
+	if err := g.write(ctx, server, pos, commitEnd, commit); err != nil {
+		return 0, err
+	}
+	tr.Checkpointed(pos, commitEnd, commit)
+	return commitEnd, nil
 }

@@ -19,10 +19,19 @@ const (
 	KindGap = "gap"
 )
 
+// FormatFollows is the format of a checkpoint whose relay confirms to
+// PostgreSQL only what a durable checkpoint covers: the slot never passes
+// it, so a slot found ahead of it was made or moved outside the relay.
+// Records without a format (releases before it) may trail the slot by any
+// idle period, and are trusted as they are.
+const FormatFollows = 2
+
 // Record is the JSON value of a record in the checkpoint topic.
 type Record struct {
 	Kind    string `json:"kind"`
 	RelayID string `json:"relay_id"`
+	// Format is FormatFollows, or 0 in a record of a release before it.
+	Format int `json:"format,omitempty"`
 	// LSN is the LSN last confirmed to PostgreSQL (a commit end LSN, or an
 	// idle position), as PostgreSQL writes it.
 	LSN      string `json:"confirmed_lsn"`

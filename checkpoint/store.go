@@ -221,12 +221,59 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 // span is a partition's first offset and last stable offset.
 type span struct{ start, end int64 }
 
+// Settle waits until no Kafka transaction that was open on the topic when
+// it was called still holds back read_committed reads: until each
+// partition's last stable offset reaches the high watermark it had then. A
+// transaction lasts at most its timeout, and ctx bounds the wait.
+func (s *Store) Settle(ctx context.Context) error {
+	n, err := s.partitions(ctx)
+	if err != nil {
+		return fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
+	}
+	cl, err := kgo.NewClient(append(slices.Clip(s.kopts), kgo.SeedBrokers(s.brokers...), kgo.ClientID("cdc-relay"))...)
+	if err != nil {
+		return fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
+	}
+	defer cl.Close()
+	high, err := s.offsetsAt(ctx, cl, n, 0)
+	if err != nil {
+		return err
+	}
+	for {
+		stable, err := s.offsetsAt(ctx, cl, n, 1)
+		if err != nil {
+			return err
+		}
+		behind := false
+		for p, h := range high {
+			if stable[p].end < h.end {
+				behind = true
+			}
+		}
+		if !behind {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("checkpoint topic %s: a Kafka transaction on it is still open: %w", s.topic, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // offsets lists each partition's first offset and last stable offset.
 func (s *Store) offsets(ctx context.Context, cl *kgo.Client, n int) (map[int32]span, error) {
+	return s.offsetsAt(ctx, cl, n, 1)
+}
+
+// offsetsAt lists each partition's first offset and its last offset under
+// isolation (0 read_uncommitted: the high watermark; 1 read_committed: the
+// last stable offset).
+func (s *Store) offsetsAt(ctx context.Context, cl *kgo.Client, n int, isolation int8) (map[int32]span, error) {
 	out := make(map[int32]span, n)
-	for _, ts := range []int64{-2, -1} { // earliest, then latest (the last stable offset under read_committed)
+	for _, ts := range []int64{-2, -1} { // earliest, then latest
 		req := kmsg.NewPtrListOffsetsRequest()
-		req.IsolationLevel = 1
+		req.IsolationLevel = isolation
 		t := kmsg.NewListOffsetsRequestTopic()
 		t.Topic = s.topic
 		for p := range n {

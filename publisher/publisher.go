@@ -87,9 +87,11 @@ type Config struct {
 	// it holds this many records; default 10,000.
 	TxnMaxEvents int
 	// Checkpoint makes the record written at the end of each Kafka
-	// transaction: the checkpoint at the end LSN of the last PostgreSQL
-	// transaction in it. Required with TransactionalID.
-	Checkpoint func(end uint64, commitTime time.Time) (*Record, error)
+	// transaction: the checkpoint at end, the end LSN of the last
+	// PostgreSQL transaction in it, or for a checkpoint-only transaction an
+	// idle position past the last one, which ended at commitEnd and
+	// committed at commitTime. Required with TransactionalID.
+	Checkpoint func(end, commitEnd uint64, commitTime time.Time) (*Record, error)
 }
 
 // Observer receives the publisher's figures.

@@ -69,6 +69,9 @@ type Session struct {
 	txnEvents int
 	txnEnded  time.Time     // when the last EndTxn(commit) of this session returned
 	txnAwait  time.Duration // how long awaitCompleted held the open transaction's first record
+	ckpt      Checkpointer  // s.txn, when it follows the checkpoint
+	ckptAt    time.Time     // when the last checkpoint committed
+	ckptEnd   uint64        // the commit end it covered
 	// describeFails counts awaitCompleted's requests that failed in a row.
 	describeFails int
 	produced      uint64 // newest seq handed to kgo
@@ -82,11 +85,14 @@ type Session struct {
 	limAt    time.Time
 }
 
-// item is a queued record, or (rec nil) the boundary after seq.
+// item is a queued record, or (rec nil) the boundary after seq: end is
+// where the checkpoint goes, cend the end of the newest PostgreSQL
+// transaction up to it (end too, except for an idle position).
 type item struct {
 	rec  *Record
 	seq  uint64
 	end  uint64
+	cend uint64
 	time time.Time
 }
 
@@ -103,6 +109,26 @@ type TxnAcker interface {
 	Committed(upTo uint64)
 }
 
+// Checkpointer is a TxnAcker whose confirms follow the checkpoint: it
+// learns which position each committed checkpoint covers (Checkpointed),
+// and names the progress that no record carries (Unwritten: idle positions,
+// PostgreSQL transactions without outbox rows). An idle session commits
+// that progress in a Kafka transaction of its own, holding only the
+// checkpoint, at most once per busyCheckpointGap while transactions end and
+// once per idleCheckpointGap while only idle positions move.
+type Checkpointer interface {
+	Checkpointed(end, commitEnd uint64, commitTime time.Time)
+	Unwritten() (end, commitEnd uint64, commitTime time.Time, ok bool)
+}
+
+// The least time between two checkpoints of a transactional session that
+// carry no record: while PostgreSQL transactions end, and while only idle
+// positions move.
+const (
+	busyCheckpointGap = 100 * time.Millisecond
+	idleCheckpointGap = time.Second
+)
+
 // NewSession starts a session; its goroutine runs until Close or a terminal
 // error. A transactional session needs an acker that is also a TxnAcker;
 // the relay has called Fence first.
@@ -115,6 +141,7 @@ func (p *Publisher) NewSession(ctx context.Context, acker Acker) *Session {
 	if err == nil && p.Transactional() {
 		if t, ok := acker.(TxnAcker); ok {
 			s.txn = t
+			s.ckpt, _ = acker.(Checkpointer)
 		} else {
 			err = errors.New("publisher: a transactional session needs a TxnAcker")
 		}
@@ -167,7 +194,7 @@ func (s *Session) Boundary(lastSeq, end uint64, commitTime time.Time) {
 	}
 	s.mu.Lock()
 	if s.err == nil {
-		s.queue = append(s.queue, item{seq: lastSeq, end: end, time: commitTime})
+		s.queue = append(s.queue, item{seq: lastSeq, end: end, cend: end, time: commitTime})
 		s.bSeq = lastSeq
 	}
 	s.mu.Unlock()
@@ -304,6 +331,9 @@ func (s *Session) run() {
 			// rates stays near at-least-once.
 			s.commit()
 		}
+		if s.ckpt != nil && idle && !s.inTxn && !s.failed() {
+			s.checkpointOnly()
+		}
 		if !idle {
 			continue
 		}
@@ -350,7 +380,7 @@ type TxnTimeoutError struct {
 }
 
 func (e *TxnTimeoutError) Error() string {
-	return fmt.Sprintf("a Kafka transaction has been open for %s with %d events and its PostgreSQL transaction has not ended: it cannot be delivered within --txn-timeout %s; "+
+	return fmt.Sprintf("a Kafka transaction has been open for %s with %d events sent so far and its PostgreSQL transaction has not ended: it cannot be delivered within --txn-timeout %s; "+
 		"raise --txn-timeout (at most the broker's transaction.max.timeout.ms, 15 min by default) or run with --delivery at-least-once", e.Open, e.Events, e.Timeout)
 }
 
@@ -570,7 +600,7 @@ func (s *Session) failedRecord(r *Record, err error) {
 func (s *Session) commit() {
 	b := s.boundary
 	decided := time.Now()
-	ck, err := s.p.cfg.Checkpoint(b.end, b.time)
+	ck, err := s.p.cfg.Checkpoint(b.end, b.cend, b.time)
 	if err != nil {
 		s.fail(fmt.Errorf("checkpoint record: %w", err))
 		return
@@ -617,10 +647,34 @@ func (s *Session) commit() {
 	s.commSeq = b.seq
 	s.txn.Committed(b.seq)
 	s.mu.Unlock()
+	s.ckptAt, s.ckptEnd = time.Now(), b.cend
+	if s.ckpt != nil {
+		s.ckpt.Checkpointed(b.end, b.cend, b.time)
+	}
 	select {
 	case s.ackedCh <- struct{}{}:
 	default:
 	}
+}
+
+// checkpointOnly commits, in a Kafka transaction of its own, the progress
+// past the last checkpoint that no record carries, when it is due: every
+// record produced is committed (the session is idle), so the acknowledged
+// prefix is in Kafka up to that position.
+func (s *Session) checkpointOnly() {
+	end, cend, ct, ok := s.ckpt.Unwritten()
+	if !ok {
+		return
+	}
+	gap := idleCheckpointGap
+	if cend > s.ckptEnd {
+		gap = busyCheckpointGap
+	}
+	if time.Since(s.ckptAt) < gap {
+		return // the next boundary or tick comes back
+	}
+	s.boundary = item{seq: s.produced, end: end, cend: cend, time: ct}
+	s.commit()
 }
 
 // completedWait bounds awaitCompleted: the broker itself retries a

@@ -65,7 +65,7 @@ func BenchmarkTxnBackToBack(b *testing.B) {
 		p, err := New(Config{
 			Brokers: []string{broker.Addr()}, ExactlyOnce: true, TransactionalID: "bench-txn-" + name,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Checkpoint: func(end uint64, _ time.Time) (*Record, error) {
+			Checkpoint: func(end, _ uint64, _ time.Time) (*Record, error) {
 				return &Record{Topic: ck, Key: []byte("relay"), Value: []byte(strconv.FormatUint(end, 10))}, nil
 			},
 		})

@@ -143,7 +143,7 @@ func txnConfig(c *kfake.Cluster, logs *relaytest.LogBuffer, ck string) Config {
 		ExactlyOnce:     true,
 		TransactionalID: "txn-test",
 		Logger:          slog.New(slog.NewTextHandler(logs, nil)),
-		Checkpoint: func(end uint64, _ time.Time) (*Record, error) {
+		Checkpoint: func(end, _ uint64, _ time.Time) (*Record, error) {
 			return &Record{Topic: ck, Key: []byte("relay"), Value: []byte(strconv.FormatUint(end, 10))}, nil
 		},
 	}
@@ -274,5 +274,15 @@ func TestTxnWithoutDescribeTransactions(t *testing.T) {
 	}
 	if got := readCommitted(t, c.ListenAddrs(), data, 3); !slices.Equal(got, []string{"1", "2", "3"}) {
 		t.Fatalf("read_committed: %v", got)
+	}
+}
+
+// TestTxnTimeoutErrorSaysSentSoFar: the halt message counts the events the
+// open transaction has sent, not the PostgreSQL transaction's, which has
+// not ended.
+func TestTxnTimeoutErrorSaysSentSoFar(t *testing.T) {
+	err := &TxnTimeoutError{Events: 1234, Open: 61 * time.Second, Timeout: time.Minute}
+	if got := err.Error(); !strings.Contains(got, "with 1234 events sent so far and its PostgreSQL transaction has not ended") || !strings.Contains(got, "--txn-timeout 1m0s") {
+		t.Fatalf("message %q", got)
 	}
 }

@@ -64,6 +64,11 @@ type Config struct {
 	// (Tracker.RequireCommit); the session then also gets transaction
 	// boundaries (Bounded) and says what to skip (Skipping).
 	ExactlyOnce bool
+	// IsConfigError, when set, tells a fatal error that is a configuration
+	// error (the caller exits 2) from a halt: it is logged as a
+	// configuration error, not as "halt". Default nil: every fatal error
+	// is a halt.
+	IsConfigError func(error) bool
 	// Logger receives lifecycle lines. Default slog.Default().
 	Logger *slog.Logger
 }

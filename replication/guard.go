@@ -73,6 +73,16 @@ type Guard interface {
 	// SlotCreated is called after the stream created the slot (VerdictCreate)
 	// or recreated it (VerdictRecreate; old is the invalidated slot's row).
 	SlotCreated(ctx context.Context, in GuardInput, info SlotInfo, old *SlotInfo) error
+	// Holding is called once this instance holds the slot (after
+	// START_REPLICATION), with the slot's row read then, which no other
+	// instance can move any more: the guard decides whether the slot is
+	// where the relay left it. Every tracker then confirms only what a
+	// checkpoint covers (Tracker.RequireCheckpoint).
+	Holding(ctx context.Context, in GuardInput, info SlotInfo) error
+	// Checkpoint writes a checkpoint at tr's acknowledged prefix now, if
+	// none covers it yet: the stream calls it before its final status
+	// update, so that the final confirm follows the final checkpoint.
+	Checkpoint(ctx context.Context, server Server, tr *Tracker) error
 }
 
 // ErrCheckpointUnavailable marks a failure to read or write the relay's

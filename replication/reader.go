@@ -385,6 +385,16 @@ func (r *reader) drain() {
 	} else {
 		r.drainSession(time.Now().Add(r.s.cfg.DrainTimeout))
 	}
+	if g, server := r.s.deps.Guard, r.s.stats.Server(); g != nil && server != nil {
+		// The final checkpoint first: the final confirm may go only as
+		// far as a durable checkpoint covers.
+		ctx, cancel := context.WithTimeout(context.Background(), finalCheckpointTimeout)
+		if err := g.Checkpoint(ctx, *server, r.tr); err != nil {
+			r.s.log.Warn("final checkpoint not written: the slot stays at the last checkpoint, and what came after it is read again at the next start (duplicates, which consumers drop by id)",
+				"confirmed_lsn", r.tr.Confirmed().String(), "acknowledged_lsn", r.tr.Ready().String(), "err", err.Error())
+		}
+		cancel()
+	}
 	if err := r.sendStatus(false); err != nil {
 		r.s.log.Warn("final status update failed", "err", err.Error())
 		return
@@ -420,6 +430,9 @@ func (r *reader) drainSession(deadline time.Time) {
 		}
 	}
 }
+
+// finalCheckpointTimeout bounds the final checkpoint write at shutdown.
+const finalCheckpointTimeout = 10 * time.Second
 
 // endCopyTimeout bounds the CopyDone handshake at shutdown.
 const endCopyTimeout = 5 * time.Second

@@ -54,6 +54,9 @@ type Stats struct {
 	tracker    atomic.Pointer[Tracker]
 }
 
+// Tracker is the current connection's tracker; nil before the first.
+func (s *Stats) Tracker() *Tracker { return s.tracker.Load() }
+
 // SlotFailover reports whether the slot was a failover slot when the
 // stream last started.
 func (s *Stats) SlotFailover() bool { return s.slotFailover.Load() }

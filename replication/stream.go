@@ -68,7 +68,17 @@ func (s *Stream) Run(ctx context.Context) error {
 			cause := err.Error()
 			s.stats.haltCause.Store(&cause)
 			s.stats.state.Store(int32(StateHalted))
-			s.log.Error("halt", "cause", err.Error(), "confirmed_lsn", s.stats.Confirmed().String())
+			attrs := []any{"cause", err.Error()}
+			if c := s.stats.Confirmed(); c != 0 {
+				// Only what this process confirmed: a halt before it
+				// streamed has none, and its cause names the LSNs.
+				attrs = append(attrs, "confirmed_lsn", c.String())
+			}
+			if s.cfg.IsConfigError != nil && s.cfg.IsConfigError(err) {
+				s.log.Error("configuration error: stopping", attrs...)
+			} else {
+				s.log.Error("halt", attrs...)
+			}
 			return err
 		}
 		if u := s.unrecoverable(err); u != nil {
@@ -216,6 +226,15 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	if !ok {
 		return false, Fatal(fmt.Errorf("slot %q: %w", s.cfg.Slot, ErrSlotDropped))
 	}
+	if s.deps.Guard != nil {
+		in := GuardInput{Server: server, Slot: s.cfg.Slot, Info: info, Exists: true,
+			History: func(ctx context.Context) ([]TimelineSwitch, error) {
+				return TimelineHistory(ctx, rconn, server.Timeline)
+			}}
+		if err := s.deps.Guard.Holding(setupCtx, in, info); err != nil {
+			return false, err
+		}
+	}
 	conn.Close(context.Background())
 	cancelSetup()
 	s.stats.slotFailover.Store(info.Failover)
@@ -233,6 +252,9 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	tr := NewTracker(info.Confirmed, s.cfg.MaxInFlightEvents, s.cfg.MaxInFlightBytes)
 	if s.cfg.ExactlyOnce {
 		tr.RequireCommit()
+	}
+	if s.deps.Guard != nil {
+		tr.RequireCheckpoint()
 	}
 	s.stats.tracker.Store(tr)
 	defer func() { progressed = tr.Confirmed() > info.Confirmed || time.Since(started) >= progressAfter }()

@@ -27,8 +27,16 @@ import (
 // Kafka transaction (Committed), so that a transaction larger than the
 // in-flight bound streams through without deadlocking.
 //
+// With a checkpoint (RequireCheckpoint) the slot follows it: Ready is the
+// acknowledged prefix, a checkpoint is written at it (Unwritten), and only
+// once that write is durable (Checkpointed) does Confirmed move there. The
+// slot's confirmed_flush_lsn therefore never passes the relay's checkpoint,
+// which is how a slot made or moved by hand is told from one the relay
+// advanced.
+//
 // All methods are safe for concurrent use; the stream calls Reserve, Commit
-// and AdvanceIdle, the publisher calls Ack and Committed.
+// and AdvanceIdle, the publisher calls Ack and Committed, and the checkpoint
+// writer Unwritten and Checkpointed.
 type Tracker struct {
 	maxEvents int
 	maxBytes  int64
@@ -36,20 +44,30 @@ type Tracker struct {
 	// confirms, besides acked.
 	needCommit bool
 	committed  uint64
+	// needCkpt is set with a checkpoint: durable bounds what confirms.
+	needCkpt bool
 
-	mu        sync.Mutex
-	events    int   // reserved and not yet acknowledged
-	bytes     int64 // likewise
-	last      uint64
-	acked     uint64
-	commits   []commit // commits not yet confirmed, oldest first
-	head      int
-	confirmed LSN
-	confTime  time.Time // commit time of the newest confirmed transaction
-	// confCommit is the end LSN of that transaction
-	confCommit LSN
-	room       chan struct{}
-	progress   chan struct{}
+	mu      sync.Mutex
+	events  int   // reserved and not yet acknowledged
+	bytes   int64 // likewise
+	last    uint64
+	acked   uint64
+	commits []commit // commits not yet confirmed, oldest first
+	head    int
+	// ready is the end of the acknowledged prefix: what may be confirmed
+	// once a checkpoint covers it.
+	ready     LSN
+	readyTime time.Time // commit time of the newest transaction in the prefix
+	// readyCommit is the end LSN of that transaction
+	readyCommit LSN
+	// durable is the LSN the newest durable checkpoint covers, with its
+	// newest transaction (only with needCkpt).
+	durable       LSN
+	durableCommit LSN
+	durableTime   time.Time
+	room          chan struct{}
+	progress      chan struct{}
+	pending       chan struct{}
 	// base is the monotonic origin of reads; reads[seq&(len(reads)-1)]
 	// holds when in-flight event seq was read, in nanoseconds since base.
 	base  time.Time
@@ -78,9 +96,11 @@ func NewTracker(confirmed LSN, maxEvents int, maxBytes int64) *Tracker {
 	return &Tracker{
 		maxEvents: maxEvents,
 		maxBytes:  maxBytes,
-		confirmed: confirmed,
+		ready:     confirmed,
+		durable:   confirmed,
 		room:      make(chan struct{}, 1),
 		progress:  make(chan struct{}, 1),
+		pending:   make(chan struct{}, 1),
 		base:      time.Now(),
 		reads:     make([]int64, initialReads),
 	}
@@ -167,9 +187,11 @@ var ErrStopped = errors.New("stopped while waiting for in-flight room")
 // before them is acknowledged.
 func (t *Tracker) Commit(end LSN, commitTime time.Time) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.commits = append(t.commits, commit{lastSeq: t.last, end: end, time: commitTime})
-	t.advance()
+	before := t.confirmedLocked()
+	moved := t.advance()
+	t.mu.Unlock()
+	t.signal(before, moved)
 }
 
 // Ack acknowledges every event with a sequence number up to upTo, and frees
@@ -182,15 +204,27 @@ func (t *Tracker) Ack(upTo uint64, events int, bytes int64) {
 	}
 	t.events -= events
 	t.bytes -= bytes
-	before := t.confirmed
-	t.advance()
-	moved := t.confirmed > before
+	before := t.confirmedLocked()
+	moved := t.advance()
 	t.mu.Unlock()
 	select {
 	case t.room <- struct{}{}:
 	default:
 	}
-	if moved {
+	t.signal(before, moved)
+}
+
+// signal tells the checkpoint writer that the prefix moved, and the stream
+// that the confirmed LSN did (it was before, t.mu released).
+func (t *Tracker) signal(before LSN, moved bool) {
+	if !moved {
+		return
+	}
+	select {
+	case t.pending <- struct{}{}:
+	default:
+	}
+	if t.Confirmed() > before {
 		select {
 		case t.progress <- struct{}{}:
 		default:
@@ -213,11 +247,48 @@ func (t *Tracker) Committed(upTo uint64) {
 	if upTo > t.committed {
 		t.committed = upTo
 	}
-	before := t.confirmed
-	t.advance()
-	moved := t.confirmed > before
+	before := t.confirmedLocked()
+	moved := t.advance()
 	t.mu.Unlock()
-	if moved {
+	t.signal(before, moved)
+}
+
+// RequireCheckpoint makes confirmation wait for Checkpointed as well; call
+// it before the tracker is used.
+func (t *Tracker) RequireCheckpoint() {
+	t.mu.Lock()
+	t.needCkpt = true
+	t.mu.Unlock()
+}
+
+// Pending is signalled when the acknowledged prefix moved: a checkpoint may
+// be due (Unwritten).
+func (t *Tracker) Pending() <-chan struct{} { return t.pending }
+
+// Unwritten returns the acknowledged prefix (Ready) with its newest
+// transaction's end and commit time, and ok=false when a durable checkpoint
+// covers it already.
+func (t *Tracker) Unwritten() (pos, commitEnd LSN, commitTime time.Time, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ready, t.readyCommit, t.readyTime, t.ready > t.durable
+}
+
+// Checkpointed records that a checkpoint at pos (newest transaction ending
+// at commitEnd, committed at commitTime) is durable: Confirmed may move up
+// to it.
+func (t *Tracker) Checkpointed(pos, commitEnd LSN, commitTime time.Time) {
+	t.mu.Lock()
+	before := t.confirmedLocked()
+	if pos > t.durable {
+		t.durable = pos
+		if !commitTime.IsZero() {
+			t.durableCommit, t.durableTime = commitEnd, commitTime
+		}
+	}
+	after := t.confirmedLocked()
+	t.mu.Unlock()
+	if after > before {
 		select {
 		case t.progress <- struct{}{}:
 		default:
@@ -237,16 +308,19 @@ func (t *Tracker) LastSeq() uint64 {
 // can report it without waiting for its next status tick.
 func (t *Tracker) Progress() <-chan struct{} { return t.progress }
 
-func (t *Tracker) advance() {
+// advance moves the prefix over the transactions now acknowledged, and
+// reports whether it moved (t.mu held).
+func (t *Tracker) advance() (moved bool) {
 	done := t.acked
 	if t.needCommit && t.committed < done {
 		done = t.committed
 	}
 	for t.head < len(t.commits) && t.commits[t.head].lastSeq <= done {
 		c := t.commits[t.head]
-		if c.end > t.confirmed {
-			t.confirmed = c.end
-			t.confTime, t.confCommit = c.time, c.end
+		if c.end > t.ready {
+			t.ready = c.end
+			t.readyTime, t.readyCommit = c.time, c.end
+			moved = true
 		}
 		t.head++
 	}
@@ -256,6 +330,15 @@ func (t *Tracker) advance() {
 		n := copy(t.commits, t.commits[t.head:])
 		t.commits, t.head = t.commits[:n], 0
 	}
+	return moved
+}
+
+// confirmedLocked is Confirmed with t.mu held.
+func (t *Tracker) confirmedLocked() LSN {
+	if t.needCkpt && t.durable < t.ready {
+		return t.durable
+	}
+	return t.ready
 }
 
 // AdvanceIdle moves the confirmed LSN to walEnd, taken from a keepalive, when
@@ -263,19 +346,31 @@ func (t *Tracker) advance() {
 // busy database with an idle outbox does not pile up WAL.
 func (t *Tracker) AdvanceIdle(walEnd LSN) bool {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.acked != t.last || t.head != len(t.commits) || walEnd <= t.confirmed {
+	if t.acked != t.last || t.head != len(t.commits) || walEnd <= t.ready {
+		t.mu.Unlock()
 		return false
 	}
-	t.confirmed = walEnd
+	before := t.confirmedLocked()
+	t.ready = walEnd
+	t.mu.Unlock()
+	t.signal(before, true)
 	return true
 }
 
-// Confirmed returns the LSN that is safe to confirm to PostgreSQL.
+// Confirmed returns the LSN that is safe to confirm to PostgreSQL: the
+// acknowledged prefix, and with a checkpoint no further than it covers.
 func (t *Tracker) Confirmed() LSN {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.confirmed
+	return t.confirmedLocked()
+}
+
+// Ready is the end of the acknowledged prefix, which Confirmed reaches once
+// a checkpoint covers it.
+func (t *Tracker) Ready() LSN {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ready
 }
 
 // Idle reports whether every reserved event is acknowledged and every commit confirmed.
@@ -288,9 +383,8 @@ func (t *Tracker) Idle() bool {
 // ConfirmedCommitTime is the commit time of the newest confirmed transaction
 // (zero before the first).
 func (t *Tracker) ConfirmedCommitTime() time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.confTime
+	_, ct := t.ConfirmedCommit()
+	return ct
 }
 
 // ConfirmedCommit is the end LSN and commit time of the newest confirmed
@@ -299,7 +393,10 @@ func (t *Tracker) ConfirmedCommitTime() time.Time {
 func (t *Tracker) ConfirmedCommit() (LSN, time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.confCommit, t.confTime
+	if t.needCkpt && t.durable < t.ready {
+		return t.durableCommit, t.durableTime
+	}
+	return t.readyCommit, t.readyTime
 }
 
 // InFlight returns the events and bytes reserved and not yet acknowledged.

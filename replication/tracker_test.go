@@ -171,3 +171,62 @@ func BenchmarkTrackerWindow(b *testing.B) {
 		}
 	}
 }
+
+// TestTrackerConfirmsOnlyWhatACheckpointCovers: with RequireCheckpoint the
+// acknowledged prefix is only Ready; Confirmed follows Checkpointed, never
+// past Ready, and idle positions wait for a checkpoint the same way.
+func TestTrackerConfirmsOnlyWhatACheckpointCovers(t *testing.T) {
+	tr := NewTracker(100, 10, 1000)
+	tr.RequireCheckpoint()
+	ct := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	s, _ := tr.Reserve(1, time.Now())
+	tr.Commit(200, ct)
+	if _, _, _, ok := tr.Unwritten(); ok {
+		t.Fatal("Unwritten before the row was acknowledged")
+	}
+	tr.Ack(s, 1, 1)
+	select {
+	case <-tr.Pending():
+	default:
+		t.Fatal("Pending not signalled when the prefix moved")
+	}
+	if got := tr.Confirmed(); got != 100 {
+		t.Fatalf("Confirmed = %v before a checkpoint, want 100", got)
+	}
+	pos, end, at, ok := tr.Unwritten()
+	if !ok || pos != 200 || end != 200 || !at.Equal(ct) {
+		t.Fatalf("Unwritten = %v %v %v %v, want 200 200 %v true", pos, end, at, ok, ct)
+	}
+	tr.Checkpointed(150, 0, time.Time{})
+	if got := tr.Confirmed(); got != 150 {
+		t.Fatalf("Confirmed = %v after a checkpoint at 150, want 150", got)
+	}
+	tr.Checkpointed(pos, end, at)
+	select {
+	case <-tr.Progress():
+	default:
+		t.Fatal("Progress not signalled when the confirmed LSN moved")
+	}
+	if got := tr.Confirmed(); got != 200 {
+		t.Fatalf("Confirmed = %v, want 200", got)
+	}
+	if e, c := tr.ConfirmedCommit(); e != 200 || !c.Equal(ct) {
+		t.Fatalf("ConfirmedCommit = %v %v", e, c)
+	}
+	if _, _, _, ok := tr.Unwritten(); ok {
+		t.Fatal("Unwritten after the checkpoint covered the prefix")
+	}
+	// An idle position waits for its checkpoint too, and keeps the last
+	// transaction's end and time.
+	if !tr.AdvanceIdle(500) || tr.Confirmed() != 200 || tr.Ready() != 500 {
+		t.Fatalf("idle advance: Confirmed %v Ready %v, want 200 and 500", tr.Confirmed(), tr.Ready())
+	}
+	pos, end, at, ok = tr.Unwritten()
+	if !ok || pos != 500 || end != 200 || !at.Equal(ct) {
+		t.Fatalf("Unwritten = %v %v %v %v, want 500 200 %v true", pos, end, at, ok, ct)
+	}
+	tr.Checkpointed(900, end, at) // a checkpoint past Ready confirms only Ready
+	if got := tr.Confirmed(); got != 500 {
+		t.Fatalf("Confirmed = %v, want 500", got)
+	}
+}

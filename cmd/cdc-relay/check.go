@@ -172,6 +172,11 @@ func (c *checker) checkpoint(ctx context.Context, cfg *Config, info replication.
 			return replication.TimelineHistory(ctx, rconn, server.Timeline)
 		}}
 	v, warns, err := g.Decide(ctx, in)
+	if err == nil && slotExists && !info.Invalidated() {
+		// info was read before the checkpoint, which only grows: a slot
+		// ahead of it was made or moved outside the relay.
+		err = g.Ahead(ctx, in)
+	}
 	for _, w := range warns {
 		c.warn("%s", w)
 	}

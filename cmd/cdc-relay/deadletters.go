@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"sync"
 
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -77,4 +79,17 @@ type commitAcker struct {
 func (a commitAcker) Committed(upTo uint64) {
 	a.dead.committed(upTo)
 	a.Tracker.Committed(upTo)
+}
+
+// Checkpointed lets the tracker confirm up to end: a committed Kafka
+// transaction holds the checkpoint at end (publisher.Checkpointer).
+func (a commitAcker) Checkpointed(end, commitEnd uint64, commitTime time.Time) {
+	a.Tracker.Checkpointed(replication.LSN(end), replication.LSN(commitEnd), commitTime)
+}
+
+// Unwritten is the tracker's acknowledged prefix when no committed
+// checkpoint covers it yet (publisher.Checkpointer).
+func (a commitAcker) Unwritten() (end, commitEnd uint64, commitTime time.Time, ok bool) {
+	pos, cend, ct, ok := a.Tracker.Unwritten()
+	return uint64(pos), uint64(cend), ct, ok
 }

@@ -25,6 +25,9 @@ type readiness struct {
 	stats *replication.Stats
 	// kafka is the publisher's Health; nil until the publisher exists.
 	kafka func() publisher.Health
+	// checkpoint is the checkpoint writes' health (checkpoint.Guard's
+	// WriteHealth): the error of the last and since when they fail.
+	checkpoint func() (error, time.Time)
 }
 
 // degraded returns why a streaming relay is degraded, or "" when it is not
@@ -37,7 +40,29 @@ func (r *readiness) degraded(now time.Time) string {
 	if r.kafka != nil {
 		h = r.kafka()
 	}
-	return kafkaDegraded(h.FailingSince, h.LastError, r.stats.OldestInFlight(now), now)
+	if reason := kafkaDegraded(h.FailingSince, h.LastError, r.stats.OldestInFlight(now), now); reason != "" {
+		return reason
+	}
+	if r.checkpoint != nil {
+		err, since := r.checkpoint()
+		return checkpointDegraded(err, since, now)
+	}
+	return ""
+}
+
+// checkpointDegraded is the degraded decision for the checkpoint: writes
+// that have failed for longer than produceFailingLimit hold the slot, as
+// nothing is confirmed past the last durable checkpoint, even while no
+// event waits.
+func checkpointDegraded(err error, since, now time.Time) string {
+	if err == nil {
+		return ""
+	}
+	d := now.Sub(since)
+	if d <= produceFailingLimit {
+		return ""
+	}
+	return "checkpoint: writes failing for " + d.Truncate(time.Second).String() + ", so nothing is confirmed to PostgreSQL and the slot holds WAL: " + Redact(err.Error())
 }
 
 // kafkaDegraded is the degraded decision: given since when produce

@@ -83,12 +83,12 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	defer tr.shutdown(log) // after the publisher's flush, below
 	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log, tracing: tr,
 		dead: &deadLetters{count: func(reason string) { m.dlq.WithLabelValues(reason).Inc() }}}
-	pub, err := newPublisher(cfg, base.rejected, m, log, func(end uint64, commit time.Time) (*publisher.Record, error) {
+	pub, err := newPublisher(cfg, base.rejected, m, log, func(end, commitEnd uint64, commit time.Time) (*publisher.Record, error) {
 		server := stats.Server()
 		if server == nil {
 			return nil, errors.New("no server identified yet")
 		}
-		topic, key, value, err := guard.TxnRecord(*server, replication.LSN(end), commit)
+		topic, key, value, err := guard.TxnRecord(*server, replication.LSN(end), replication.LSN(commitEnd), commit)
 		if err != nil {
 			return nil, err
 		}
@@ -101,6 +101,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	defer pub.Close()
 	base.dead.exactlyOnce = pub.Transactional()
 	m.ready.kafka = pub.Health
+	m.ready.checkpoint = guard.WriteHealth
 
 	stream := replication.NewStream(replication.Config{
 		URL:               cfg.PGURL,
@@ -116,6 +117,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		SlotFailover:      cfg.SlotFailover,
 		AllowExtraTables:  cfg.AllowExtraTables,
 		ExactlyOnce:       cfg.ExactlyOnce,
+		IsConfigError:     isConfigExit,
 		Logger:            log,
 	}, replication.Deps{
 		// On its first connection the stream reads the server version and
@@ -139,10 +141,13 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 					if !cfg.ExactlyOnce {
 						return base.session(builder, pub.NewSession(sctx, tr)), nil
 					}
-					skip, err := exactlyOnceStart(sctx, cfg, pub, guard, stats, log)
+					skip, err := exactlyOnceStart(sctx, cfg, pub, guard, stats, tr.Confirmed(), log)
 					if err != nil {
 						return nil, markFenced(err)
 					}
+					// The checkpoint at skip is durable: a checkpoint-only
+					// transaction must never write one behind it.
+					tr.Checkpointed(skip, 0, time.Time{})
 					base.dead.begin()
 					h := base.session(builder, pub.NewSession(sctx, commitAcker{tr, base.dead}))
 					h.skipBelow = skip
@@ -204,16 +209,17 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	}()
 	defer func() { stopLag(); <-pollDone }()
 
-	// Under exactly-once the checkpoint is written inside each Kafka
-	// transaction, and nowhere else: a plain write could land after a
-	// transactional one that commits later, and hide it.
+	// The checkpoint writer: nothing is confirmed to PostgreSQL that a
+	// durable checkpoint does not cover. Under exactly-once the checkpoint
+	// is written inside the Kafka transactions instead, and Run returns at
+	// once: a plain write could land after a transactional one that
+	// commits later, and hide it. The stream writes the final checkpoint
+	// itself, before its final confirm (Guard.Checkpoint).
 	ckptCtx, stopCkpt := context.WithCancel(context.Background())
 	ckptDone := make(chan struct{})
 	go func() {
 		defer close(ckptDone)
-		if !cfg.ExactlyOnce {
-			guard.Run(ckptCtx, stats)
-		}
+		guard.Run(ckptCtx, stats)
 	}()
 	err = stream.Run(ctx)
 	if err == nil {
@@ -221,25 +227,9 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	}
 	stopCkpt()
 	<-ckptDone
-	if !cfg.ExactlyOnce {
-		// The last confirmed LSN, at a clean stop and after a halt alike.
-		fctx, cancelFlush := context.WithTimeout(context.Background(), 10*time.Second)
-		if ferr := guard.Flush(fctx, stats); ferr != nil {
-			log.Warn("final checkpoint not written", "checkpoint_topic", cfg.CheckpointTopic, "err", ferr.Error())
-		}
-		cancelFlush()
-	}
 	if err != nil {
-		var cerr *ConfigError
-		var ferr *recordpkg.FlagError
-		var perr *checkpoint.PolicyError
-		if errors.As(err, &cerr) || errors.As(err, &ferr) || errors.As(err, &perr) {
-			fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
-			return exitConfig
-		}
-		var tooOld *replication.ServerTooOldError
-		if errors.As(err, &tooOld) {
-			fmt.Fprintf(stderr, "cdc-relay: %s\n", tooOld.Error())
+		if text, ok := configExit(err); ok {
+			fmt.Fprintf(stderr, "cdc-relay: %s\n", text)
 			return exitConfig
 		}
 		var unrecoverable *replication.UnrecoverableError
@@ -247,11 +237,6 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 			// The stream logged the cause and the fix. Exit at once, no
 			// --halt-linger: a supervisor's restarts show the crash loop.
 			return exitFailed
-		}
-		var pubErr *replication.PublicationError
-		if errors.As(err, &pubErr) {
-			fmt.Fprintf(stderr, "cdc-relay: %s\n", pubErr.Error())
-			return exitConfig
 		}
 		fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error()))
 		lingerHalted(ctx, cfg.HaltLinger, log)
@@ -261,6 +246,34 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		return exitFailed
 	}
 	return exitOK
+}
+
+// isConfigExit reports whether a fatal error of the stream is a
+// configuration error: run exits 2 on it, naming the setting to fix.
+func isConfigExit(err error) bool {
+	_, ok := configExit(err)
+	return ok
+}
+
+// configExit is what run prints for a configuration error (the error, or
+// for a server too old or a publication that does not fit, just that), and
+// false for any other error.
+func configExit(err error) (string, bool) {
+	var cerr *ConfigError
+	var ferr *recordpkg.FlagError
+	var perr *checkpoint.PolicyError
+	var merr *checkpoint.MismatchError
+	var tooOld *replication.ServerTooOldError
+	var pubErr *replication.PublicationError
+	switch {
+	case errors.As(err, &cerr) || errors.As(err, &ferr) || errors.As(err, &perr) || errors.As(err, &merr):
+		return Redact(err.Error()), true
+	case errors.As(err, &tooOld):
+		return tooOld.Error(), true
+	case errors.As(err, &pubErr):
+		return pubErr.Error(), true
+	}
+	return "", false
 }
 
 // inspect reads the server version and the outbox tables' columns from
@@ -402,7 +415,7 @@ func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 // makes the record a Kafka transaction ends with (exactly-once; nil for
 // replay, which is at-least-once).
 func newPublisher(cfg *Config, reject func(*publisher.Record, error) (*publisher.Record, error), obs publisher.Observer, log *slog.Logger,
-	checkpoint func(uint64, time.Time) (*publisher.Record, error)) (*publisher.Publisher, error) {
+	checkpoint func(uint64, uint64, time.Time) (*publisher.Record, error)) (*publisher.Publisher, error) {
 	tlsCfg, mech, _, err := kafkaClientSecurity(cfg)
 	if err != nil {
 		return nil, err
@@ -432,7 +445,10 @@ func newPublisher(cfg *Config, reject func(*publisher.Record, error) (*publisher
 // settles what they left open), then read the checkpoint with
 // read_committed. It returns the LSN up to which transactions are in Kafka
 // already.
-func exactlyOnceStart(ctx context.Context, cfg *Config, pub *publisher.Publisher, guard *checkpoint.Guard, stats *replication.Stats, log *slog.Logger) (replication.LSN, error) {
+//
+// It is also where the slot, confirmed at slotConfirmed when this instance
+// took it, is compared with the checkpoint (checkpoint.Guard.SkipBelow).
+func exactlyOnceStart(ctx context.Context, cfg *Config, pub *publisher.Publisher, guard *checkpoint.Guard, stats *replication.Stats, slotConfirmed replication.LSN, log *slog.Logger) (replication.LSN, error) {
 	server := stats.Server()
 	if server == nil {
 		return 0, errors.New("exactly-once: no server identified")
@@ -450,7 +466,7 @@ func exactlyOnceStart(ctx context.Context, cfg *Config, pub *publisher.Publisher
 		}
 		return 0, err
 	}
-	skip, err := guard.SkipBelow(fctx, *server)
+	skip, err := guard.SkipBelow(fctx, replication.GuardInput{Server: *server, Slot: cfg.Slot, Exists: true}, slotConfirmed)
 	if err != nil {
 		return 0, err
 	}

@@ -74,7 +74,7 @@ func newGuard(cfg *Config, transport *kafka.Transport, log *slog.Logger, readOnl
 	_, _, kopts, _ := kafkaClientSecurity(cfg)
 	return checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, kopts, cfg.CheckpointTopic), RelayID: cfg.RelayID,
 		Slot: cfg.Slot, Publication: cfg.Publication, Tables: tableNames(cfg.Tables), Version: version, RecreateInvalidated: cfg.RecreateLostSlot,
-		ReadOnly: readOnly, Logger: log})
+		ExactlyOnce: cfg.ExactlyOnce, ReadOnly: readOnly, Logger: log})
 }
 
 // recreateSlot creates the slot (dropping an invalidated one), or keeps a
@@ -124,20 +124,33 @@ func recreateSlot(ctx context.Context, cfg *Config, guard *checkpoint.Guard, rea
 				return replication.TimelineHistory(ctx, rconn, server.Timeline)
 			}}
 		_, _, derr := guard.Decide(ctx, in)
+		if derr == nil {
+			// The slot was read before the checkpoint, which only grows.
+			derr = guard.Ahead(ctx, in)
+		}
 		var gapErr *checkpoint.GapError
-		if !errors.As(derr, &gapErr) || gapErr.Fork == nil {
+		if !errors.As(derr, &gapErr) || gapErr.Fork == nil && gapErr.Ahead == 0 {
 			if derr != nil {
 				return derr
 			}
 			return &ConfigError{Msg: fmt.Sprintf("slot %s exists and is usable (confirmed %s, wal_status %s): there is no gap to accept; start the relay with cdc-relay run", cfg.Slot, info.Confirmed, info.WALStatus)}
 		}
+		last := guard.Last()
 		gap, err := guard.Accept(ctx, server, info.Confirmed, info.Confirmed, "slot recreate", reason)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "kept slot %s (confirmed %s on timeline %d): the server's timeline forked off timeline %d at %s, before the checkpoint at %s\n",
-			cfg.Slot, info.Confirmed, server.Timeline, gapErr.Fork.TLI, gapErr.Fork.Switch, gapErr.Checkpoint.LSN)
+		if gapErr.Fork != nil {
+			fmt.Fprintf(stdout, "kept slot %s (confirmed %s on timeline %d): the server's timeline forked off timeline %d at %s, before the checkpoint at %s\n",
+				cfg.Slot, info.Confirmed, server.Timeline, gapErr.Fork.TLI, gapErr.Fork.Switch, gapErr.Checkpoint.LSN)
+			printGap(stdout, cfg, gap)
+			return nil
+		}
+		// Dropping a slot that is ahead would widen the gap: keep it.
+		fmt.Fprintf(stdout, "kept slot %s (confirmed %s): it is ahead of the checkpoint at %s, so it was made or moved outside the relay; dropping it would widen the gap\n",
+			cfg.Slot, info.Confirmed, gapErr.Checkpoint.LSN)
 		printGap(stdout, cfg, gap)
+		printNext(stdout, last)
 		return nil
 	}
 	last := guard.Last()
@@ -164,12 +177,18 @@ func recreateSlot(ctx context.Context, cfg *Config, guard *checkpoint.Guard, rea
 		return err
 	}
 	printGap(stdout, cfg, gap)
+	printNext(stdout, last)
+	return nil
+}
+
+// printNext says what to do after a gap was accepted: start the relay and
+// replay from the last checkpoint's commit time (less the margin).
+func printNext(w io.Writer, last *checkpoint.Record) {
 	since := "TIME"
 	if last != nil {
 		since = checkpoint.ReplaySince(last).Format(time.RFC3339)
 	}
-	fmt.Fprintf(stdout, "next: start the relay (cdc-relay run, same settings), and publish the events of the gap: cdc-relay replay --since %s (same settings)\n", since)
-	return nil
+	fmt.Fprintf(w, "next: start the relay (cdc-relay run, same settings), and publish the events of the gap: cdc-relay replay --since %s (same settings)\n", since)
 }
 
 func printGap(w io.Writer, cfg *Config, gap *checkpoint.Record) {
