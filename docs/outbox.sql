@@ -34,10 +34,15 @@ CREATE TABLE IF NOT EXISTS public.outbox (
     created_at     timestamptz NOT NULL DEFAULT now()
 );
 
--- Optional: let the relay create its publication and slot (it does so on
--- first start when they are missing). To manage them yourself instead:
+-- The relay creates its publication and slot on first start when they are
+-- missing. To manage the publication yourself instead:
 --   CREATE PUBLICATION cdc_relay FOR TABLE public.outbox WITH (publish = 'insert');
---   SELECT pg_create_logical_replication_slot('cdc_relay', 'pgoutput');
+-- Let the relay create the slot (or run cdc-relay slot recreate
+-- --accept-gap after a loss). Never create it again by hand with
+-- pg_create_logical_replication_slot, nor move it with
+-- pg_replication_slot_advance: rows committed before the new position are
+-- never read. The relay notices (its slot never passes its checkpoint), and
+-- exits 3 with the repair.
 
 -- Daily-partitioned variant: cleanup drops whole partitions (DETACH
 -- PARTITION + DROP TABLE) instead of running huge DELETEs, so the table
