@@ -50,11 +50,11 @@ type Guard struct {
 	cfg Config
 	log *slog.Logger
 
-	mu      sync.Mutex
-	loaded  bool
-	id      string
-	own     *Record // the newest checkpoint under id, read or written
-	others  []*Record
+	mu     sync.Mutex
+	loaded bool
+	id     string
+	own    *Record // the newest checkpoint under id, read or written
+	others []*Record
 	// renamed are checkpoints of this system, database and slot under
 	// another relay id than an explicit --relay-id.
 	renamed []*Record
@@ -62,7 +62,7 @@ type Guard struct {
 	// succeeded; writeErrSince is when the writes began to fail.
 	writeErr      error
 	writeErrSince time.Time
-	written replication.LSN // the LSN of own when this process wrote or read it
+	written       replication.LSN // the LSN of own when this process wrote or read it
 	// hist is the server's timeline history as Decide last read it (only
 	// when the checkpoint's timeline was not the server's), for SkipBelow.
 	hist     []replication.TimelineSwitch
@@ -554,7 +554,7 @@ func (g *Guard) Run(ctx context.Context, stats *replication.Stats) {
 	tick := time.NewTicker(g.cfg.Interval)
 	defer tick.Stop()
 	var lastErr string
-	var last time.Time          // the last write attempt
+	var last time.Time             // the last write attempt
 	var lastCommit replication.LSN // the commit end the last write covered
 	for {
 		var pending <-chan struct{}
