@@ -141,13 +141,14 @@ func testDriftTableAlteredIn(t *testing.T, d delivery) {
 		}
 	}
 	r.waitMetric(`cdc_relay_dlq_events_total{reason="unconfigured_table"}`, 30*time.Second, func(v float64) bool { return v == 1 })
+	r.waitMetric(`cdc_relay_unconfigured_rows_total{table="`+other+`"}`, 30*time.Second, func(v float64) bool { return v == 1 })
 	waitFor(t, 60*time.Second, "the LSN past both rows confirmed", func() bool { return f.confirmedFlush() >= after })
 	select {
 	case <-r.done:
 		t.Fatalf("the relay exited (%d) under --on-invalid halt:\n%s", r.exitCode, tailString(r.Output(), 3000))
 	default:
 	}
-	if !strings.Contains(r.Output(), "a row of a table that is not a configured outbox table arrived") {
+	if out := r.Output(); !strings.Contains(out, "a row of a table that is not a configured outbox table arrived") || !strings.Contains(out, "cdc-relay dlq redrive") || !strings.Contains(out, "--table "+other) {
 		t.Errorf("no WARN for the row:\n%s", tailString(r.Output(), 3000))
 	}
 	if d.once() {

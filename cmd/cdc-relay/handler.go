@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -35,6 +36,9 @@ type handler struct {
 	// lastTx is the transaction of the previous row, whose commit-to-read
 	// time is observed once.
 	lastTx replication.LSN
+	// unconfigured limits the WARN for rows of unconfigured tables to one
+	// line per table per minute; shared by every session of the process.
+	unconfigured *rateLog
 }
 
 // stageSample is how often a record's stages are timed: every 16th.
@@ -115,8 +119,7 @@ func (h *handler) invalid(inv *recordpkg.Invalid, seq uint64) {
 		h.metrics.dlq.WithLabelValues(inv.Kind).Inc()
 	}
 	if inv.Kind == recordpkg.ReasonUnconfigured {
-		h.log.Warn("a row of a table that is not a configured outbox table arrived (the publication publishes it): sent to the dead-letter topic with its columns as text; "+
-			"drop the table from the publication or add it to --table", "table", inv.Table, "reason", inv.Kind, "dlq_topic", h.dlq)
+		h.unconfiguredRow(inv.Table)
 		return
 	}
 	h.log.Warn("invalid event sent to the dead-letter topic", "id", inv.ID, "event_type", inv.EventType, "reason", inv.Reason, "dlq_topic", h.dlq)
@@ -205,4 +208,64 @@ func skippedRows(m *metrics, log *slog.Logger, publication string) func(table st
 				"table", table, "publication", publication)
 		}
 	}
+}
+
+// unconfiguredRow counts a row of a table the publication publishes but
+// --table does not name (a dead letter of kind unconfigured_table) and logs
+// it at WARN, at most one line per table per minute with the rows since.
+func (h *handler) unconfiguredRow(table string) {
+	if h.metrics != nil {
+		h.metrics.unconfigured.WithLabelValues(table).Inc()
+	}
+	n, ok := h.unconfigured.allow(table, time.Now())
+	if !ok {
+		return
+	}
+	h.log.Warn("a row of a table that is not a configured outbox table arrived (the publication publishes it): sent to the dead-letter topic with its columns as text. "+
+		"To publish such rows as events, configure the table as an outbox table (add --table "+table+" and restart), then send the dead letters on with cdc-relay dlq redrive --kind unconfigured_table; "+
+		"otherwise drop the table from the publication (ALTER PUBLICATION … DROP TABLE "+table+"). Logged once a minute per table; counted in cdc_relay_unconfigured_rows_total",
+		"table", table, "reason", recordpkg.ReasonUnconfigured, "dlq_topic", h.dlq, "rows", n)
+}
+
+// rateLog lets one log line per key through per interval (default a
+// minute), counting the calls in between.
+type rateLog struct {
+	interval time.Duration
+	mu       sync.Mutex
+	keys     map[string]*rateKey
+}
+
+type rateKey struct {
+	last time.Time
+	n    int64 // calls since the last line, this one included
+}
+
+// allow reports whether a line for key may be logged now, and how many
+// calls it stands for (this one and those suppressed since the last line).
+// A nil rateLog lets every line through.
+func (r *rateLog) allow(key string, now time.Time) (int64, bool) {
+	if r == nil {
+		return 1, true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.keys == nil {
+		r.keys = map[string]*rateKey{}
+	}
+	interval := r.interval
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	k := r.keys[key]
+	if k == nil {
+		k = &rateKey{}
+		r.keys[key] = k
+	}
+	k.n++
+	if !k.last.IsZero() && now.Sub(k.last) < interval {
+		return 0, false
+	}
+	n := k.n
+	k.last, k.n = now, 0
+	return n, true
 }

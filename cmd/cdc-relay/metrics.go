@@ -18,8 +18,11 @@ type metrics struct {
 	bytes     prometheus.Counter
 	dlq       *prometheus.CounterVec
 	skipped   *prometheus.CounterVec
-	latency   prometheus.Histogram
-	errors    *prometheus.CounterVec
+	// unconfigured counts rows of tables the publication publishes but
+	// --table does not name (dead letters of kind unconfigured_table).
+	unconfigured *prometheus.CounterVec
+	latency      prometheus.Histogram
+	errors       *prometheus.CounterVec
 	// stages times a sample of the events from commit to acknowledgement:
 	// commit_to_read per transaction, read_to_produce and produce_to_ack
 	// per sampled record.
@@ -66,6 +69,9 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cdc_relay_skipped_rows_total", Help: "Inserted rows of tables other than the outbox tables that the publication published and the relay skipped (--allow-extra-tables), by table.",
 		}, []string{"table"}),
+		unconfigured: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cdc_relay_unconfigured_rows_total", Help: "Rows of tables the publication publishes but --table does not name, sent to the dead-letter topic as unconfigured_table, by table.",
+		}, []string{"table"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "cdc_relay_produce_latency_seconds", Help: "Latency of one produce request, from writing it to reading the answer.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
@@ -100,7 +106,7 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 	}, []string{"result"})
 	m.cacheHit, m.cacheMiss = m.registryCache.WithLabelValues("hit"), m.registryCache.WithLabelValues("miss")
 	m.unknown = newUnknownFields(reg)
-	reg.MustRegister(m.published, m.bytes, m.dlq, m.skipped, m.latency, m.errors, m.stages, m.txns, m.txnRecords, m.txnSeconds, m.registryRequests, m.registryCache,
+	reg.MustRegister(m.published, m.bytes, m.dlq, m.skipped, m.unconfigured, m.latency, m.errors, m.stages, m.txns, m.txnRecords, m.txnSeconds, m.registryRequests, m.registryCache,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_backpressure", Help: "1 while the reader waits for in-flight room: Kafka is slower than the WAL and PostgreSQL holds the WAL."}, func() float64 {
 			return boolFloat(stats.Backpressure())
 		}),

@@ -81,7 +81,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		return exitConfig
 	}
 	defer tr.shutdown(log) // after the publisher's flush, below
-	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log, tracing: tr,
+	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log, tracing: tr, unconfigured: &rateLog{},
 		dead: &deadLetters{count: func(reason string) { m.dlq.WithLabelValues(reason).Inc() }}}
 	pub, err := newPublisher(cfg, base.rejected, m, log, func(end, commitEnd uint64, commit time.Time) (*publisher.Record, error) {
 		server := stats.Server()
