@@ -28,6 +28,10 @@ type Config struct {
 	RecreateInvalidated bool
 	// ReadOnly creates nothing: a missing topic reads as empty (check).
 	ReadOnly bool
+	// InitialReplay is --initial-replay: the first checkpoint, written at
+	// the slot's creation, carries a pending initial replay (Record.InitialReplay),
+	// carried on until ReplayDone.
+	InitialReplay bool
 	// ExactlyOnce is --delivery exactly-once: the checkpoint is written
 	// inside the Kafka transactions (TxnRecord), the slot is compared with
 	// it in SkipBelow, after the fence, and Run and Checkpoint write
@@ -50,6 +54,12 @@ type Guard struct {
 	cfg Config
 	log *slog.Logger
 
+	// wmu serializes the writes of checkpoints, so that a later one never
+	// lands in Kafka before an earlier, smaller one (the newest record of a
+	// key is the checkpoint): Run's and the stream's final one race
+	// otherwise.
+	wmu sync.Mutex
+
 	mu     sync.Mutex
 	loaded bool
 	id     string
@@ -68,6 +78,9 @@ type Guard struct {
 	hist     []replication.TimelineSwitch
 	histTLI  uint32
 	histRead bool
+	// replayDone is set while ReplayDone writes, and after it wrote: the
+	// pending initial replay is no longer carried on.
+	replayDone bool
 }
 
 var _ replication.Guard = (*Guard)(nil)
@@ -381,8 +394,10 @@ func invalidation(i replication.SlotInfo) string {
 // SlotCreated implements replication.Guard: it writes the first checkpoint
 // at the new slot's start, and for a recreated slot first the gap.
 func (g *Guard) SlotCreated(ctx context.Context, in replication.GuardInput, info replication.SlotInfo, old *replication.SlotInfo) error {
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
 	if old != nil {
-		gap, err := g.Accept(ctx, in.Server, old.Confirmed, info.Confirmed, "--recreate-lost-slot", "standing consent: --recreate-lost-slot is set")
+		gap, err := g.accept(ctx, in.Server, old.Confirmed, info.Confirmed, "--recreate-lost-slot", "standing consent: --recreate-lost-slot is set")
 		if err != nil {
 			return err
 		}
@@ -390,7 +405,50 @@ func (g *Guard) SlotCreated(ctx context.Context, in replication.GuardInput, info
 			"publish them with cdc-relay replay (docs/OPERATIONS.md). cdc-relay slot recreate --accept-gap is the recommended way: it asks each time",
 			"slot", in.Slot, "from_lsn", gap.Gap.FromLSN, "to_lsn", gap.Gap.ToLSN, "checkpoint_topic", g.cfg.Store.Topic(), "key", gap.Key())
 	}
+	if old == nil && g.cfg.InitialReplay && !in.Created.IsZero() {
+		r := g.record(in.Server, info.Confirmed, 0, time.Time{})
+		r.InitialReplay = &InitialReplay{Until: in.Created.UTC()}
+		return g.writeRecord(ctx, r, info.Confirmed)
+	}
 	return g.write(ctx, in.Server, info.Confirmed, 0, time.Time{})
+}
+
+var _ replication.InitialReplayGuard = (*Guard)(nil)
+
+// PendingReplay implements replication.InitialReplayGuard: the checkpoint
+// read again holds a pending initial replay.
+func (g *Guard) PendingReplay(ctx context.Context, server replication.Server) (time.Time, bool, error) {
+	if err := g.load(ctx, server, true); err != nil {
+		return time.Time{}, false, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	own := g.own
+	if own == nil || own.Kind != KindCheckpoint || own.InitialReplay == nil || own.SystemID != server.SystemID {
+		return time.Time{}, false, nil
+	}
+	g.replayDone = false
+	return own.InitialReplay.Until, true, nil
+}
+
+// ReplayDone implements replication.InitialReplayGuard: it writes the
+// checkpoint without the pending initial replay.
+func (g *Guard) ReplayDone(ctx context.Context, server replication.Server, info replication.SlotInfo) error {
+	g.mu.Lock()
+	own := g.own
+	g.replayDone = true
+	g.mu.Unlock()
+	pos := info.Confirmed
+	if own != nil && own.SystemID == server.SystemID && own.Position() > pos {
+		pos = own.Position()
+	}
+	if err := g.write(ctx, server, pos, 0, time.Time{}); err != nil {
+		g.mu.Lock()
+		g.replayDone = false
+		g.mu.Unlock()
+		return err
+	}
+	return nil
 }
 
 // Last is the checkpoint the relay goes on from: its own, else the newest
@@ -412,6 +470,13 @@ func (g *Guard) Last() *Record {
 // without one) to toLSN, the new slot's start, and then a checkpoint at
 // toLSN, which starts the new history. It returns the gap record.
 func (g *Guard) Accept(ctx context.Context, server replication.Server, fromLSN, toLSN replication.LSN, via, reason string) (*Record, error) {
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
+	return g.accept(ctx, server, fromLSN, toLSN, via, reason)
+}
+
+// accept is Accept with g.wmu held.
+func (g *Guard) accept(ctx context.Context, server replication.Server, fromLSN, toLSN replication.LSN, via, reason string) (*Record, error) {
 	gap := g.GapRecord(server, g.Last(), fromLSN, toLSN, via, reason)
 	if err := g.cfg.Store.Write(ctx, gap); err != nil {
 		return nil, fmt.Errorf("%w: record the accepted gap: %w", replication.ErrCheckpointUnavailable, err)
@@ -451,12 +516,21 @@ func (g *Guard) record(server replication.Server, lsn replication.LSN, commitLSN
 	case own != nil && own.SystemID == server.SystemID && own.Position() <= lsn:
 		r.LastCommitTime, r.LastCommitLSN = own.LastCommitTime, own.LastCommitLSN
 	}
+	g.mu.Lock()
+	if own != nil && own.InitialReplay != nil && own.SystemID == server.SystemID && g.cfg.InitialReplay && !g.replayDone {
+		r.InitialReplay = own.InitialReplay
+	}
+	g.mu.Unlock()
 	return r
 }
 
 // write writes a checkpoint at lsn and remembers it.
 func (g *Guard) write(ctx context.Context, server replication.Server, lsn, commitLSN replication.LSN, commit time.Time) error {
-	r := g.record(server, lsn, commitLSN, commit)
+	return g.writeRecord(ctx, g.record(server, lsn, commitLSN, commit), lsn)
+}
+
+// writeRecord writes r, a checkpoint at lsn, and remembers it.
+func (g *Guard) writeRecord(ctx context.Context, r *Record, lsn replication.LSN) error {
 	if err := g.cfg.Store.Write(ctx, r); err != nil {
 		err = fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err)
 		g.mu.Lock()
@@ -625,6 +699,8 @@ func (g *Guard) Checkpoint(ctx context.Context, server replication.Server, tr *r
 // last one this process knows durable, and tells tr what is durable. It
 // returns the commit end the checkpoint covers.
 func (g *Guard) flush(ctx context.Context, server replication.Server, tr *replication.Tracker) (replication.LSN, error) {
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
 	g.mu.Lock()
 	loaded, written, own := g.loaded, g.written, g.own
 	g.mu.Unlock()
