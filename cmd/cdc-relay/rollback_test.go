@@ -217,10 +217,54 @@ func testDebeziumRollback(t *testing.T, mode string) {
 		if offs, err := w.Offsets(ctx, name); err != nil || len(offs) == 0 || offs[0]["lsn"] == nil {
 			t.Errorf("a connector created again under %s has offsets %v (%v), want the deleted one's", name, offs, err)
 		}
+		forwardAgain(t, f, w, name, sf, reader, topicPrefix, relayArgs, starts[len(starts)-1])
 	}
 	starting := make([]string, len(starts))
 	for i, s := range starts {
 		starting[i] = lsnText(s)
 	}
 	t.Logf("%s: %d ids, %d records, %d duplicates; publishers after the first started at %v", mode, len(ids), len(recs), dups, starting)
+}
+
+// forwardAgain is the round trip's second half (docs/MIGRATING.md, "Coming
+// forward again"): Debezium advanced the slot past the relay's checkpoint,
+// so the relay's next start on it exits 3 (the slot was moved outside the
+// relay); slot recreate --accept-gap keeps the slot and records the gap,
+// and the relay streams from where Debezium stopped.
+func forwardAgain(t *testing.T, f *fixture, w *debeziumtest.Worker, name string, sf fixture, reader *debeziumtest.Reader, topicPrefix string, relayArgs []string, relayStop uint64) {
+	t.Helper()
+	ctx := context.Background()
+	waitFor(t, dbzWait, "Debezium to confirm past the relay's last position "+lsnText(relayStop), func() bool {
+		if err := w.Check(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		return sf.confirmedFlush() > relayStop
+	})
+	if err := w.StopConnector(ctx, name, dbzWait); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "Debezium to release the slot", func() bool { return !sf.slotActive() })
+	args := f.args(append([]string{"--slot", sf.slot, "--publication", "dbz_publication_" + f.name, "--allow-extra-tables", "--halt-linger", "0s"}, relayArgs...)...)
+	out := wantGapExit(t, startRelay(t, args), sf.slot)
+	if !strings.Contains(out, "ahead of the relay's checkpoint") {
+		t.Fatalf("the relay's start after the round trip does not say the slot is ahead:\n%s", tailString(out, 3000))
+	}
+	code, out := runCommand(append([]string{"slot", "recreate", "--accept-gap", "--reason", "forward again after a rollback to Debezium"}, args[1:]...))
+	if code != 0 || !strings.Contains(out, "kept slot "+sf.slot) {
+		t.Fatalf("slot recreate = %d:\n%s", code, out)
+	}
+	r := startRelay(t, args)
+	r.waitStreaming(dbzWait)
+	agg := uuidFor(9001)
+	ids, err := f.insertTx(ctx, f.connect(), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 9001)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the relay to publish again after the round trip", func() bool {
+		failIfExited(t, r)
+		return len(recordsByID(reader.Records(), topicPrefix)[fmt.Sprint(ids[0])]) > 0
+	})
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("relay exited with %d:\n%s", code, tailString(r.Output(), 3000))
+	}
 }

@@ -71,6 +71,11 @@ type drainResult struct {
 	// InFlightAtSent is the relay's cdc_relay_inflight_events when the
 	// walsender had sent everything: the events still waiting for Kafka.
 	InFlightAtSent int64 `json:"inflight_at_sent,omitempty"`
+	// LagAtSentBytes is how far the slot's confirmed_flush_lsn trailed the
+	// load's end LSN when the walsender had sent everything: what the relay
+	// had read and not yet confirmed (events waiting for Kafka, and since
+	// the slot follows the checkpoint, a checkpoint not yet written).
+	LagAtSentBytes int64 `json:"slot_lag_at_sent_bytes,omitempty"`
 	// ProduceRequests and ProduceMeanMillis are the count and mean of the
 	// relay's cdc_relay_produce_latency_seconds at the end of the drain.
 	ProduceRequests   int64   `json:"produce_requests,omitempty"`
@@ -276,6 +281,7 @@ func waitConfirmed(ctx context.Context, o options, db *database, c *child, slot,
 		d.sampleActive(st, c, now)
 		if d.SentSeconds == 0 && st.sent >= load.EndLSN {
 			d.SentSeconds = now.Sub(c.start).Seconds()
+			d.LagAtSentBytes = int64(load.EndLSN) - int64(st.confirmed)
 			if m, err := scrapeMetrics(ctx, metricsAddr); err == nil {
 				d.InFlightAtSent = int64(m["cdc_relay_inflight_events"])
 			}

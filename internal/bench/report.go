@@ -240,8 +240,8 @@ func printTable(w io.Writer, d drains) {
 	tw.Flush()
 	for _, x := range []drainResult{relay, d.RelayEOS} {
 		if x.ProduceRequests > 0 {
-			fmt.Fprintf(w, "%s: decoded by %.2f s with %d events still in flight to Kafka; %d produce requests, %.0f records and %.1f ms each on average\n",
-				x.Tool, x.SentSeconds, x.InFlightAtSent, x.ProduceRequests, float64(x.Rows)/float64(x.ProduceRequests), x.ProduceMeanMillis)
+			fmt.Fprintf(w, "%s: decoded by %.2f s with %d events still in flight to Kafka and the slot %d bytes behind; confirmed %.2f s later; %d produce requests, %.0f records and %.1f ms each on average\n",
+				x.Tool, x.SentSeconds, x.InFlightAtSent, x.LagAtSentBytes, x.Seconds-x.SentSeconds, x.ProduceRequests, float64(x.Rows)/float64(x.ProduceRequests), x.ProduceMeanMillis)
 		}
 	}
 	if rr.EventsPerSecond > 0 {
@@ -389,6 +389,7 @@ func medianDrainResult(ds []drainResult) drainResult {
 		DLQRecords:          int64(f(func(d drainResult) float64 { return float64(d.DLQRecords) })),
 		Duplicates:          int64(f(func(d drainResult) float64 { return float64(d.Duplicates) })),
 		InFlightAtSent:      int64(f(func(d drainResult) float64 { return float64(d.InFlightAtSent) })),
+		LagAtSentBytes:      int64(f(func(d drainResult) float64 { return float64(d.LagAtSentBytes) })),
 		ProduceRequests:     int64(f(func(d drainResult) float64 { return float64(d.ProduceRequests) })),
 		ProduceMeanMillis:   f(func(d drainResult) float64 { return d.ProduceMeanMillis }),
 	}
