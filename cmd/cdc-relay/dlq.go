@@ -19,15 +19,19 @@ import (
 
 const dlqUsage = `Usage: cdc-relay dlq stats [flags]
        cdc-relay dlq redrive [--dry-run] [--id ID] [--event-type T] [--kind K] [--since TIME] [--follow] [flags]
+       cdc-relay dlq retire --reason TEXT [--dry-run] [--id ID] [--event-type T] [--kind K] [--since TIME] [flags]
 
 Verbs:
   stats     count the dead letters in --dlq-topic by error kind, event type and age
             (cdc-relay dlq stats --help)
   redrive   send the dead letters on through today's row → record step, in the
             consumer group --group (cdc-relay dlq redrive --help)
+  retire    mark pending dead letters handled, with a reason kept in Kafka
+            (--dlq-retired-topic), when the only fix is to write the event
+            again (cdc-relay dlq retire --help)
 `
 
-// dlqCommand is `cdc-relay dlq`: stats and redrive.
+// dlqCommand is `cdc-relay dlq`: stats, redrive and retire.
 func dlqCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help") {
 		fmt.Fprint(stdout, dlqUsage)
@@ -39,9 +43,11 @@ func dlqCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 			return dlqStats(args[1:], getenv, stdout, stderr)
 		case "redrive":
 			return dlqRedrive(args[1:], getenv, stdout, stderr)
+		case "retire":
+			return dlqRetire(args[1:], getenv, stdout, stderr)
 		}
 	}
-	fmt.Fprint(stderr, "cdc-relay dlq: want a verb: stats or redrive\n\n"+dlqUsage)
+	fmt.Fprint(stderr, "cdc-relay dlq: want a verb: stats or redrive, or retire\n\n"+dlqUsage)
 	return exitConfig
 }
 

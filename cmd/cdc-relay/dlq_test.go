@@ -50,10 +50,10 @@ func (f *fixture) statsArgs(extra ...string) []string {
 	return append([]string{"dlq", "stats", "--kafka-brokers", broker.Addr(), "--dlq-topic", f.dlq, "--group", "g_" + f.name}, extra...)
 }
 
-// dlqStatsJSON runs dlq stats --json.
-func dlqStatsJSON(t *testing.T, f *fixture) dlqCounts {
+// dlqStatsJSON runs dlq stats --json, with extra settings.
+func dlqStatsJSON(t *testing.T, f *fixture, extra ...string) dlqCounts {
 	t.Helper()
-	code, out, _ := runReplay(t, nil, f.statsArgs("--json"))
+	code, out, _ := runReplay(t, nil, f.statsArgs(append([]string{"--json"}, extra...)...))
 	if code != 0 {
 		t.Fatalf("dlq stats exited %d", code)
 	}

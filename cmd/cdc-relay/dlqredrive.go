@@ -55,7 +55,15 @@ type redriveFlags struct {
 
 // redriveActions reads the action flags; a valued one given empty is an error.
 func redriveActions(v *config.Values, now time.Time) (redriveFlags, error) {
-	rf := redriveFlags{dryRun: v.ActionBool("dry-run"), follow: v.ActionBool("follow")}
+	rf, err := filterActions(v, now)
+	rf.follow = v.ActionBool("follow")
+	return rf, err
+}
+
+// filterActions reads --dry-run and the filters (--id, --event-type,
+// --kind, --since) of dlq redrive and dlq retire.
+func filterActions(v *config.Values, now time.Time) (redriveFlags, error) {
+	rf := redriveFlags{dryRun: v.ActionBool("dry-run")}
 	for _, a := range []struct {
 		name string
 		dst  *string
@@ -99,7 +107,8 @@ const (
 	outRedriven = iota
 	outFailing  // built again into a dead letter, re-appended
 	outFiltered // left out by the filters, re-appended unchanged
-	outSkipped  // cannot be built again: left where it is
+	outSkipped  // cannot be built again: re-appended unchanged, still pending
+	outRetired  // retired by dlq retire: passed over
 )
 
 // redriveItem is one letter of a batch and what became of it.
@@ -112,17 +121,24 @@ type redriveItem struct {
 	kind    string // a failing letter's error_kind now
 	reason  string // why it still fails, or is skipped
 	attempt int    // a failing letter's redrive_attempts now
+	rowKey  []byte // an unconfigured_table letter's key now (its aggregate_id)
 }
 
 func (it *redriveItem) String() string {
 	where := fmt.Sprintf("partition=%d offset=%d", it.src.Partition, it.src.Offset)
 	switch it.outcome {
 	case outRedriven:
-		return fmt.Sprintf("redriven id=%s topic=%s key=%s %s", it.id, it.topic, token(it.src.Key), where)
+		key := it.src.Key
+		if it.rowKey != nil {
+			key = it.rowKey
+		}
+		return fmt.Sprintf("redriven id=%s topic=%s key=%s %s", it.id, it.topic, token(key), where)
 	case outFailing:
 		return fmt.Sprintf("still failing id=%s kind=%s redrive_attempts=%d %s reason=%s", it.id, it.kind, it.attempt, where, strconv.Quote(it.reason))
 	case outFiltered:
 		return fmt.Sprintf("skipped id=%s %s: left out by %s, re-appended unchanged", it.id, where, it.reason)
+	case outRetired:
+		return fmt.Sprintf("skipped id=%s %s: retired (dlq retire, reason %s)", it.id, where, strconv.Quote(it.reason))
 	}
 	return fmt.Sprintf("skipped id=%s %s: %s", it.id, where, it.reason)
 }
@@ -132,20 +148,28 @@ type redriver struct {
 	cfg            *Config
 	rf             redriveFlags
 	group          string
+	retiredTopic   string
 	log            *slog.Logger
 	stdout, stderr io.Writer
 
 	builder *recordpkg.Builder
 	dec     *decoder.Decoder
 	tables  map[string]tableTypes // by "schema.table"
-	sess    *publisher.Session
+	// relations are the tables by the name their Relation message gives
+	// (schema.table, unquoted), which an unconfigured_table letter keeps.
+	relations map[string]recordpkg.Relation
+	sess      *publisher.Session
 
 	mu    sync.Mutex
 	items map[uint64]*redriveItem // the batch in flight, by seq (Reject)
 
 	seq    uint64
-	counts [4]int
-	mine   map[string]bool // follow: id and attempts of the letters this run appended
+	counts [5]int
+	// retired are the retirements of the DLQ's letters (dlq retire), by
+	// retiredKey, as of the start.
+	retired map[string]retirement
+	dlqID   [16]byte
+	mine    map[string]bool // follow: id and attempts of the letters this run appended
 }
 
 // tableTypes is what a rebuilt row of one table needs from the catalog.
@@ -153,6 +177,9 @@ type tableTypes struct {
 	oid   uint32
 	types []uint32
 	mods  []int32
+	// rel is the table as its Relation message would describe it, for an
+	// unconfigured_table letter of the table.
+	rel recordpkg.Relation
 }
 
 // dlqRedrive is `cdc-relay dlq redrive`.
@@ -169,7 +196,7 @@ func dlqRedrive(args []string, getenv func(string) string, stdout, stderr io.Wri
 	log := newLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	r := &redriver{cfg: cfg, rf: rf, group: v.String("group"), log: log, stdout: stdout, stderr: stderr,
+	r := &redriver{cfg: cfg, rf: rf, group: v.String("group"), retiredTopic: v.String("dlq-retired-topic"), log: log, stdout: stdout, stderr: stderr,
 		items: map[uint64]*redriveItem{}, mine: map[string]bool{}}
 	return r.run(ctx)
 }
@@ -209,6 +236,12 @@ func (r *redriver) run(ctx context.Context) int {
 	}
 	committed, err := committedOffsets(sctx, admin, r.group, cfg.DLQTopic)
 	if err != nil {
+		return r.fail("Kafka", err)
+	}
+	if r.dlqID, err = topicID(sctx, admin, cfg.DLQTopic); err != nil {
+		return r.fail("Kafka", err)
+	}
+	if r.retired, err = readRetirements(sctx, admin, opts, r.retiredTopic, cfg.DLQTopic, r.dlqID); err != nil {
 		return r.fail("Kafka", err)
 	}
 	// What is left of each partition as of now: from the group's offset
@@ -404,15 +437,18 @@ func (r *redriver) setup(ctx context.Context) (int, bool) {
 		return r.fail("", err), false
 	}
 	extra := r.builder.ExtraColumns()
-	r.tables = map[string]tableTypes{}
+	r.tables, r.relations = map[string]tableTypes{}, map[string]recordpkg.Relation{}
 	for _, info := range in.Tables {
 		tt, err := catalogTypes(setupCtx, conn, info, extra)
 		if err != nil {
 			return r.fail("read the catalog", err), false
 		}
 		r.tables[info.Name] = tt
+		r.relations[tt.rel.Schema+"."+tt.rel.Name] = tt.rel
 	}
-	r.dec = decoder.NewDecoder(decoder.Config{MessagePrefix: redrivePrefix, Extra: extra})
+	// The decoder of the relay's stream: messages, and the rows of
+	// unconfigured_table letters whose table is now configured.
+	r.dec = decoder.NewDecoder(decoder.Config{Tables: cfg.Tables, MessagePrefix: redrivePrefix, Extra: extra})
 	if err := preflight(setupCtx, reg, rt); err != nil {
 		return r.fail("schema registry", err), false
 	}
@@ -438,6 +474,14 @@ func catalogTypes(ctx context.Context, conn *pgx.Conn, info replication.TableInf
 	tt := tableTypes{oid: info.OID, types: make([]uint32, len(extra)), mods: make([]int32, len(extra))}
 	for i, name := range extra {
 		tt.types[i], tt.mods[i] = info.Columns[name].TypeOID, mods[name]
+	}
+	tt.rel = recordpkg.Relation{OID: info.OID, Types: map[string]recordpkg.ColumnType{}}
+	if err := conn.QueryRow(ctx, `SELECT n.nspname, c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.oid = $1::int8::oid`, int64(info.OID)).Scan(&tt.rel.Schema, &tt.rel.Name); err != nil {
+		return tableTypes{}, fmt.Errorf("read the name of table %s: %w", info.Name, err)
+	}
+	for name, c := range info.Columns {
+		tt.rel.Types[name] = recordpkg.ColumnType{OID: c.TypeOID, Typmod: mods[name]}
 	}
 	return tt, nil
 }
@@ -495,7 +539,7 @@ func (r *redriver) batch(ctx context.Context, cl *kgo.Client, recs []*kgo.Record
 		delete(r.items, it.seq)
 		fmt.Fprintln(r.stdout, it.String())
 		r.counts[it.outcome]++
-		if it.outcome == outFailing || it.outcome == outFiltered {
+		if it.outcome == outFailing || it.outcome == outFiltered || it.outcome == outSkipped {
 			r.mine[it.key()] = true
 		}
 	}
@@ -506,7 +550,7 @@ func (r *redriver) batch(ctx context.Context, cl *kgo.Client, recs []*kgo.Record
 // key is mineKey of the letter this item appended.
 func (it *redriveItem) key() string {
 	a := it.attempt
-	if it.outcome == outFiltered {
+	if it.outcome == outFiltered || it.outcome == outSkipped {
 		a = letterOf(it.src).Attempts()
 	}
 	return it.id + "\x00" + strconv.Itoa(a)
@@ -518,6 +562,11 @@ func (r *redriver) letter(ctx context.Context, src *kgo.Record) (*redriveItem, e
 	l := letterOf(src)
 	id, _ := l.Header(router.HeaderID)
 	it := &redriveItem{src: src, id: token(id)}
+	if ret, ok := r.retired[retiredKey(r.cfg.DLQTopic, r.dlqID, src.Partition, src.Offset)]; ok {
+		// Before the filters: a retired letter is never re-appended.
+		it.outcome, it.reason = outRetired, ret.Reason
+		return it, nil
+	}
 	if why := r.rf.filtered(l); why != "" {
 		it.outcome, it.reason, it.topic = outFiltered, why, r.cfg.DLQTopic
 		if r.rf.dryRun {
@@ -526,8 +575,11 @@ func (r *redriver) letter(ctx context.Context, src *kgo.Record) (*redriveItem, e
 		rec := copyLetter(src, r.cfg.DLQTopic)
 		return it, r.enqueue(it, rec)
 	}
-	rb, err := recordpkg.Rebuild(l, r.builder.ExtraColumns(), r.dec, redrivePrefix)
-	if err == nil && !rb.Row.Message {
+	var rb *recordpkg.Rebuilt
+	var err error
+	if l.Kind() == recordpkg.ReasonUnconfigured {
+		rb, err = r.unconfiguredRow(l)
+	} else if rb, err = recordpkg.Rebuild(l, r.builder.ExtraColumns(), r.dec, redrivePrefix); err == nil && !rb.Row.Message {
 		err = recordpkg.LetterTable(rb, tableNames(r.cfg.Tables))
 		if tt, ok := r.tables[rb.Table]; ok {
 			rb.Row.RelationID, rb.Row.ExtraTypes, rb.Row.ExtraTypmods = tt.oid, tt.types, tt.mods
@@ -536,9 +588,17 @@ func (r *redriver) letter(ctx context.Context, src *kgo.Record) (*redriveItem, e
 		}
 	}
 	if err != nil {
-		it.outcome, it.reason = outSkipped, err.Error()
-		r.log.Warn("dead letter skipped: it cannot be built again; it stays in the topic", "partition", src.Partition, "offset", src.Offset, "id", it.id, "reason", err.Error())
-		return it, nil
+		// Appended again unchanged, so that it stays pending (dlq stats)
+		// until a run builds it or dlq retire retires it.
+		it.outcome, it.reason, it.topic = outSkipped, err.Error()+"; re-appended unchanged: pending until it is built or retired (cdc-relay dlq retire)", r.cfg.DLQTopic
+		r.log.Warn("dead letter skipped: it cannot be built again; it is appended again unchanged and stays pending until a redrive builds it or dlq retire retires it", "partition", src.Partition, "offset", src.Offset, "id", it.id, "reason", err.Error())
+		if r.rf.dryRun {
+			return it, nil
+		}
+		return it, r.enqueue(it, copyLetter(src, r.cfg.DLQTopic))
+	}
+	if l.Kind() == recordpkg.ReasonUnconfigured {
+		it.id, it.rowKey = token(rb.Row.ID), rb.Row.AggregateID
 	}
 	rec := publisher.NewRecord()
 	inv, err := r.builder.Build(ctx, rec, rb.CommitTime, &rb.Row)
@@ -644,7 +704,7 @@ func appendHeader[H ~kafkaHeader](hs []H, key string, value []byte) []H {
 // nothing still fails.
 func (r *redriver) summary(err error) int {
 	c := r.counts
-	skipped := c[outFiltered] + c[outSkipped]
+	skipped := c[outFiltered] + c[outSkipped] + c[outRetired]
 	prefix := "redrive"
 	switch {
 	case r.rf.dryRun:
@@ -652,10 +712,33 @@ func (r *redriver) summary(err error) int {
 	case err != nil:
 		prefix = "redrive incomplete"
 	}
-	fmt.Fprintf(r.stdout, "%s: redriven %d, still failing %d, skipped %d (%d left out by the filters and re-appended, %d that cannot be built again) from %s, group %s\n",
-		prefix, c[outRedriven], c[outFailing], skipped, c[outFiltered], c[outSkipped], r.cfg.DLQTopic, r.group)
+	retired := ""
+	if c[outRetired] > 0 {
+		retired = fmt.Sprintf(", %d retired", c[outRetired])
+	}
+	fmt.Fprintf(r.stdout, "%s: redriven %d, still failing %d, skipped %d (%d left out by the filters and re-appended, %d that cannot be built again%s) from %s, group %s\n",
+		prefix, c[outRedriven], c[outFailing], skipped, c[outFiltered], c[outSkipped], retired, r.cfg.DLQTopic, r.group)
 	if c[outFailing] > 0 {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// unconfiguredRow is the row of an unconfigured_table letter, built as a
+// live insert into its table would be, now that the table is configured.
+func (r *redriver) unconfiguredRow(l *recordpkg.Letter) (*recordpkg.Rebuilt, error) {
+	ur, err := recordpkg.LetterUnconfigured(l)
+	if err != nil {
+		return nil, err
+	}
+	notConfigured := fmt.Errorf("%w: its table %s is not a configured outbox table: add it to --table first (for dlq redrive, and for run so that new rows are events), then run cdc-relay dlq redrive again", recordpkg.ErrNotRedrivable, ur.Table)
+	rel, ok := r.relations[ur.Table]
+	if !ok {
+		return nil, notConfigured
+	}
+	rb, ok, err := recordpkg.RebuildUnconfigured(l, ur, r.dec, rel)
+	if err == nil && !ok {
+		err = notConfigured
+	}
+	return rb, err
 }

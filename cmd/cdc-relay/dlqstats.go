@@ -31,16 +31,20 @@ var ageBuckets = []struct {
 
 // dlqCounts is dlq stats' result.
 type dlqCounts struct {
-	Topic      string         `json:"topic"`
-	Group      string         `json:"group"`
-	InTopic    int            `json:"in_topic"`
-	Pending    int            `json:"pending"`
-	Kinds      map[string]int `json:"error_kinds"`
-	EventTypes map[string]int `json:"event_types"`
-	Ages       map[string]int `json:"ages"`
-	Reappended int            `json:"reappended"`
-	Oldest     *time.Time     `json:"oldest,omitempty"`
-	Newest     *time.Time     `json:"newest,omitempty"`
+	Topic   string `json:"topic"`
+	Group   string `json:"group"`
+	InTopic int    `json:"in_topic"`
+	Pending int    `json:"pending"`
+	// Retired counts the letters in the topic retired with dlq retire
+	// (never pending), RetiredTopic is where their retirements are.
+	Retired      int            `json:"retired"`
+	RetiredTopic string         `json:"retired_topic"`
+	Kinds        map[string]int `json:"error_kinds"`
+	EventTypes   map[string]int `json:"event_types"`
+	Ages         map[string]int `json:"ages"`
+	Reappended   int            `json:"reappended"`
+	Oldest       *time.Time     `json:"oldest,omitempty"`
+	Newest       *time.Time     `json:"newest,omitempty"`
 }
 
 func (c *dlqCounts) add(r *kgo.Record, now time.Time) {
@@ -93,7 +97,7 @@ func dlqStats(args []string, getenv func(string) string, stdout, stderr io.Write
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	counts, err := countLetters(ctx, cfg, group, time.Now())
+	counts, err := countLetters(ctx, cfg, group, v.String("dlq-retired-topic"), time.Now())
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay dlq stats: %s\n", Redact(err.Error()))
 		return exitFailed
@@ -108,9 +112,11 @@ func dlqStats(args []string, getenv func(string) string, stdout, stderr io.Write
 }
 
 // countLetters reads the topic from its start to its end as of now and
-// counts the letters at or after the group's committed offsets.
-func countLetters(ctx context.Context, cfg *Config, group string, now time.Time) (*dlqCounts, error) {
-	counts := &dlqCounts{Topic: cfg.DLQTopic, Group: group, Kinds: map[string]int{}, EventTypes: map[string]int{}, Ages: map[string]int{}}
+// counts the letters at or after the group's committed offsets that are
+// not retired (their retirements are in retiredTopic), and the retired
+// ones.
+func countLetters(ctx context.Context, cfg *Config, group, retiredTopic string, now time.Time) (*dlqCounts, error) {
+	counts := &dlqCounts{Topic: cfg.DLQTopic, Group: group, RetiredTopic: retiredTopic, Kinds: map[string]int{}, EventTypes: map[string]int{}, Ages: map[string]int{}}
 	opts, err := kgoOptions(cfg)
 	if err != nil {
 		return nil, err
@@ -135,47 +141,26 @@ func countLetters(ctx context.Context, cfg *Config, group string, now time.Time)
 	if err != nil {
 		return nil, err
 	}
-	from := map[int32]kgo.Offset{}
-	for p, s := range start {
-		if end[p] > s {
-			from[p] = kgo.NewOffset().At(s)
-		}
-	}
-	if len(from) == 0 {
-		return counts, nil
-	}
-	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.DLQTopic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	id, err := topicID(ctx, admin, cfg.DLQTopic)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Kafka: %w", err)
+		return nil, err
 	}
-	defer cl.Close()
-	done := map[int32]bool{}
-	for len(done) < len(from) {
-		pctx, cancel := context.WithTimeout(ctx, dlqIdle)
-		fetches := cl.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	retired, err := readRetirements(ctx, admin, opts, retiredTopic, cfg.DLQTopic, id)
+	if err != nil {
+		return nil, err
+	}
+	err = readRange(ctx, opts, cfg.DLQTopic, start, end, func(r *kgo.Record) {
+		counts.InTopic++
+		if _, ok := retired[retiredKey(cfg.DLQTopic, id, r.Partition, r.Offset)]; ok {
+			counts.Retired++
+			return
 		}
-		if err := fetchError(fetches); err != nil {
-			return nil, err
+		if c, ok := committed[r.Partition]; !ok || r.Offset >= c {
+			counts.add(r, now)
 		}
-		if fetches.NumRecords() == 0 {
-			break // the rest of every range is control records
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			if done[r.Partition] || r.Offset >= end[r.Partition] {
-				return
-			}
-			counts.InTopic++
-			if c, ok := committed[r.Partition]; !ok || r.Offset >= c {
-				counts.add(r, now)
-			}
-			if r.Offset+1 >= end[r.Partition] {
-				done[r.Partition] = true
-			}
-		})
+	})
+	if err != nil {
+		return nil, err
 	}
 	return counts, nil
 }
@@ -195,6 +180,9 @@ func fetchError(f kgo.Fetches) error {
 // printCounts prints the counts as a small table.
 func printCounts(w io.Writer, c *dlqCounts) {
 	fmt.Fprintf(w, "%s: %d dead letters pending for group %s (%d in the topic)\n", c.Topic, c.Pending, c.Group, c.InTopic)
+	if c.Retired > 0 {
+		fmt.Fprintf(w, "retired with cdc-relay dlq retire: %d (in %s)\n", c.Retired, c.RetiredTopic)
+	}
 	if c.Pending == 0 {
 		return
 	}

@@ -2,11 +2,11 @@ package config
 
 // RelaySettings are the settings of cdc-relay run, which check, replay and
 // slot recreate take too: every declared setting but the ones of other
-// commands (aggregate-types, group).
+// commands (aggregate-types, group, dlq-retired-topic).
 func RelaySettings() []string {
 	var names []string
 	for _, s := range Relay.Settings() {
-		if s.Name != "aggregate-types" && s.Name != "group" {
+		if s.Name != "aggregate-types" && s.Name != "group" && s.Name != "dlq-retired-topic" {
 			names = append(names, s.Name)
 		}
 	}
@@ -188,8 +188,10 @@ counts the pending dead letters, the ones at or after the committed offsets
 of --group (all of them when the group has none), by error kind (the
 error_kind header), by event type and by age (the record timestamp, which
 is the commit time), and how many of them a redrive re-appended
-(redrive_attempts). Exit 0; 1 when the topic cannot be read.`,
-	Settings: append(append([]string(nil), dlqKafkaSettings...), "group"), Required: []string{"kafka-brokers"}, Registry: Relay,
+(redrive_attempts). A letter retired with cdc-relay dlq retire (its record
+in --dlq-retired-topic) is not pending: it is counted as retired. Exit 0;
+1 when the topic cannot be read.`,
+	Settings: append(append([]string(nil), dlqKafkaSettings...), "group", "dlq-retired-topic"), Required: []string{"kafka-brokers"}, Registry: Relay,
 	Actions: []Action{{Name: "json", Bool: true, Help: "print one JSON object on stdout instead of the table"}},
 }
 
@@ -213,14 +215,21 @@ It stops at the topic's end offsets as they were when it started, unless
 and takes every setting of cdc-relay run. A letter the filters leave out
 is appended to the topic again unchanged (so that a later run without the
 filters sees it), then the group's offset moves past it; one that keeps
-too little to be built again is skipped: the offset moves past it and it
-stays where it is. Both are counted as skipped.
+too little to be built again (or whose table is not in --table) is
+appended again unchanged too, so that it stays pending until a later run
+builds it or cdc-relay dlq retire retires it. A letter retired with
+cdc-relay dlq retire is passed over: the offset moves past it, nothing is
+written. All of them are counted as skipped.
+
+An unconfigured_table letter (a row of a table the publication published
+but --table did not name) is built as a live row of its table would be,
+once the table is in --table; until then it is skipped.
 
 TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m).
 Prints one line per letter and a summary ("redriven N, still failing M,
 skipped K"). Exit codes: 0 when nothing still fails, 1 when a letter still
 fails or on a runtime failure, 2 bad settings.`,
-	Settings: append(RelaySettings(), "group"), Required: relayRequired, Registry: Relay,
+	Settings: append(RelaySettings(), "group", "dlq-retired-topic"), Required: relayRequired, Registry: Relay,
 	Actions: []Action{
 		{Name: "dry-run", Bool: true, Help: "build every letter and print what would become of it; produce and commit nothing"},
 		{Name: "id", Arg: "ID", Help: "only the letters with this id header"},
@@ -231,7 +240,37 @@ fails or on a runtime failure, 2 bad settings.`,
 	},
 }
 
+// DLQRetire is cdc-relay dlq retire.
+var DLQRetire = &Command{
+	Name: "cdc-relay dlq retire",
+	Usage: `Usage: cdc-relay dlq retire --reason TEXT [--dry-run] [--id ID] [--event-type T] [--kind K] [--since TIME] [flags]
+
+Marks pending dead letters as handled, for those whose only fix is to write
+the event again (e.g. with cdc-relay replay, or by hand): it reads
+--dlq-topic from the committed offsets of --group to its end as of the
+start, without joining the group, and for each letter the filters keep
+that is not retired yet writes a retirement record to --dlq-retired-topic
+(a compacted topic, created if missing): the letter's topic, topic id,
+partition, offset, id, event type, error kind, the reason, when and by
+whom. dlq stats counts a retired letter as retired, not pending, and dlq
+redrive passes over it. The letters themselves stay in the topic.
+
+TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m).
+Prints one line per letter ("retired id=... partition=... offset=...") and
+a summary ("retire: retired N, already retired M"). Exit codes: 0 done,
+1 a runtime failure, 2 bad settings.`,
+	Settings: append(append([]string(nil), dlqKafkaSettings...), "group", "dlq-retired-topic"), Required: []string{"kafka-brokers"}, Registry: Relay,
+	Actions: []Action{
+		{Name: "reason", Arg: "TEXT", Help: "why the letters need nothing more (an incident id, \"replayed with cdc-relay replay\"), kept in each retirement record (required)"},
+		{Name: "dry-run", Bool: true, Help: "print what would be retired; write nothing"},
+		{Name: "id", Arg: "ID", Help: "only the letters with this id header"},
+		{Name: "event-type", Arg: "TYPE", Help: "only the letters of this event type"},
+		{Name: "kind", Arg: "KIND", Help: "only the letters whose error_kind is KIND (schema_mismatch, unconfigured_table, ...)"},
+		{Name: "since", Arg: "TIME", Help: "only the letters whose timestamp (the commit time) is at or after TIME"},
+	},
+}
+
 // Commands are every command that resolves settings, for tests and docs.
 func Commands() []*Command {
-	return []*Command{Run, Check, Status, SchemasCheck, Healthcheck, Replay, SlotRecreate, Tail, DLQStats, DLQRedrive}
+	return []*Command{Run, Check, Status, SchemasCheck, Healthcheck, Replay, SlotRecreate, Tail, DLQStats, DLQRedrive, DLQRetire}
 }

@@ -19,7 +19,7 @@ func TestUnknownEnv(t *testing.T) {
 		{"CDC_RELAY_KAFKA_BROKER_FILE", "did you mean CDC_RELAY_KAFKA_BROKERS_FILE (--kafka-brokers)?"},
 		{"CDC_RELAY_PGURL", "did you mean CDC_RELAY_PG_URL (--pg-url)?"},
 		{"CDC_RELAY_pg_url", "did you mean CDC_RELAY_PG_URL (--pg-url)?"},
-		{"CDC_RELAY_SINCE", "--since is a command-line flag of cdc-relay replay, cdc-relay tail and cdc-relay dlq redrive, never read from the environment"},
+		{"CDC_RELAY_SINCE", "--since is a command-line flag of cdc-relay replay, cdc-relay tail, cdc-relay dlq redrive and cdc-relay dlq retire, never read from the environment"},
 		{"CDC_RELAY_ACCEPT_GAP", "--accept-gap is a command-line flag of cdc-relay slot recreate"},
 		{"CDC_RELAY_XYZZY_PLUGH", "no setting reads it (cdc-relay run --help lists each setting's env name)"},
 		{"CDC_RELAY_KAFKA_BROKERS", ""},

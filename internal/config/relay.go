@@ -77,6 +77,13 @@ var Relay = NewRegistry([]Setting{
 			}
 			return nil
 		}},
+	{Name: "dlq-retired-topic", Arg: "TOPIC", Default: "outbox.dlq.retired", Help: "dlq retire, dlq stats and dlq redrive: the compacted Kafka topic that keeps the retirements (dlq retire: a dead letter marked handled, with its reason), one record per letter keyed by its --dlq-topic, topic id, partition and offset",
+		Check: func(v string) error {
+			if strings.TrimSpace(v) == "" {
+				return errors.New("is empty: name the topic of the retirements, e.g. outbox.dlq.retired")
+			}
+			return nil
+		}},
 	{Name: "metrics-addr", Arg: "[HOST]:PORT", Default: ":9187", Help: "serves /metrics, /healthz and /readyz", Check: listenAddr},
 	{Name: "log-format", Default: "text", Choices: []string{"text", "json"}, Help: "log format: text or json"},
 	{Name: "log-level", Default: "info", Choices: []string{"debug", "info", "warn", "error"}, Help: "log level: debug, info, warn or error"},
