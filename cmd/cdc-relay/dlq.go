@@ -64,6 +64,29 @@ func dlqKafkaConfig(v *config.Values) (*Config, error) {
 	return c, nil
 }
 
+// dlqKafkaCommand loads the settings of a dlq verb that needs only Kafka
+// (stats, retire); ok is false when the command is to exit with code.
+func dlqKafkaCommand(cmd *config.Command, args []string, getenv func(string) string, stdout, stderr io.Writer) (v *config.Values, cfg *Config, code int, ok bool) {
+	v, code, ok = loadValues(cmd, args, getenv, stdout, stderr)
+	if !ok {
+		return nil, nil, code, false
+	}
+	cfg, err := dlqKafkaConfig(v)
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
+		return nil, nil, exitConfig, false
+	}
+	return v, cfg, 0, true
+}
+
+// dlqContext is the context of a dlq verb that reads Kafka: it ends on
+// SIGTERM or SIGINT, or after 10 minutes.
+func dlqContext(cfg *Config, stderr io.Writer) (context.Context, context.CancelFunc) {
+	ctx, stop := signalContext(newLogger(cfg, stderr))
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	return ctx, func() { cancel(); stop() }
+}
+
 // kgoOptions are the franz-go client options for cfg's brokers, TLS and
 // SASL: the connection settings of run.
 func kgoOptions(cfg *Config) ([]kgo.Opt, error) {

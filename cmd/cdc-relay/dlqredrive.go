@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"os/signal"
@@ -122,6 +123,7 @@ type redriveItem struct {
 	reason  string // why it still fails, or is skipped
 	attempt int    // a failing letter's redrive_attempts now
 	rowKey  []byte // an unconfigured_table letter's key now (its aggregate_id)
+	rowID   []byte // and its id now
 }
 
 func (it *redriveItem) String() string {
@@ -492,9 +494,22 @@ type nopAcker struct{}
 func (nopAcker) Ack(uint64, int, int64) {}
 
 // mineKey identifies a letter this run appended: its id and attempts.
-func mineKey(l *recordpkg.Letter) string {
+func mineKey(l *recordpkg.Letter) string { return letterKey(l, l.Attempts()) }
+
+// letterKey is mineKey of letter l with attempts: its id header, or for a
+// letter without one (unconfigured_table) a hash of its value and table.
+func letterKey(l *recordpkg.Letter, attempts int) string {
 	id, _ := l.Header(router.HeaderID)
-	return string(id) + "\x00" + strconv.Itoa(l.Attempts())
+	key := string(id)
+	if len(id) == 0 {
+		h := fnv.New64a()
+		table, _ := l.Header(recordpkg.HeaderTable)
+		h.Write(table)
+		h.Write([]byte{0})
+		h.Write(l.Value)
+		key = "\x00" + strconv.FormatUint(h.Sum64(), 16)
+	}
+	return key + "\x00" + strconv.Itoa(attempts)
 }
 
 // batch builds and hands over one poll's letters, waits until Kafka
@@ -549,11 +564,17 @@ func (r *redriver) batch(ctx context.Context, cl *kgo.Client, recs []*kgo.Record
 
 // key is mineKey of the letter this item appended.
 func (it *redriveItem) key() string {
+	l := letterOf(it.src)
 	a := it.attempt
 	if it.outcome == outFiltered || it.outcome == outSkipped {
-		a = letterOf(it.src).Attempts()
+		a = l.Attempts()
 	}
-	return it.id + "\x00" + strconv.Itoa(a)
+	if it.outcome == outFailing && len(it.rowID) > 0 {
+		// An unconfigured_table letter built again: its new letter has the
+		// row's id.
+		return string(it.rowID) + "\x00" + strconv.Itoa(a)
+	}
+	return letterKey(l, a)
 }
 
 // letter decides what becomes of one dead letter and, unless a dry run,
@@ -598,7 +619,7 @@ func (r *redriver) letter(ctx context.Context, src *kgo.Record) (*redriveItem, e
 		return it, r.enqueue(it, copyLetter(src, r.cfg.DLQTopic))
 	}
 	if l.Kind() == recordpkg.ReasonUnconfigured {
-		it.id, it.rowKey = token(rb.Row.ID), rb.Row.AggregateID
+		it.id, it.rowKey, it.rowID = token(rb.Row.ID), rb.Row.AggregateID, rb.Row.ID
 	}
 	rec := publisher.NewRecord()
 	inv, err := r.builder.Build(ctx, rec, rb.CommitTime, &rb.Row)

@@ -140,14 +140,9 @@ func retiredBy() string {
 
 // dlqRetire is `cdc-relay dlq retire`.
 func dlqRetire(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	v, code, ok := loadValues(config.DLQRetire, args, getenv, stdout, stderr)
+	v, cfg, code, ok := dlqKafkaCommand(config.DLQRetire, args, getenv, stdout, stderr)
 	if !ok {
 		return code
-	}
-	cfg, err := dlqKafkaConfig(v)
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
-		return exitConfig
 	}
 	rf, err := filterActions(v, time.Now())
 	if err == nil {
@@ -164,10 +159,7 @@ func dlqRetire(args []string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	reason, _ := v.Action("reason")
 	rt := &retirer{cfg: cfg, rf: rf, group: v.String("group"), topic: v.String("dlq-retired-topic"), reason: strings.TrimSpace(reason), stdout: stdout}
-	log := newLogger(cfg, stderr)
-	ctx, stop := signalContext(log)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	ctx, cancel := dlqContext(cfg, stderr)
 	defer cancel()
 	if err := rt.run(ctx); err != nil {
 		fmt.Fprintf(stdout, "retire incomplete: retired %d, already retired %d, left out by the filters %d from %s, group %s\n", rt.retired, rt.already, rt.filtered, cfg.DLQTopic, rt.group)

@@ -130,3 +130,25 @@ func TestDLQRetireKfake(t *testing.T) {
 		t.Fatalf("%d retirement records, want 3", n)
 	}
 }
+
+// TestLetterKeyWithoutID: redrive --follow knows the letters it appended
+// again by mineKey; a letter without an id header (unconfigured_table) is
+// known by its table and value, so that --follow holds at its copy instead
+// of taking it round again, and two such letters are told apart.
+func TestLetterKeyWithoutID(t *testing.T) {
+	src := func(value string) *kgo.Record {
+		return &kgo.Record{Value: []byte(value), Headers: []kgo.RecordHeader{{Key: "table", Value: []byte("public.other")}, {Key: "error_kind", Value: []byte("unconfigured_table")}}}
+	}
+	a, b := src(`{"id":"1"}`), src(`{"id":"2"}`)
+	it := &redriveItem{src: a, outcome: outSkipped, id: token(nil)}
+	if it.key() != mineKey(letterOf(a)) {
+		t.Errorf("key %q, mineKey %q", it.key(), mineKey(letterOf(a)))
+	}
+	if mineKey(letterOf(a)) == mineKey(letterOf(b)) {
+		t.Errorf("two letters without an id share mineKey %q", mineKey(letterOf(a)))
+	}
+	withID := &kgo.Record{Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("a b")}}}
+	if k := (&redriveItem{src: withID, outcome: outFiltered, id: token([]byte("a b"))}).key(); k != mineKey(letterOf(withID)) {
+		t.Errorf("an id with a space: key %q, mineKey %q", k, mineKey(letterOf(withID)))
+	}
+}

@@ -82,20 +82,12 @@ func (c *dlqCounts) add(r *kgo.Record, now time.Time) {
 
 // dlqStats is `cdc-relay dlq stats`.
 func dlqStats(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	v, code, ok := loadValues(config.DLQStats, args, getenv, stdout, stderr)
+	v, cfg, code, ok := dlqKafkaCommand(config.DLQStats, args, getenv, stdout, stderr)
 	if !ok {
 		return code
 	}
-	cfg, err := dlqKafkaConfig(v)
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
-		return exitConfig
-	}
 	group := v.String("group")
-	log := newLogger(cfg, stderr)
-	ctx, stop := signalContext(log)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	ctx, cancel := dlqContext(cfg, stderr)
 	defer cancel()
 	counts, err := countLetters(ctx, cfg, group, v.String("dlq-retired-topic"), time.Now())
 	if err != nil {
