@@ -434,6 +434,8 @@ func (g *Guard) PendingReplay(ctx context.Context, server replication.Server) (t
 // ReplayDone implements replication.InitialReplayGuard: it writes the
 // checkpoint without the pending initial replay.
 func (g *Guard) ReplayDone(ctx context.Context, server replication.Server, info replication.SlotInfo) error {
+	g.wmu.Lock()
+	defer g.wmu.Unlock()
 	g.mu.Lock()
 	own := g.own
 	g.replayDone = true

@@ -53,6 +53,19 @@ type Record struct {
 
 	// Gap is set on a KindGap record.
 	Gap *Gap `json:"gap,omitempty"`
+
+	// InitialReplay, when set, is a pending initial replay (--initial-replay):
+	// the rows created before the slot existed are not all published yet.
+	// Optional: records without it (every record of a relay without
+	// --initial-replay, and of releases before it) have none pending.
+	InitialReplay *InitialReplay `json:"initial_replay,omitempty"`
+}
+
+// InitialReplay is a pending initial replay: the outbox rows created before
+// Until, the database clock read right after the slot's creation, are to be
+// published through the replay path before the relay streams.
+type InitialReplay struct {
+	Until time.Time `json:"until"`
 }
 
 // Gap is an accepted gap: events committed after FromLSN (last commit at

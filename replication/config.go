@@ -92,6 +92,14 @@ type Deps struct {
 	// row skipped under Config.AllowExtraTables, with its "schema.table".
 	// Default none.
 	OnSkippedRow func(table string)
+	// InitialReplay, when set (--initial-replay), publishes through the
+	// replay path the outbox rows created before until. The stream calls it
+	// while it holds the slot and before it reads from it, when the Guard
+	// (an InitialReplayGuard) says an initial replay is pending. An error
+	// marked Fatal halts the stream; any other retries with the next
+	// connection, which replays again. Default none: the stream never reads
+	// the tables, and on a first start it warns when they seem to hold rows.
+	InitialReplay func(ctx context.Context, until time.Time) error
 	// Stats receives the stream's live figures, so that what reads them
 	// (metrics, health) can be made before the stream. Default a new Stats;
 	// Stream.Stats returns it either way.

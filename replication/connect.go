@@ -86,7 +86,7 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 	// Extra tables are refused at start only: one ALTERed in while the
 	// relay runs is dead-lettered row by row (handleWAL), and a reconnect
 	// must not turn that into an exit.
-	created, err := EnsurePublication(setupCtx, conn, s.cfg.Publication, s.tableNames(), PublicationOptions{AllowExtraTables: s.cfg.AllowExtraTables || !*createSlot, Logger: s.log})
+	created, err := EnsurePublication(setupCtx, conn, s.cfg.Publication, s.tableNames(), PublicationOptions{AllowExtraTables: s.cfg.AllowExtraTables || !*createSlot, Logger: s.log, FirstStart: verdict == VerdictCreate})
 	if err != nil {
 		return fail(err)
 	}
@@ -114,6 +114,13 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 	if err != nil {
 		return fail(err)
 	}
+	if created {
+		// The instant the rows the slot never decodes were created before:
+		// an initial replay, or the replay the warning below prints, reaches it.
+		if gin.Created, err = DatabaseClock(setupCtx, conn); err != nil {
+			return fail(err)
+		}
+	}
 	if s.deps.Guard != nil && (created || lost != nil) {
 		if err := s.deps.Guard.SlotCreated(setupCtx, gin, info, lost); err != nil {
 			return fail(err)
@@ -124,6 +131,9 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 	*createSlot = false
 	if created {
 		s.log.Info("slot created: first start", "slot", s.cfg.Slot, "plugin", "pgoutput", "failover", failover, "confirmed_lsn", info.Confirmed.String())
+		if s.deps.InitialReplay == nil {
+			s.warnFirstStartRows(setupCtx, conn, gin.Created)
+		}
 	}
 	if !failover && major >= FailoverSlotsMajor && !info.Failover {
 		s.log.Warn("the slot is not a failover slot (--slot-failover false): it will not survive a promotion of a standby", "slot", s.cfg.Slot)

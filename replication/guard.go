@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -57,6 +58,9 @@ type GuardInput struct {
 	// First is true until this process has streamed from the slot once;
 	// after that a missing slot can never be a first start.
 	First bool
+	// Created is the database clock read right after the stream created
+	// the slot (first start; zero otherwise), for SlotCreated.
+	Created time.Time
 	// History reads the server's timeline history (TIMELINE_HISTORY) of
 	// its current timeline: the switch points of every ancestor.
 	History func(ctx context.Context) ([]TimelineSwitch, error)

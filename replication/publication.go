@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,6 +34,10 @@ type PublicationOptions struct {
 	// Logger receives the warning when a missing table is added. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// FirstStart is set when the slot is about to be created: the rows of
+	// a table added now are covered by the first start's own warning (or
+	// --initial-replay), which reaches the slot's creation.
+	FirstStart bool
 }
 
 // PublicationDrift is how an existing publication differs from the
@@ -71,6 +76,8 @@ type MissingTable struct {
 	// statistics were last reset. Rows inserted before the table joined the
 	// publication are never decoded.
 	Inserts int64
+	// Live is pg_stat_user_tables.n_live_tup.
+	Live int64
 	// Partitioned is true for a partitioned table in a publication with
 	// publish_via_partition_root = false: adding it would not help (see
 	// CheckPublication).
@@ -181,10 +188,11 @@ func DescribeDrift(ctx context.Context, conn *pgx.Conn, publication string, tabl
 			c.relkind = 'p', pg_catalog.pg_get_userbyid(c.relowner),
 			pg_catalog.pg_has_role((SELECT pubowner FROM pg_catalog.pg_publication WHERE pubname = $1), 'USAGE'),
 			pg_catalog.pg_has_role(c.relowner, 'USAGE'),
-			coalesce((SELECT s.n_tup_ins FROM pg_catalog.pg_stat_user_tables s WHERE s.relid = c.oid), 0)
+			coalesce((SELECT s.n_tup_ins FROM pg_catalog.pg_stat_user_tables s WHERE s.relid = c.oid), 0),
+			coalesce((SELECT s.n_live_tup FROM pg_catalog.pg_stat_user_tables s WHERE s.relid = c.oid), 0)
 			FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = $2 AND c.relname = $3`, publication, schema, name).
-			Scan(&published, &partitioned, &m.Owner, &ownsPub, &ownsTable, &m.Inserts); errors.Is(err, pgx.ErrNoRows) {
+			Scan(&published, &partitioned, &m.Owner, &ownsPub, &ownsTable, &m.Inserts, &m.Live); errors.Is(err, pgx.ErrNoRows) {
 			continue // no such table: EnsurePublication and check say so
 		} else if err != nil {
 			return d, fmt.Errorf("look up table %s in publication %s: %w", m.Name, publication, err)
@@ -357,8 +365,17 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication string, 
 				"publication %s does not publish %s and adding it failed (%v): run %s as the owner of both, or set --publication; %s",
 				publication, m.Name, err, stmt, NeverDecoded(m.Name))})
 		}
-		log.Warn("the publication did not publish a configured outbox table: the relay added it; "+NeverDecoded(m.Name),
-			"publication", publication, "table", m.Name, "statement", stmt)
+		if opts.FirstStart {
+			log.Warn("the publication did not publish a configured outbox table: the relay added it; the rows written to it before are those of the first start (see below)",
+				"publication", publication, "table", m.Name, "statement", stmt)
+			continue
+		}
+		until, err := DatabaseClock(ctx, conn)
+		if err != nil {
+			return created, err
+		}
+		log.Warn("the publication did not publish a configured outbox table: the relay added it; "+JoinedRows(TableRows{Name: m.Name, Live: m.Live, Inserted: m.Inserts}, until),
+			"publication", publication, "table", m.Name, "statement", stmt, "until", until.Format(time.RFC3339Nano))
 	}
 	for _, table := range tables {
 		if err := CheckPublication(ctx, conn, publication, table); err != nil {

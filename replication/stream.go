@@ -235,6 +235,9 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 			return false, err
 		}
 	}
+	if err := s.initialReplay(ctx, rconn, server, info); err != nil {
+		return false, err
+	}
 	conn.Close(context.Background())
 	cancelSetup()
 	s.stats.slotFailover.Store(info.Failover)

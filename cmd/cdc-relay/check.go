@@ -116,8 +116,8 @@ func (c *checker) postgres(ctx context.Context, cfg *Config) {
 	c.messages(ctx, conn, cfg)
 	c.publication(ctx, conn, cfg)
 	c.failover(ctx, conn, cfg, info, slotExists)
-	if slotErr == nil {
-		c.checkpoint(ctx, cfg, info, slotExists)
+	if slotErr == nil && c.checkpoint(ctx, cfg, info, slotExists) {
+		c.firstStartRows(ctx, conn, cfg)
 	}
 	switch {
 	case slotErr != nil:
@@ -147,24 +147,25 @@ func (c *checker) postgres(ctx context.Context, cfg *Config) {
 
 // checkpoint reads the checkpoint topic (creating nothing) and reports what
 // run would decide from it and the slot: a first start, a gap (exit 3), or
-// streaming, with run's warnings.
-func (c *checker) checkpoint(ctx context.Context, cfg *Config, info replication.SlotInfo, slotExists bool) {
+// streaming, with run's warnings. It reports whether run would take it for
+// a first start.
+func (c *checker) checkpoint(ctx context.Context, cfg *Config, info replication.SlotInfo, slotExists bool) (first bool) {
 	rconn, err := replication.ConnectReplication(ctx, cfg.PGURL)
 	if err != nil {
 		c.fail("PostgreSQL: cannot open a replication connection (%s): the role needs the REPLICATION attribute and pg_hba.conf must let it connect", Redact(err.Error()))
-		return
+		return false
 	}
 	defer rconn.Close(context.Background())
 	server, err := replication.Identify(ctx, rconn)
 	if err != nil {
 		c.fail("PostgreSQL: %v", err)
-		return
+		return false
 	}
 	c.server = &server
 	transport, err := kafkaTransport(cfg)
 	if err != nil {
 		c.fail("--kafka-tls: %v", err)
-		return
+		return false
 	}
 	g := newGuard(cfg, transport, discardLogger(), true)
 	in := replication.GuardInput{Server: server, Slot: cfg.Slot, Info: info, Exists: slotExists, First: true,
@@ -187,6 +188,7 @@ func (c *checker) checkpoint(ctx context.Context, cfg *Config, info replication.
 		c.fail("%v", err)
 	case v == replication.VerdictCreate:
 		c.ok("slot %s does not exist yet, and the checkpoint topic %s has no checkpoint for it: a first start, the relay creates the slot (pgoutput)", cfg.Slot, cfg.CheckpointTopic)
+		first = true
 	case v == replication.VerdictRecreate:
 		c.warn("slot %s was invalidated (%s): --recreate-lost-slot is set, so the relay drops and recreates it, records the gap in %s and logs it at ERROR; events since %s may be missing from Kafka",
 			cfg.Slot, info.WALStatus, cfg.CheckpointTopic, info.Confirmed)
@@ -196,6 +198,40 @@ func (c *checker) checkpoint(ctx context.Context, cfg *Config, info replication.
 	default:
 		c.ok("no checkpoint for relay id %s in %s yet: the relay writes one when it streams", g.RelayID(), cfg.CheckpointTopic)
 	}
+	return first
+}
+
+// firstStartRows warns, before a first start, when a configured table
+// seems to hold rows (pg_stat_user_tables, never the table): the slot
+// never decodes rows written before it exists.
+func (c *checker) firstStartRows(ctx context.Context, conn *pgx.Conn, cfg *Config) {
+	names := tableNames(cfg.Tables)
+	rows, err := replication.ExistingRows(ctx, conn, names)
+	if err != nil || len(rows) == 0 {
+		return
+	}
+	seems := make([]string, len(rows))
+	for i, r := range rows {
+		seems[i] = r.String()
+	}
+	if cfg.InitialReplay {
+		c.ok("first start: %s seem to hold rows written before the slot will exist (a heuristic from pg_stat_user_tables): --initial-replay publishes the rows created before the slot's creation, then streams",
+			strings.Join(seems, ", "))
+		return
+	}
+	c.warn("first start: %s seem to hold rows written before the slot will exist (a heuristic from pg_stat_user_tables, reset after a crash and on a promoted standby; the tables themselves are never read): "+
+		"the slot never decodes them. Set --initial-replay to publish them before streaming, or run the command run logs at WARN once it created the slot: "+
+		"cdc-relay replay%s --since %s --until <the database clock read right after the slot's creation>",
+		strings.Join(seems, ", "), tableFlags(names), replication.ReplaySince)
+}
+
+// tableFlags is " --table T" for each of tables.
+func tableFlags(tables []string) string {
+	var b strings.Builder
+	for _, t := range tables {
+		b.WriteString(" --table " + t)
+	}
+	return b.String()
 }
 
 // failover checks the server version against --slot-failover, whether the
@@ -354,7 +390,8 @@ func (c *checker) publication(ctx context.Context, conn *pgx.Conn, cfg *Config) 
 		// Statistics, not the table: the relay never reads the outbox.
 		if m.Inserts > 0 {
 			c.warn("table %s has received %d inserts (pg_stat_user_tables.n_tup_ins) but publication %s does not publish it: those rows were never decoded and never will be; "+
-				"once the table is published, publish them with cdc-relay replay --table %s --since TIME", m.Name, m.Inserts, cfg.Publication, m.Name)
+				"once the table is published, publish them with cdc-relay replay --table %s --since %s --until <the instant it joined the publication: run logs this command with it when it adds the table>; "+
+				"the counts are a heuristic (reset after a crash and on a promoted standby)", m.Name, m.Inserts, cfg.Publication, m.Name, replication.ReplaySince)
 		}
 	}
 	for _, t := range cfg.Tables {

@@ -63,6 +63,7 @@ type Config struct {
 	// the outbox tables (FOR ALL TABLES, TABLES IN SCHEMA, or more listed);
 	// their rows are skipped and counted. Default false: exit 2.
 	AllowExtraTables  bool
+	InitialReplay     bool // --initial-replay: on a first start, replay the rows created before the slot, then stream
 	SlotFailover      replication.FailoverMode
 	SlotPollInterval  time.Duration
 	KafkaTLS          bool
@@ -209,6 +210,7 @@ func buildConfig(v *config.Values) (*Config, error) {
 		SlotPollInterval:  v.Duration("slot-poll-interval"),
 		RecreateLostSlot:  v.Bool("recreate-lost-slot"),
 		AllowExtraTables:  v.Bool("allow-extra-tables"),
+		InitialReplay:     v.Bool("initial-replay"),
 		Tracing:           v.Bool("tracing"),
 		ExactlyOnce:       v.String("delivery") == "exactly-once",
 		TransactionalID:   v.String("transactional-id"),

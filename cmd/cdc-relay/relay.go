@@ -128,6 +128,9 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 			if err != nil {
 				return replication.Inspected{}, err
 			}
+			if err := checkInitialReplay(cfg, in); err != nil {
+				return replication.Inspected{}, replication.Fatal(err)
+			}
 			builder, err := newBuilder(cfg, rt, reg, m, in)
 			if err != nil {
 				return replication.Inspected{}, replication.Fatal(err) // a *FlagError
@@ -154,9 +157,10 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 					return h, nil
 				}}, nil
 		},
-		Guard:        guard,
-		OnSkippedRow: skippedRows(m, log, cfg.Publication),
-		Stats:        stats,
+		Guard:         guard,
+		InitialReplay: initialReplay(cfg, log),
+		OnSkippedRow:  skippedRows(m, log, cfg.Publication),
+		Stats:         stats,
 	})
 
 	srv, err := newHTTPServer(cfg.MetricsAddr, m, stats, cfg.ReadTimeout, log)

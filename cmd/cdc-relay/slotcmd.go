@@ -74,7 +74,7 @@ func newGuard(cfg *Config, transport *kafka.Transport, log *slog.Logger, readOnl
 	_, _, kopts, _ := kafkaClientSecurity(cfg)
 	return checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, kopts, cfg.CheckpointTopic), RelayID: cfg.RelayID,
 		Slot: cfg.Slot, Publication: cfg.Publication, Tables: tableNames(cfg.Tables), Version: version, RecreateInvalidated: cfg.RecreateLostSlot,
-		ExactlyOnce: cfg.ExactlyOnce, ReadOnly: readOnly, Logger: log})
+		ExactlyOnce: cfg.ExactlyOnce, ReadOnly: readOnly, InitialReplay: cfg.InitialReplay && !readOnly, Logger: log})
 }
 
 // recreateSlot creates the slot (dropping an invalidated one), or keeps a
