@@ -71,7 +71,7 @@ var Relay = NewRegistry([]Setting{
 	{Name: "dlq-topic", Arg: "TOPIC", Default: "outbox.dlq", Help: "dead-letter topic"},
 	{Name: "on-invalid", Default: "dlq", Choices: []string{"dlq", "halt"}, Help: "what to do with an invalid event: dlq or halt"},
 	{Name: "unknown-fields", Default: "ignore", Choices: []string{"ignore", "dlq"}, Help: "a payload member the event type's Avro schema lacks: ignore (Avro's writer semantics: published without it) or dlq (an invalid event, kind unknown_field, kept until cdc-relay dlq redrive sends it with the new schema); counted and logged either way"},
-	{Name: "group", Arg: "GROUP", Default: "cdc-relay-redrive", Help: "dlq redrive and dlq stats: the Kafka consumer group whose committed offsets say which dead letters were redriven (dlq stats counts those after them as pending)",
+	{Name: "group", Arg: "GROUP", Default: "cdc-relay-redrive", Help: "dlq redrive, dlq stats and dlq retire: the Kafka consumer group whose committed offsets say which dead letters were redriven (dlq stats counts those after them as pending, unless retired; dlq retire retires only those)",
 		Check: func(v string) error {
 			if strings.TrimSpace(v) == "" {
 				return errors.New("is empty: name the consumer group, e.g. cdc-relay-redrive")
