@@ -236,3 +236,52 @@ func TestDLQRedriveUnconfiguredTable(t *testing.T) {
 		t.Errorf("stats at the end: %+v", st)
 	}
 }
+
+// TestDLQRedriveFollowUnconfigured: dlq redrive --follow appends an
+// unconfigured_table letter whose table is not in --table again once, then
+// holds the partition at that copy (a letter without an id header is known
+// by its table and value) instead of taking it round again.
+func TestDLQRedriveFollowUnconfigured(t *testing.T) {
+	f := newFixture(t, "")
+	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
+	other := "public.other_" + f.name
+	f.exec(fmt.Sprintf(outboxDDL, other))
+	t.Cleanup(func() { f.exec("DROP TABLE IF EXISTS " + other) })
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	r := startRelay(t, f.args())
+	r.waitStreaming(60 * time.Second)
+	f.exec(fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", f.publication, other))
+	conn := f.connect()
+	agg := uuidFor(7311)
+	insertRows(t, conn, other, []event{{"Order", agg, "OrderCreated", orderCreated(agg, 1), ""}})
+	last := insertInto(t, conn, "public."+f.table, 2)
+	c.waitIDs(90*time.Second, []int64{last})
+	letters := func() int {
+		n := 0
+		for _, rec := range c.records() {
+			if rec.Topic == f.dlq && rec.Headers["table"] == other {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, 60*time.Second, "the dead letter", func() bool { return letters() == 1 })
+
+	rd := startRelay(t, f.dlqArgs("redrive", "", "--follow", "--dlq-retired-topic", f.dlq+".retired"))
+	waitFor(t, 90*time.Second, "the redrive holding the partition at its own copy", func() bool {
+		return strings.Contains(rd.Output(), "reached a letter this run re-appended")
+	})
+	time.Sleep(3 * time.Second)
+	if code := rd.terminate(); code != 0 {
+		t.Errorf("redrive --follow exited %d after SIGTERM, want 0", code)
+	}
+	if out := rd.Output(); !strings.Contains(out, "redrive: redriven 0, still failing 0, skipped 1 (0 left out by the filters and re-appended, 1 that cannot be built again)") {
+		t.Errorf("summary missing: %s", tailString(out, 2000))
+	}
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("run exited %d", code)
+	}
+	if n := letters(); n != 2 {
+		t.Errorf("the letter is in the DLQ %d times, want twice (the relay's and one re-append)", n)
+	}
+}
