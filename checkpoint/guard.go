@@ -413,7 +413,22 @@ func (g *Guard) SlotCreated(ctx context.Context, in replication.GuardInput, info
 	return g.write(ctx, in.Server, info.Confirmed, 0, time.Time{})
 }
 
-var _ replication.InitialReplayGuard = (*Guard)(nil)
+var (
+	_ replication.InitialReplayGuard = (*Guard)(nil)
+	_ replication.KnownTablesGuard   = (*Guard)(nil)
+)
+
+// KnownTables implements replication.KnownTablesGuard: the tables of the
+// relay's own checkpoint on this system.
+func (g *Guard) KnownTables(server replication.Server) ([]string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	own := g.own
+	if own == nil || own.Kind != KindCheckpoint || own.SystemID != server.SystemID {
+		return nil, false
+	}
+	return own.Tables, true
+}
 
 // PendingReplay implements replication.InitialReplayGuard: the checkpoint
 // read again holds a pending initial replay.

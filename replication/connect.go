@@ -86,9 +86,14 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 	// Extra tables are refused at start only: one ALTERed in while the
 	// relay runs is dead-lettered row by row (handleWAL), and a reconnect
 	// must not turn that into an exit.
-	created, err := EnsurePublication(setupCtx, conn, s.cfg.Publication, s.tableNames(), PublicationOptions{AllowExtraTables: s.cfg.AllowExtraTables || !*createSlot, Logger: s.log, FirstStart: verdict == VerdictCreate})
+	var added []string
+	created, err := EnsurePublication(setupCtx, conn, s.cfg.Publication, s.tableNames(), PublicationOptions{AllowExtraTables: s.cfg.AllowExtraTables || !*createSlot, Logger: s.log, FirstStart: verdict == VerdictCreate,
+		OnAdded: func(table string) { added = append(added, table) }})
 	if err != nil {
 		return fail(err)
+	}
+	if verdict == VerdictStream && gin.Exists {
+		s.warnJoinedTables(setupCtx, conn, server, added)
 	}
 	if created {
 		s.log.Info("publication created", "publication", s.cfg.Publication, "tables", s.tableNames())

@@ -119,3 +119,49 @@ func JoinedRows(t TableRows, until time.Time) string {
 	return seems + "; rows written to it before it joined the publication are never decoded: publish them with (and run's other settings) " +
 		ReplayCommand([]string{t.Name}, until)
 }
+
+// warnJoinedTables logs at WARN, once per process, each configured table
+// that is not among the tables of the relay's last checkpoint (it joined
+// later) and seems to hold rows, unless the relay added it to the
+// publication just now (EnsurePublication warned then): its rows from
+// before it joined the publication were never decoded. The instant it
+// joined is not known, so the replay command's --until is the database
+// clock now; the rows since then come twice, none is missed.
+func (s *Stream) warnJoinedTables(ctx context.Context, conn *pgx.Conn, server Server, added []string) {
+	kt, ok := s.deps.Guard.(KnownTablesGuard)
+	if !ok || s.joinedWarned {
+		return
+	}
+	known, ok := kt.KnownTables(server)
+	if !ok {
+		return
+	}
+	s.joinedWarned = true
+	seen := map[string]bool{}
+	for _, t := range append(known, added...) {
+		schema, name := SplitTable(t)
+		seen[schema+"."+name] = true
+	}
+	var joined []string
+	for _, t := range s.tableNames() {
+		if schema, name := SplitTable(t); !seen[schema+"."+name] {
+			joined = append(joined, t)
+		}
+	}
+	if len(joined) == 0 {
+		return
+	}
+	rows, err := ExistingRows(ctx, conn, joined)
+	if err != nil || len(rows) == 0 {
+		return
+	}
+	until, err := DatabaseClock(ctx, conn)
+	if err != nil {
+		return
+	}
+	for _, r := range rows {
+		s.log.Warn("a configured outbox table that the last checkpoint did not list joined since (--table and the publication): "+JoinedRows(r, until)+
+			" (--until is now, as the instant it joined is not known: the rows since then come twice, which consumers drop by id)",
+			"table", r.Name, "until", until.Format(time.RFC3339Nano))
+	}
+}

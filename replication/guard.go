@@ -89,6 +89,15 @@ type Guard interface {
 	Checkpoint(ctx context.Context, server Server, tr *Tracker) error
 }
 
+// KnownTablesGuard is implemented by a Guard that remembers the tables of
+// the relay's last checkpoint: a configured table that is not among them
+// joined later, and its rows from before it joined were never decoded.
+type KnownTablesGuard interface {
+	// KnownTables are the tables ("schema.table" or as configured) of the
+	// relay's own last checkpoint on server; false when there is none.
+	KnownTables(server Server) ([]string, bool)
+}
+
 // ErrCheckpointUnavailable marks a failure to read or write the relay's
 // checkpoint: retried like any Kafka outage.
 var ErrCheckpointUnavailable = errors.New("checkpoint unavailable")

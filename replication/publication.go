@@ -38,6 +38,9 @@ type PublicationOptions struct {
 	// a table added now are covered by the first start's own warning (or
 	// --initial-replay), which reaches the slot's creation.
 	FirstStart bool
+	// OnAdded, when set, is called with each configured table the relay
+	// added to the publication.
+	OnAdded func(table string)
 }
 
 // PublicationDrift is how an existing publication differs from the
@@ -364,6 +367,9 @@ func EnsurePublication(ctx context.Context, conn *pgx.Conn, publication string, 
 			return created, Fatal(&PublicationError{Publication: publication, Reason: fmt.Sprintf(
 				"publication %s does not publish %s and adding it failed (%v): run %s as the owner of both, or set --publication; %s",
 				publication, m.Name, err, stmt, NeverDecoded(m.Name))})
+		}
+		if opts.OnAdded != nil {
+			opts.OnAdded(m.Name)
 		}
 		if opts.FirstStart {
 			log.Warn("the publication did not publish a configured outbox table: the relay added it; the rows written to it before are those of the first start (see below)",

@@ -28,6 +28,9 @@ type Stream struct {
 	found *Inspected
 
 	raisedTimeout bool
+	// joinedWarned is set once the tables that joined since the last
+	// checkpoint were looked at (warnJoinedTables).
+	joinedWarned bool
 }
 
 // NewStream returns a stream with its configuration and collaborators; Run

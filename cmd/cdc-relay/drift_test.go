@@ -217,6 +217,9 @@ func TestDriftSecondTable(t *testing.T) {
 		if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_publication_tables WHERE pubname = $1", f.publication).Scan(&n); err != nil || n != 2 {
 			t.Fatalf("publication has %d tables (%v), want 2", n, err)
 		}
+		if strings.Contains(r.Output(), "the last checkpoint did not list joined since") {
+			t.Errorf("a second WARN for the table the relay added:\n%s", tailString(r.Output(), 3000))
+		}
 		next := insertInto(t, conn, second, 3)
 		c.waitIDs(90*time.Second, []int64{next})
 	})
@@ -268,10 +271,23 @@ func TestDriftSecondTable(t *testing.T) {
 		// The old configuration no longer matches the publication.
 		exitsConfig(t, f.args(), fmt.Sprintf(`ALTER PUBLICATION "%s" DROP TABLE "public"."%s"`, f.publication, strings.TrimPrefix(second, "public.")))
 
+		waitFor(t, 30*time.Second, "the early insert in pg_stat_user_tables", func() bool {
+			var n int64
+			conn.QueryRow(context.Background(), "SELECT coalesce((SELECT n_tup_ins FROM pg_stat_user_tables WHERE relid = to_regclass($1)), 0)", second).Scan(&n)
+			return n > 0
+		})
 		r = startRelay(t, f.args("--table", second))
 		r.waitStreaming(60 * time.Second)
 		if strings.Contains(r.Output(), "the relay added it") {
 			t.Errorf("the relay altered a publication that already published the table:\n%s", tailString(r.Output(), 3000))
+		}
+		// It joined since the last checkpoint: its rows from before it
+		// joined the publication were never decoded.
+		for _, want := range []string{"the last checkpoint did not list joined since", second + " (n_live_tup 1, n_tup_ins 1) seems to hold rows",
+			"cdc-relay replay --table " + second + " --since 1970-01-01T00:00:00Z --until "} {
+			if !strings.Contains(r.Output(), want) {
+				t.Errorf("output lacks %q:\n%s", want, tailString(r.Output(), 3000))
+			}
 		}
 		next := insertInto(t, conn, second, 3)
 		recs := c.waitIDs(90*time.Second, []int64{next})
