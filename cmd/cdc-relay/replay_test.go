@@ -341,21 +341,6 @@ func TestReplayIDRanges(t *testing.T) {
 func TestReplayRefusals(t *testing.T) {
 	f := newFixture(t, "")
 	noCreated := newFixture(t, `CREATE TABLE %s (id bigserial PRIMARY KEY, aggregate_type text, aggregate_id text, event_type text, payload jsonb)`)
-	// withTables replaces the fixture's --table.
-	withTables := func(args []string, tables ...string) []string {
-		var out []string
-		for i := 0; i < len(args); i++ {
-			if args[i] == "--table" {
-				i++
-				continue
-			}
-			out = append(out, args[i])
-		}
-		for _, tb := range tables {
-			out = append(out, "--table", tb)
-		}
-		return out
-	}
 	dir := t.TempDir()
 	yamlWithSince := filepath.Join(dir, "relay.yaml")
 	if err := os.WriteFile(yamlWithSince, []byte("since: 1h\n"), 0o600); err != nil {
