@@ -214,16 +214,19 @@ func TestFirstStartExistingRows(t *testing.T) {
 // A writer inserts rows across the slot's creation: every row reaches
 // Kafka (an independent franz-go consumer), a row at the boundary perhaps
 // twice, and each aggregate's rows come in commit order, those from before
-// the slot first. A restart replays nothing again.
-func TestInitialReplay(t *testing.T) {
+// the slot first. A restart replays nothing again. It runs at-least-once
+// and exactly-once (the replayed rows are at-least-once either way).
+func TestInitialReplay(t *testing.T) { eachDelivery(t, false, testInitialReplay) }
+
+func testInitialReplay(t *testing.T, d delivery) {
 	f := newFixture(t, "")
 	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
 	conn := f.connect()
 	defer conn.Close(context.Background())
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
 	w := startWriter(t, f, 3*time.Millisecond)
 	waitFor(t, 30*time.Second, "the writer", func() bool { return w.count() > 100 })
-	r := startRelay(t, f.args("--initial-replay"))
+	r := startRelay(t, d.with(f.args("--initial-replay")))
 	r.waitStreaming(120 * time.Second)
 	waitFor(t, 30*time.Second, "rows written while streaming", func() bool { return w.count() > 600 })
 	ids := w.finish(t)
@@ -249,7 +252,7 @@ func TestInitialReplay(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	// The checkpoint without the marker was written: a restart streams at once.
-	r = startRelay(t, f.args("--initial-replay"))
+	r = startRelay(t, d.with(f.args("--initial-replay")))
 	r.waitStreaming(60 * time.Second)
 	if strings.Contains(r.Output(), "initial replay: publishing") {
 		t.Errorf("the restart replayed again:\n%s", tailString(r.Output(), 4000))
@@ -345,6 +348,70 @@ func TestInitialReplayKeepsSlot(t *testing.T) {
 		t.Errorf("%d distinct ids in Kafka, want 2501", n)
 	}
 	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+// TestInitialReplayNeedsCreatedAt: --initial-replay on a table without a
+// created_at column exits 2 naming the flag, before creating anything.
+func TestInitialReplayNeedsCreatedAt(t *testing.T) {
+	f := newFixture(t, `CREATE TABLE %s (
+	id bigserial PRIMARY KEY,
+	aggregate_type text NOT NULL,
+	aggregate_id text NOT NULL,
+	event_type text NOT NULL,
+	payload jsonb NOT NULL
+)`)
+	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
+	exitsConfig(t, f.args("--initial-replay"), "--initial-replay", "public."+f.table, "created_at")
+	if slotExists(t, connect(t), f.slot) {
+		t.Errorf("slot %s was created", f.slot)
+	}
+}
+
+// TestInitialReplayTakeover: a replica standing by while the active one
+// runs the initial replay takes the slot over when the active one is
+// killed, and replays again (the pending marker), then streams.
+func TestInitialReplayTakeover(t *testing.T) {
+	f := newFixture(t, "")
+	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
+	f.exec(fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload)
+		SELECT 'Order', '%s', 'OrderCreated', format('{"order_id": "%s", "customer_id": "c-%%s", "status": "PENDING", "amount_cents": %%s, "currency": "EUR", "items": [{"sku": "s", "quantity": 1, "unit_price_cents": 1}], "created_at": 1700000000000}', g, g)::jsonb
+		FROM generate_series(1, 3000) g`, f.table, uuidFor(8003), uuidFor(8003)))
+	conn := f.connect()
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), "SELECT id FROM public."+f.table+" ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	a := startRelay(t, f.args("--initial-replay", "--max-in-flight-events", "2"))
+	waitFor(t, 120*time.Second, "the initial replay under way", func() bool {
+		return strings.Contains(a.Output(), "initial replay: publishing") && len(c.records()) > 10
+	})
+	b := startRelay(t, f.args("--initial-replay"))
+	waitFor(t, 60*time.Second, "the second replica standing by", func() bool {
+		return strings.Contains(b.Output(), "standby: slot is active in another process")
+	})
+	a.kill()
+	if strings.Contains(a.Output(), "initial replay complete") {
+		t.Fatalf("the initial replay completed before the kill:\n%s", tailString(a.Output(), 3000))
+	}
+	b.waitStreaming(120 * time.Second)
+	for _, want := range []string{"takeover: this instance now holds the slot", "initial replay: publishing", "initial replay complete"} {
+		if !strings.Contains(b.Output(), want) {
+			t.Errorf("the replica's output lacks %q:\n%s", want, tailString(b.Output(), 4000))
+		}
+	}
+	recs := c.waitIDs(180*time.Second, ids)
+	checkAggregateOrder(t, recs, f.topic("Order"))
+	later := insertInto(t, conn, "public."+f.table, 99)
+	c.waitIDs(60*time.Second, []int64{later})
+	if code := b.terminate(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 }
