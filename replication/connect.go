@@ -119,7 +119,14 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 	if err != nil {
 		return fail(err)
 	}
+	if !created && lost == nil && s.createdUnrecorded && s.deps.Guard != nil {
+		// This process created the slot on an earlier connection, which
+		// failed before the first checkpoint was written: write it now,
+		// with a later clock (only more rows, never fewer).
+		created = true
+	}
 	if created {
+		s.createdUnrecorded = s.deps.Guard != nil
 		// The instant the rows the slot never decodes were created before:
 		// an initial replay, or the replay the warning below prints, reaches it.
 		if gin.Created, err = DatabaseClock(setupCtx, conn); err != nil {
@@ -131,6 +138,7 @@ func (s *Stream) prepare(ctx, setupCtx context.Context, createSlot *bool, server
 			return fail(err)
 		}
 	}
+	s.createdUnrecorded = false
 	// From now on a missing slot means events may have been lost (dropped,
 	// or a failover to a server without it): never create one again.
 	*createSlot = false

@@ -31,6 +31,9 @@ type Stream struct {
 	// joinedWarned is set once the tables that joined since the last
 	// checkpoint were looked at (warnJoinedTables).
 	joinedWarned bool
+	// createdUnrecorded is set while the slot this process created has no
+	// first checkpoint (Guard.SlotCreated) yet: the next connection writes it.
+	createdUnrecorded bool
 }
 
 // NewStream returns a stream with its configuration and collaborators; Run
