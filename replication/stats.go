@@ -121,6 +121,18 @@ func (s *Stats) RowsRead() uint64 { return s.rowsRead.Load() }
 // ConfirmedCommitTime is the commit time of the newest confirmed transaction.
 func (s *Stats) ConfirmedCommitTime() time.Time { return unixTime(s.confCommitNs.Load()) }
 
+// AckedCommitTime is the commit time of the newest transaction the broker
+// acknowledged, which Confirmed reaches once a checkpoint covers it; zero
+// before the first.
+func (s *Stats) AckedCommitTime() time.Time {
+	if t := s.tracker.Load(); t != nil {
+		if _, ct := t.ReadyCommit(); !ct.IsZero() {
+			return ct
+		}
+	}
+	return s.ConfirmedCommitTime()
+}
+
 // ConfirmedCommitLSN is the end LSN of the newest confirmed transaction (0
 // before the first); read it before ConfirmedCommitTime and the pair may be
 // one status update apart, never mixed the other way.

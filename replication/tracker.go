@@ -365,6 +365,14 @@ func (t *Tracker) Confirmed() LSN {
 	return t.confirmedLocked()
 }
 
+// ReadyCommit is the end LSN and commit time of the newest transaction in
+// the acknowledged prefix (zero before the first).
+func (t *Tracker) ReadyCommit() (LSN, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.readyCommit, t.readyTime
+}
+
 // Ready is the end of the acknowledged prefix, which Confirmed reaches once
 // a checkpoint covers it.
 func (t *Tracker) Ready() LSN {

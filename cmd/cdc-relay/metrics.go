@@ -151,7 +151,7 @@ func replicationDelay(stats *replication.Stats, now time.Time) time.Duration {
 	if events, _ := stats.InFlight(); events == 0 {
 		return 0
 	}
-	ct := stats.ConfirmedCommitTime()
+	ct := stats.AckedCommitTime()
 	if ct.IsZero() || now.Before(ct) {
 		return 0
 	}
