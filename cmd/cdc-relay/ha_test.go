@@ -471,6 +471,20 @@ func testFailoverWithoutFailoverSlot(t *testing.T, d delivery) {
 	if err := f.connect().QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("slots named %s on the new primary: %d (%v), want none: the relay must never create one after a failover", f.slot, n, err)
 	}
+	// The most common hand-made slot: rows on the new primary, then the
+	// slot made again there by hand. It is ahead of the checkpoint, which
+	// lies on the server's timeline history: exit 3 again, never a stream
+	// that skips the rows.
+	if _, err := f.insertTx(ctx, f.connect(), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.connect().Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", f.slot); err != nil {
+		t.Fatal(err)
+	}
+	out = wantGapExit(t, startRelay(t, d.with(f.args("--slot-failover", "false", "--halt-linger", "0s"))), f.slot)
+	if !strings.Contains(out, "ahead of the relay's checkpoint") {
+		t.Fatalf("a slot made by hand on the promoted primary does not say it is ahead of the checkpoint:\n%s", tailString(out, 3000))
+	}
 }
 
 // TestNoHostAnswers: a multi-host URL where no host answers: the relay keeps
