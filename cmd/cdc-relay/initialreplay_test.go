@@ -110,19 +110,6 @@ func checkAggregateOrder(t *testing.T, recs []record, topic string) {
 
 var untilRE = regexp.MustCompile(`cdc-relay replay((?: --table \S+)+) --since (\S+) --until ([0-9T:.Z+-]+)`)
 
-// withoutTables drops every --table flag and its value from args.
-func withoutTables(args []string) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		if args[i] == "--table" {
-			i++
-			continue
-		}
-		out = append(out, args[i])
-	}
-	return out
-}
-
 // TestFirstStartExistingRows: without --initial-replay the relay never reads
 // the table. Rows written before its first start (the slot's creation)
 // are never decoded: check warns before, and run warns after creating the
@@ -182,7 +169,7 @@ func TestFirstStartExistingRows(t *testing.T) {
 	}
 
 	// The command as printed, with the fixture's other settings.
-	args := append(append([]string{"replay"}, withoutTables(f.args()[1:])...), strings.Fields(strings.TrimPrefix(m[0], "cdc-relay replay"))...)
+	args := append(append([]string{"replay"}, withTables(f.args()[1:])...), strings.Fields(strings.TrimPrefix(m[0], "cdc-relay replay"))...)
 	code, stdout, _ := runReplay(t, nil, args)
 	if code != 0 {
 		t.Fatalf("replay exit %d", code)
