@@ -60,6 +60,9 @@ func TestDecide(t *testing.T) {
 		{"a slot ahead", loadedGuard(ckpt("sys1", "0/200", 1)), replication.GuardInput{Server: server, Exists: true, Info: slot(0x300), First: true}, false, replication.VerdictStream, "", ""},
 		{"a slot behind, same timeline", loadedGuard(ckpt("sys1", "0/200", 1)), replication.GuardInput{Server: server, Exists: true, Info: slot(0x100), First: true}, false, replication.VerdictStream, "",
 			"events between 0/100 and 0/200 are published again"},
+		{"a slot behind, exactly-once", func() *Guard { g := loadedGuard(ckpt("sys1", "0/200", 1)); g.cfg.ExactlyOnce = true; return g }(),
+			replication.GuardInput{Server: server, Exists: true, Info: slot(0x100), First: true}, false, replication.VerdictStream, "",
+			"the slot (confirmed 0/100) is behind the checkpoint (0/200): the transactions between them are in Kafka already and are skipped, not published again"},
 		{"another timeline, checkpoint before the fork", loadedGuard(ckpt("sys1", "0/200", 1)),
 			replication.GuardInput{Server: replication.Server{SystemID: "sys1", Timeline: 2, Database: "app"}, Exists: true, Info: slot(0x180), First: true,
 				History: history(replication.TimelineSwitch{TLI: 1, Switch: 0x250})}, false, replication.VerdictStream, "", "behind the checkpoint"},
@@ -132,5 +135,35 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	if _, err := parseRecord([]byte(`{"confirmed_lsn":"0/1"}`)); err == nil {
 		t.Fatal("a record without kind and relay id was accepted")
+	}
+}
+
+// TestDecideMismatch: a checkpoint under the relay id that is another
+// slot's, and an explicit relay id without one while the slot's checkpoint
+// is under another id, are fatal *MismatchErrors naming --relay-id.
+func TestDecideMismatch(t *testing.T) {
+	server := replication.Server{SystemID: "sys1", Timeline: 1, Database: "app"}
+	in := replication.GuardInput{Server: server, Slot: "cdc_relay", Exists: true, First: true,
+		Info: replication.SlotInfo{Type: "logical", Plugin: "pgoutput", WALStatus: "reserved", Confirmed: 0x100}}
+	other := ckpt("sys1", "0/200", 1)
+	other.Slot = "billing"
+	g := loadedGuard(other)
+	renamed := loadedGuard(nil)
+	renamed.cfg.RelayID, renamed.id, renamed.renamed = "orders-2", "orders-2", []*Record{ckpt("sys1", "0/200", 1)}
+	for _, tc := range []struct {
+		name string
+		g    *Guard
+		want string
+	}{
+		{"another slot", g, `--relay-id sys1/app/cdc_relay: its checkpoint is of slot "billing" in database app, but the relay is configured for slot "cdc_relay"`},
+		{"renamed relay id", renamed, `--relay-id orders-2 has no checkpoint, but slot "cdc_relay" of database app has one under relay id sys1/app/cdc_relay`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := tc.g.Decide(context.Background(), in)
+			var me *MismatchError
+			if !errors.As(err, &me) || !replication.IsFatal(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want a fatal *MismatchError saying %q", err, tc.want)
+			}
+		})
 	}
 }
