@@ -12,5 +12,7 @@
 //
 // A checkpoint record is one keyed JSON value, so that an exactly-once relay
 // can write it inside the same Kafka transaction as the events it covers;
-// the topic is read with read_committed isolation for that reason.
+// the topic is read with read_committed isolation for that reason. The
+// store reaches Kafka through franz-go only: kgo writes and reads the
+// topic, kadm creates it and lists its configuration and offsets.
 package checkpoint

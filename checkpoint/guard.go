@@ -99,6 +99,14 @@ func NewGuard(cfg Config) *Guard {
 	return &Guard{cfg: cfg, log: cfg.Logger}
 }
 
+// Close closes the checkpoint store's Kafka client; the guard is not used
+// after it.
+func (g *Guard) Close() {
+	if g.cfg.Store != nil {
+		g.cfg.Store.Close()
+	}
+}
+
 // RelayID is the relay id in use ("" before the first Check without
 // --relay-id).
 func (g *Guard) RelayID() string {

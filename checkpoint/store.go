@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/cdc-relay/cdc-relay/publisher"
 )
 
 // DefaultTopic is the checkpoint topic unless --checkpoint-topic says
@@ -23,31 +21,62 @@ const DefaultTopic = "cdc-relay.checkpoints"
 
 // Store reads and writes the checkpoint topic.
 type Store struct {
-	client  *kafka.Client
-	addr    net.Addr
 	topic   string
 	brokers []string
 	kopts   []kgo.Opt
+
+	mu  sync.Mutex
+	cl  *kgo.Client // the topic's administration and writes; made on first use
+	adm *kadm.Client
 }
 
-// NewStore returns a store for topic on the brokers, through transport
-// (TLS, SASL; nil for plain text) for the topic's administration and
-// writes, and a kgo client with kopts (the same TLS and SASL) for reading:
-// kafka-go's read_committed fetches still return the records of aborted
-// transactions, which the checkpoints of exactly-once delivery can be.
-func NewStore(brokers []string, transport *kafka.Transport, kopts []kgo.Opt, topic string) *Store {
-	addr := kafka.TCP(brokers...)
-	var rt kafka.RoundTripper
-	if transport != nil {
-		rt = transport
-	} else {
-		rt = &kafka.Transport{DialTimeout: 10 * time.Second, ClientID: "cdc-relay"}
-	}
-	return &Store{client: &kafka.Client{Addr: addr, Transport: rt, Timeout: 15 * time.Second}, addr: addr, topic: topic, brokers: brokers, kopts: kopts}
+// NewStore returns a store for topic on the brokers through franz-go, with
+// kopts (TLS, SASL; none for plain text). One client, made on first use,
+// administers the topic and writes to it until Close; each Load reads with
+// a consuming client of its own (read_committed, so that the records of
+// aborted transactions, which the checkpoints of exactly-once delivery can
+// be, are dropped).
+func NewStore(brokers []string, kopts []kgo.Opt, topic string) *Store {
+	return &Store{topic: topic, brokers: brokers, kopts: kopts}
 }
 
 // Topic is the checkpoint topic's name.
 func (s *Store) Topic() string { return s.topic }
+
+// Close closes the store's Kafka client. A store used after Close makes a
+// new one.
+func (s *Store) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cl != nil {
+		s.cl.Close()
+		s.cl, s.adm = nil, nil
+	}
+}
+
+// opts are the options of the store's clients: kopts, the brokers, the
+// client id, and extra.
+func (s *Store) opts(extra ...kgo.Opt) []kgo.Opt {
+	return append(append(slices.Clip(s.kopts), kgo.SeedBrokers(s.brokers...), kgo.ClientID("cdc-relay")), extra...)
+}
+
+// client returns the store's client, making it on first use. Its writes
+// wait for all in-sync replicas (acks=all, idempotent), and a keyed record
+// lands on the partition murmur2(key) picks, like the Java client's.
+func (s *Store) client() (*kgo.Client, *kadm.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cl == nil {
+		// A request retries for 5s at most: a Kafka that cannot be
+		// reached fails the call soon, and the guard retries it.
+		cl, err := kgo.NewClient(s.opts(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.RetryTimeout(5*time.Second))...)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.cl, s.adm = cl, kadm.NewClient(cl)
+	}
+	return s.cl, s.adm, nil
+}
 
 // PolicyError is a checkpoint topic whose cleanup.policy is not compact: its
 // records would expire, and a lost slot would then look like a first start.
@@ -73,38 +102,44 @@ func (s *Store) Ensure(ctx context.Context, create bool) (exists bool, err error
 	// available", and whether the topic exists.
 	if _, err := s.partitions(ctx); err == nil {
 		create = false
-	} else if !errors.Is(err, kafka.UnknownTopicOrPartition) {
+	} else if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return false, fmt.Errorf("read checkpoint topic %s metadata: %w", s.topic, err)
+	}
+	_, adm, err := s.client()
+	if err != nil {
 		return false, fmt.Errorf("read checkpoint topic %s metadata: %w", s.topic, err)
 	}
 	if create {
-		res, err := s.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-			Topic: s.topic, NumPartitions: 1, ReplicationFactor: -1,
-			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
-		}}})
+		res, err := adm.CreateTopics(ctx, 1, -1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, s.topic)
 		if err != nil {
 			return false, fmt.Errorf("create checkpoint topic %s: %w", s.topic, err)
 		}
-		if err := res.Errors[s.topic]; err != nil && !errors.Is(err, kafka.TopicAlreadyExists) {
+		r, err := res.On(s.topic, nil)
+		if err == nil {
+			err = r.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return false, fmt.Errorf("create checkpoint topic %s: %w", s.topic, err)
 		}
 	}
-	dres, err := s.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
-		ResourceType: kafka.ResourceTypeTopic, ResourceName: s.topic, ConfigNames: []string{"cleanup.policy"},
-	}}})
+	rcs, err := adm.DescribeTopicConfigs(ctx, s.topic)
 	if err != nil {
 		return false, fmt.Errorf("describe checkpoint topic %s: %w", s.topic, err)
 	}
-	for _, r := range dres.Resources {
-		if r.Error != nil {
-			if !create && errors.Is(r.Error, kafka.UnknownTopicOrPartition) {
+	for _, r := range rcs {
+		if r.Name != s.topic {
+			continue
+		}
+		if r.Err != nil {
+			if !create && errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
 				return false, nil
 			}
-			return false, fmt.Errorf("describe checkpoint topic %s: %w", s.topic, r.Error)
+			return false, fmt.Errorf("describe checkpoint topic %s: %w", s.topic, r.Err)
 		}
-		for _, e := range r.ConfigEntries {
-			if e.ConfigName == "cleanup.policy" {
-				if strings.TrimSpace(e.ConfigValue) != "compact" {
-					return true, &PolicyError{Topic: s.topic, Policy: e.ConfigValue}
+		for _, c := range r.Configs {
+			if c.Key == "cleanup.policy" {
+				if strings.TrimSpace(c.MaybeValue()) != "compact" {
+					return true, &PolicyError{Topic: s.topic, Policy: c.MaybeValue()}
 				}
 				return true, nil
 			}
@@ -113,16 +148,27 @@ func (s *Store) Ensure(ctx context.Context, create bool) (exists bool, err error
 	return false, fmt.Errorf("describe checkpoint topic %s: the broker did not report cleanup.policy", s.topic)
 }
 
-// partitions returns the topic's partition count.
+// partitions returns the topic's partition count. It asks a broker each
+// time: the metadata kadm caches could still say a topic created a moment
+// ago is missing. The answer refreshes that cache for the offset listings
+// that follow.
 func (s *Store) partitions(ctx context.Context) (int, error) {
-	md, err := s.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{s.topic}})
+	cl, _, err := s.client()
+	if err != nil {
+		return 0, err
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(s.topic)
+	req.Topics = append(req.Topics, rt)
+	md, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		return 0, err
 	}
 	for _, t := range md.Topics {
-		if t.Name == s.topic {
-			if t.Error != nil {
-				return 0, t.Error
+		if t.Topic != nil && *t.Topic == s.topic {
+			if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+				return 0, err
 			}
 			if len(t.Partitions) == 0 {
 				return 0, fmt.Errorf("topic %s has no partitions", s.topic)
@@ -143,12 +189,7 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
 	}
-	cl, err := kgo.NewClient(append(slices.Clip(s.kopts), kgo.SeedBrokers(s.brokers...), kgo.ClientID("cdc-relay"), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
-	if err != nil {
-		return nil, fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
-	}
-	defer cl.Close()
-	ends, err := s.offsets(ctx, cl, n)
+	ends, err := s.offsets(ctx, n, true)
 	if err != nil {
 		return nil, err
 	}
@@ -162,49 +203,55 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 	}
 	byKey := map[string]*Record{}
 	if len(left) > 0 {
-		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: start})
-	}
-	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
+		// A client of its own: it consumes these partitions only.
+		cl, err := kgo.NewClient(s.opts(kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: start}))...)
+		if err != nil {
 			return nil, fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
 		}
-		var ferr error
-		fs.EachError(func(_ string, p int32, err error) {
-			ferr = fmt.Errorf("read checkpoint topic %s partition %d: %w", s.topic, p, err)
-		})
-		if ferr != nil {
-			return nil, ferr
+		defer cl.Close()
+		for len(left) > 0 {
+			fs := cl.PollFetches(ctx)
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
+			}
+			var ferr error
+			fs.EachError(func(_ string, p int32, err error) {
+				ferr = fmt.Errorf("read checkpoint topic %s partition %d: %w", s.topic, p, err)
+			})
+			if ferr != nil {
+				return nil, ferr
+			}
+			fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+				end, ok := left[fp.Partition]
+				if !ok {
+					return
+				}
+				for _, r := range fp.Records {
+					if r.Offset >= end {
+						break
+					}
+					if r.Attrs.IsControl() {
+						continue
+					}
+					if r.Value == nil {
+						delete(byKey, string(r.Key))
+						continue
+					}
+					if rec, err := parseRecord(r.Value); err == nil {
+						byKey[string(r.Key)] = rec
+					}
+				}
+				// The partition is read once the record before its last
+				// stable offset was: that one is in the active segment,
+				// which compaction leaves alone, and it is never a record of
+				// an aborted transaction, whose abort marker comes after it
+				// (control records are kept for this).
+				if n := len(fp.Records); n > 0 && fp.Records[n-1].Offset >= end-1 {
+					delete(left, fp.Partition)
+				}
+			})
 		}
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			end, ok := left[fp.Partition]
-			if !ok {
-				return
-			}
-			for _, r := range fp.Records {
-				if r.Offset >= end {
-					break
-				}
-				if r.Attrs.IsControl() {
-					continue
-				}
-				if r.Value == nil {
-					delete(byKey, string(r.Key))
-					continue
-				}
-				if rec, err := parseRecord(r.Value); err == nil {
-					byKey[string(r.Key)] = rec
-				}
-			}
-			// The partition is read once the record before its last
-			// stable offset was: that one is in the active segment,
-			// which compaction leaves alone, and it is never a record of
-			// an aborted transaction, whose abort marker comes after it
-			// (control records are kept for this).
-			if n := len(fp.Records); n > 0 && fp.Records[n-1].Offset >= end-1 {
-				delete(left, fp.Partition)
-			}
-		})
 	}
 	st := &State{Checkpoints: map[string]*Record{}}
 	for _, r := range byKey {
@@ -230,17 +277,12 @@ func (s *Store) Settle(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
 	}
-	cl, err := kgo.NewClient(append(slices.Clip(s.kopts), kgo.SeedBrokers(s.brokers...), kgo.ClientID("cdc-relay"))...)
-	if err != nil {
-		return fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
-	}
-	defer cl.Close()
-	high, err := s.offsetsAt(ctx, cl, n, 0)
+	high, err := s.offsets(ctx, n, false)
 	if err != nil {
 		return err
 	}
 	for {
-		stable, err := s.offsetsAt(ctx, cl, n, 1)
+		stable, err := s.offsets(ctx, n, true)
 		if err != nil {
 			return err
 		}
@@ -261,70 +303,64 @@ func (s *Store) Settle(ctx context.Context) error {
 	}
 }
 
-// offsets lists each partition's first offset and last stable offset.
-func (s *Store) offsets(ctx context.Context, cl *kgo.Client, n int) (map[int32]span, error) {
-	return s.offsetsAt(ctx, cl, n, 1)
-}
-
-// offsetsAt lists each partition's first offset and its last offset under
-// isolation (0 read_uncommitted: the high watermark; 1 read_committed: the
-// last stable offset).
-func (s *Store) offsetsAt(ctx context.Context, cl *kgo.Client, n int, isolation int8) (map[int32]span, error) {
+// offsets lists each of the n partitions' first offset and its last
+// offset: the last stable offset when committed (read_committed), else the
+// high watermark (read_uncommitted).
+func (s *Store) offsets(ctx context.Context, n int, committed bool) (map[int32]span, error) {
+	_, adm, err := s.client()
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint topic %s offsets: %w", s.topic, err)
+	}
 	out := make(map[int32]span, n)
-	for _, ts := range []int64{-2, -1} { // earliest, then latest
-		req := kmsg.NewPtrListOffsetsRequest()
-		req.IsolationLevel = isolation
-		t := kmsg.NewListOffsetsRequestTopic()
-		t.Topic = s.topic
-		for p := range n {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition, rp.Timestamp = int32(p), ts
-			t.Partitions = append(t.Partitions, rp)
+	for i, list := range []func(context.Context, ...string) (kadm.ListedOffsets, error){adm.ListStartOffsets, adm.ListEndOffsets} {
+		if i == 1 && committed {
+			list = adm.ListCommittedOffsets
 		}
-		req.Topics = append(req.Topics, t)
-		shards := cl.RequestSharded(ctx, req)
-		for _, sh := range shards {
-			if sh.Err != nil {
-				return nil, fmt.Errorf("read checkpoint topic %s offsets: %w", s.topic, sh.Err)
-			}
-			for _, rt := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
-				for _, rp := range rt.Partitions {
-					if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-						return nil, fmt.Errorf("read checkpoint topic %s partition %d offsets: %w", s.topic, rp.Partition, err)
-					}
-					o := out[rp.Partition]
-					if ts == -2 {
-						o.start = rp.Offset
-					} else {
-						o.end = rp.Offset
-					}
-					out[rp.Partition] = o
+		listed, err := list(ctx, s.topic)
+		if err != nil {
+			return nil, fmt.Errorf("read checkpoint topic %s offsets: %w", s.topic, err)
+		}
+		for p := range int32(n) {
+			o, ok := listed.Lookup(s.topic, p)
+			if !ok {
+				if o, ok = listed.Lookup(s.topic, -1); !ok || o.Err == nil {
+					o.Err = kerr.UnknownTopicOrPartition
 				}
 			}
+			if o.Err != nil {
+				return nil, fmt.Errorf("read checkpoint topic %s partition %d offsets: %w", s.topic, p, o.Err)
+			}
+			sp := out[p]
+			if i == 0 {
+				sp.start = o.Offset
+			} else {
+				sp.end = o.Offset
+			}
+			out[p] = sp
 		}
 	}
 	return out, nil
 }
 
-// Write appends rec under its key and waits for the broker's
-// acknowledgement from all in-sync replicas.
+// Write appends rec under its key, on the partition murmur2(key) picks, and
+// returns once all in-sync replicas acknowledged it.
 func (s *Store) Write(ctx context.Context, rec *Record) error {
 	value, err := rec.marshal()
 	if err != nil {
 		return err
 	}
-	n, err := s.partitions(ctx)
+	// The topic must exist: the client waits for a missing one, and never
+	// creates it.
+	if _, err := s.partitions(ctx); err != nil {
+		return fmt.Errorf("write checkpoint to %s: %w", s.topic, err)
+	}
+	cl, _, err := s.client()
 	if err != nil {
 		return fmt.Errorf("write checkpoint to %s: %w", s.topic, err)
 	}
-	key := []byte(rec.Key())
-	res, err := s.client.Produce(ctx, &kafka.ProduceRequest{Topic: s.topic, Partition: publisher.Partition(key, n), RequiredAcks: kafka.RequireAll,
-		Records: kafka.NewRecordReader(kafka.Record{Key: kafka.NewBytes(key), Value: kafka.NewBytes(value), Time: rec.WrittenAt})})
-	if err != nil {
+	r := &kgo.Record{Topic: s.topic, Key: []byte(rec.Key()), Value: value, Timestamp: rec.WrittenAt}
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 		return fmt.Errorf("write checkpoint to %s: %w", s.topic, err)
-	}
-	if res.Error != nil {
-		return fmt.Errorf("write checkpoint to %s: %w", s.topic, res.Error)
 	}
 	return nil
 }

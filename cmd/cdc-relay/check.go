@@ -162,12 +162,13 @@ func (c *checker) checkpoint(ctx context.Context, cfg *Config, info replication.
 		return false
 	}
 	c.server = &server
-	transport, err := kafkaTransport(cfg)
+	kopts, err := kgoSecurity(cfg)
 	if err != nil {
 		c.fail("--kafka-tls: %v", err)
 		return false
 	}
-	g := newGuard(cfg, transport, discardLogger(), true)
+	g := newGuard(cfg, kopts, discardLogger(), true)
+	defer g.Close()
 	in := replication.GuardInput{Server: server, Slot: cfg.Slot, Info: info, Exists: slotExists, First: true,
 		History: func(ctx context.Context) ([]replication.TimelineSwitch, error) {
 			return replication.TimelineHistory(ctx, rconn, server.Timeline)

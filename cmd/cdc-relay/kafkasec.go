@@ -129,7 +129,7 @@ func registryHTTPClient(c *Config) (*http.Client, error) {
 }
 
 // kafkaClientSecurity is the configured TLS and SASL for franz-go, which
-// the publisher and the checkpoint reader use: the TLS config (nil for
+// the publisher and the checkpoint store use: the TLS config (nil for
 // plain text), the SASL mechanism (nil for none), and both as kgo options.
 func kafkaClientSecurity(c *Config) (*tls.Config, fsasl.Mechanism, []kgo.Opt, error) {
 	var tlsCfg *tls.Config

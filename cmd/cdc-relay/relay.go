@@ -52,7 +52,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
 		return exitConfig
 	}
-	transport, err := kafkaTransport(cfg)
+	kopts, err := kgoSecurity(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --kafka-tls: %v\n", err)
 		return exitConfig
@@ -61,7 +61,8 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	ctx, stop := signalContext(log)
 	defer stop()
 
-	guard := newGuard(cfg, transport, log, false)
+	guard := newGuard(cfg, kopts, log, false)
+	defer guard.Close()
 	stats := new(replication.Stats)
 	lag := newLagRate(stats.LagBytes)
 	m := newMetrics(stats, lag)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/internal/config"
@@ -43,7 +43,7 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return exitConfig
 	}
 	reason, _ := v.Action("reason")
-	transport, err := kafkaTransport(cfg)
+	kopts, err := kgoSecurity(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --kafka-tls: %v\n", err)
 		return exitConfig
@@ -53,7 +53,8 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	guard := newGuard(cfg, transport, log, false)
+	guard := newGuard(cfg, kopts, log, false)
+	defer guard.Close()
 	if err := recreateSlot(ctx, cfg, guard, reason, stdout, log); err != nil {
 		var pe *checkpoint.PolicyError
 		var ce *ConfigError
@@ -66,13 +67,11 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	return exitOK
 }
 
-// newGuard is the relay's checkpoint for cfg; readOnly creates nothing
-// (check).
-func newGuard(cfg *Config, transport *kafka.Transport, log *slog.Logger, readOnly bool) *checkpoint.Guard {
-	// The same TLS and SASL as transport: kafkaTransport already loaded
-	// them without an error.
-	_, _, kopts, _ := kafkaClientSecurity(cfg)
-	return checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, transport, kopts, cfg.CheckpointTopic), RelayID: cfg.RelayID,
+// newGuard is the relay's checkpoint for cfg, reached with kopts (the
+// Kafka TLS and SASL: kgoSecurity); readOnly creates nothing (check). The
+// caller closes it when done.
+func newGuard(cfg *Config, kopts []kgo.Opt, log *slog.Logger, readOnly bool) *checkpoint.Guard {
+	return checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, kopts, cfg.CheckpointTopic), RelayID: cfg.RelayID,
 		Slot: cfg.Slot, Publication: cfg.Publication, Tables: tableNames(cfg.Tables), Version: version, RecreateInvalidated: cfg.RecreateLostSlot,
 		ExactlyOnce: cfg.ExactlyOnce, ReadOnly: readOnly, InitialReplay: cfg.InitialReplay && !readOnly, Logger: log})
 }

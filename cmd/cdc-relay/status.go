@@ -186,7 +186,7 @@ func runVerdict(pgURL string, cfg *Config, slot string, info replication.SlotInf
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	transport, err := kafkaTransport(cfg)
+	kopts, err := kgoSecurity(cfg)
 	if err != nil {
 		return verdictText(slot, cfg.CheckpointTopic, 0, fmt.Errorf("%w: --kafka-tls: %w", replication.ErrCheckpointUnavailable, err), exists, true)
 	}
@@ -199,7 +199,8 @@ func runVerdict(pgURL string, cfg *Config, slot string, info replication.SlotInf
 	if err != nil {
 		return verdictText(slot, cfg.CheckpointTopic, 0, fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err), exists, true)
 	}
-	g := newGuard(cfg, transport, discardLogger(), true)
+	g := newGuard(cfg, kopts, discardLogger(), true)
+	defer g.Close()
 	verdict, _, err := g.Decide(ctx, replication.GuardInput{Server: server, Slot: slot, Info: info, Exists: exists, First: true,
 		History: func(ctx context.Context) ([]replication.TimelineSwitch, error) {
 			return replication.TimelineHistory(ctx, rconn, server.Timeline)
