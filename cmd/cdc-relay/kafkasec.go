@@ -163,3 +163,14 @@ func kgoSecurity(c *Config) ([]kgo.Opt, error) {
 	_, _, opts, err := kafkaClientSecurity(c)
 	return opts, err
 }
+
+// checkedKgoSecurity is kgoSecurity for run and slot recreate, which also
+// refuse at start a SCRAM username the mechanism cannot use (a
+// *ConfigError naming --kafka-sasl-username), as they did before the
+// checkpoint moved to franz-go.
+func checkedKgoSecurity(c *Config) ([]kgo.Opt, error) {
+	if _, err := saslMechanism(c); err != nil {
+		return nil, err
+	}
+	return kgoSecurity(c)
+}

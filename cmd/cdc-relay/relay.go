@@ -52,7 +52,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
 		return exitConfig
 	}
-	kopts, err := kgoSecurity(cfg)
+	kopts, err := checkedKgoSecurity(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --kafka-tls: %v\n", err)
 		return exitConfig

@@ -43,7 +43,7 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return exitConfig
 	}
 	reason, _ := v.Action("reason")
-	kopts, err := kgoSecurity(cfg)
+	kopts, err := checkedKgoSecurity(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --kafka-tls: %v\n", err)
 		return exitConfig
