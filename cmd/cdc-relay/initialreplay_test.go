@@ -249,15 +249,13 @@ func testInitialReplay(t *testing.T, d delivery) {
 	}
 }
 
-// TestInitialReplayCrash: a kill -9 during the initial replay leaves the
-// pending marker in the checkpoint, and the next start replays again; every
-// row reaches Kafka.
-func TestInitialReplayCrash(t *testing.T) {
-	f := newFixture(t, "")
-	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
+// bulkOrders inserts 3000 OrderCreated rows of one aggregate (uuidFor(agg))
+// in one statement, before the relay starts, and returns their ids in order.
+func bulkOrders(t *testing.T, f *fixture, agg int) []int64 {
+	t.Helper()
 	f.exec(fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload)
 		SELECT 'Order', '%s', 'OrderCreated', format('{"order_id": "%s", "customer_id": "c-%%s", "status": "PENDING", "amount_cents": %%s, "currency": "EUR", "items": [{"sku": "s", "quantity": 1, "unit_price_cents": 1}], "created_at": 1700000000000}', g, g)::jsonb
-		FROM generate_series(1, 3000) g`, f.table, uuidFor(8001), uuidFor(8001)))
+		FROM generate_series(1, 3000) g`, f.table, uuidFor(agg), uuidFor(agg)))
 	conn := f.connect()
 	defer conn.Close(context.Background())
 	rows, err := conn.Query(context.Background(), "SELECT id FROM public."+f.table+" ORDER BY id")
@@ -268,6 +266,16 @@ func TestInitialReplayCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ids
+}
+
+// TestInitialReplayCrash: a kill -9 during the initial replay leaves the
+// pending marker in the checkpoint, and the next start replays again; every
+// row reaches Kafka.
+func TestInitialReplayCrash(t *testing.T) {
+	f := newFixture(t, "")
+	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
+	ids := bulkOrders(t, f, 8001)
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	// A small in-flight bound makes the replay slow enough to be killed.
 	args := f.args("--initial-replay", "--max-in-flight-events", "5")
@@ -290,7 +298,7 @@ func TestInitialReplayCrash(t *testing.T) {
 	}
 	recs := c.waitIDs(180*time.Second, ids)
 	checkAggregateOrder(t, recs, f.topic("Order"))
-	later := insertInto(t, conn, "public."+f.table, 99)
+	later := insertInto(t, f.connect(), "public."+f.table, 99)
 	c.waitIDs(60*time.Second, []int64{later})
 	if code := r.terminate(); code != 0 {
 		t.Fatalf("exit %d", code)
@@ -362,19 +370,7 @@ func TestInitialReplayNeedsCreatedAt(t *testing.T) {
 func TestInitialReplayTakeover(t *testing.T) {
 	f := newFixture(t, "")
 	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
-	f.exec(fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload)
-		SELECT 'Order', '%s', 'OrderCreated', format('{"order_id": "%s", "customer_id": "c-%%s", "status": "PENDING", "amount_cents": %%s, "currency": "EUR", "items": [{"sku": "s", "quantity": 1, "unit_price_cents": 1}], "created_at": 1700000000000}', g, g)::jsonb
-		FROM generate_series(1, 3000) g`, f.table, uuidFor(8003), uuidFor(8003)))
-	conn := f.connect()
-	defer conn.Close(context.Background())
-	rows, err := conn.Query(context.Background(), "SELECT id FROM public."+f.table+" ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := bulkOrders(t, f, 8003)
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	a := startRelay(t, f.args("--initial-replay", "--max-in-flight-events", "2"))
 	waitFor(t, 120*time.Second, "the initial replay under way", func() bool {
@@ -396,7 +392,7 @@ func TestInitialReplayTakeover(t *testing.T) {
 	}
 	recs := c.waitIDs(180*time.Second, ids)
 	checkAggregateOrder(t, recs, f.topic("Order"))
-	later := insertInto(t, conn, "public."+f.table, 99)
+	later := insertInto(t, f.connect(), "public."+f.table, 99)
 	c.waitIDs(60*time.Second, []int64{later})
 	if code := b.terminate(); code != 0 {
 		t.Fatalf("exit %d", code)
