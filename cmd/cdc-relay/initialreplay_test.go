@@ -179,14 +179,7 @@ func TestFirstStartExistingRows(t *testing.T) {
 	}
 	// Every row of the table: the five, the writer's before the slot
 	// (replayed) and after it (streamed).
-	rows, err := conn.Query(context.Background(), "SELECT id FROM public."+f.table+" ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	every, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		t.Fatal(err)
-	}
+	every := tableIDs(t, f)
 	if len(every) != len(ids)+5 {
 		t.Fatalf("%d rows in the table, the writer committed %d", len(every), len(ids))
 	}
@@ -256,9 +249,13 @@ func bulkOrders(t *testing.T, f *fixture, agg int) []int64 {
 	f.exec(fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload)
 		SELECT 'Order', '%s', 'OrderCreated', format('{"order_id": "%s", "customer_id": "c-%%s", "status": "PENDING", "amount_cents": %%s, "currency": "EUR", "items": [{"sku": "s", "quantity": 1, "unit_price_cents": 1}], "created_at": 1700000000000}', g, g)::jsonb
 		FROM generate_series(1, 3000) g`, f.table, uuidFor(agg), uuidFor(agg)))
-	conn := f.connect()
-	defer conn.Close(context.Background())
-	rows, err := conn.Query(context.Background(), "SELECT id FROM public."+f.table+" ORDER BY id")
+	return tableIDs(t, f)
+}
+
+// tableIDs lists the ids of the fixture's table, in order.
+func tableIDs(t *testing.T, f *fixture) []int64 {
+	t.Helper()
+	rows, err := f.connect().Query(context.Background(), "SELECT id FROM public."+f.table+" ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
