@@ -2,8 +2,6 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"fmt"
 	"net/http"
 	"os"
 	"time"
@@ -14,10 +12,9 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kgo"
 	fsasl "github.com/twmb/franz-go/pkg/sasl"
-	fplain "github.com/twmb/franz-go/pkg/sasl/plain"
-	fscram "github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cdc-relay/cdc-relay/internal/config"
+	"github.com/cdc-relay/cdc-relay/internal/kafkasec"
 )
 
 // kafkaSecurity validates the Kafka TLS and SASL settings into c.
@@ -94,26 +91,7 @@ func saslMechanism(c *Config) (sasl.Mechanism, error) {
 
 // tlsConfig loads a CA bundle (nil: system roots) and an optional client pair.
 func tlsConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		b, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("read CA %s: %w", caFile, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(b) {
-			return nil, fmt.Errorf("CA file %s holds no PEM certificate", caFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if certFile != "" {
-		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("load client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg, nil
+	return kafkasec.TLSConfig(caFile, certFile, keyFile)
 }
 
 // registryHTTPClient is the schema registry's HTTP client (TLS with the CA).
@@ -128,32 +106,21 @@ func registryHTTPClient(c *Config) (*http.Client, error) {
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment}}, nil
 }
 
+// kafkaSettings is the configured Kafka TLS and SASL.
+func kafkaSettings(c *Config) kafkasec.Settings {
+	return kafkasec.Settings{TLS: c.KafkaTLS, CAFile: c.KafkaTLSCAFile, CertFile: c.KafkaTLSCertFile, KeyFile: c.KafkaTLSKeyFile,
+		Mechanism: c.KafkaSASL, Username: c.KafkaSASLUser, Password: c.KafkaSASLPassword}
+}
+
 // kafkaClientSecurity is the configured TLS and SASL for franz-go, which
 // the publisher and the checkpoint store use: the TLS config (nil for
 // plain text), the SASL mechanism (nil for none), and both as kgo options.
 func kafkaClientSecurity(c *Config) (*tls.Config, fsasl.Mechanism, []kgo.Opt, error) {
-	var tlsCfg *tls.Config
-	var opts []kgo.Opt
-	if c.KafkaTLS {
-		var err error
-		if tlsCfg, err = tlsConfig(c.KafkaTLSCAFile, c.KafkaTLSCertFile, c.KafkaTLSKeyFile); err != nil {
-			return nil, nil, nil, err
-		}
-		opts = append(opts, kgo.DialTLSConfig(tlsCfg.Clone()))
+	cl, err := kafkaSettings(c).Build()
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	var mech fsasl.Mechanism
-	switch c.KafkaSASL {
-	case "plain":
-		mech = fplain.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsMechanism()
-	case "scram-sha-256":
-		mech = fscram.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsSha256Mechanism()
-	case "scram-sha-512":
-		mech = fscram.Auth{User: c.KafkaSASLUser, Pass: c.KafkaSASLPassword}.AsSha512Mechanism()
-	}
-	if mech != nil {
-		opts = append(opts, kgo.SASL(mech))
-	}
-	return tlsCfg, mech, opts, nil
+	return cl.TLS, cl.SASL, cl.Opts, nil
 }
 
 // kgoSecurity is kafkaClientSecurity's kgo options: the franz-go client
@@ -169,8 +136,10 @@ func kgoSecurity(c *Config) ([]kgo.Opt, error) {
 // *ConfigError naming --kafka-sasl-username), as they did before the
 // checkpoint moved to franz-go.
 func checkedKgoSecurity(c *Config) ([]kgo.Opt, error) {
-	if _, err := saslMechanism(c); err != nil {
-		return nil, err
+	if c.KafkaSASL == kafkasec.ScramSHA256 || c.KafkaSASL == kafkasec.ScramSHA512 {
+		if err := kafkasec.CheckSCRAM(c.KafkaSASLUser, c.KafkaSASLPassword); err != nil {
+			return nil, cfgErr("kafka-sasl-username", "%v", err)
+		}
 	}
 	return kgoSecurity(c)
 }
