@@ -21,12 +21,23 @@ setup:
 setup-demo:
 	bash scripts/setup.sh --demo
 
-# Every test, against real PostgreSQL 15 (and 13, 14, 16, 17, 18 in TestMatrix
-# and the failover tests), Apache Kafka 4.x and the registry.
+# The service tier: tests that start PostgreSQL, Kafka, a registry or Java
+# run only with CDC_RELAY_TEST_SERVICES set (internal/testtier); without it
+# they skip. TESTS runs go test through internal/noskip, which fails on any
+# skipped test, so no gate can hide a tier.
+SERVICES := CDC_RELAY_TEST_SERVICES=1
+TESTS    := $(SERVICES) GO=$(GO) $(GO) run ./internal/noskip -count=1
+# Tests with fixtures of their own run in parallel; they mostly wait on the
+# services, so more of them than the 2 cores.
+TEST_PARALLEL ?= 4
+
+# Every test of both tiers, against real PostgreSQL 15 (and 13, 14, 16, 17,
+# 18 in TestMatrix and the failover tests), Apache Kafka 4.x, the registries
+# and Debezium.
 test: setup
 	bash scripts/debezium.sh
 	$(GO) vet ./...
-	$(GO) test -count=1 -p 2 -timeout 45m ./...
+	$(TESTS) -p 2 -parallel $(TEST_PARALLEL) -timeout 45m ./...
 	$(MAKE) fuzz FUZZTIME=10s
 
 # Only the tests against a real Debezium (issue 10): the capture that pins
@@ -36,33 +47,14 @@ test: setup
 # too.
 test-debezium: setup
 	bash scripts/debezium.sh
-	$(GO) test -count=1 -run '^(TestCapture|TestWorkerResumes)$$' ./internal/debeziumtest/ $(TEST_FLAGS)
-	$(GO) test -count=1 -run '^(TestDebeziumParity|TestDebeziumApicurioParity|TestDebeziumCutover|TestDebeziumRollback|TestRecordTimestampIsCommitTime)$$' ./cmd/cdc-relay/
+	$(TESTS) -run '^(TestCapture|TestWorkerResumes)$$' ./internal/debeziumtest/ $(TEST_FLAGS)
+	$(TESTS) -run '^(TestDebeziumParity|TestDebeziumApicurioParity|TestDebeziumCutover|TestDebeziumRollback|TestRecordTimestampIsCommitTime)$$' ./cmd/cdc-relay/
 
-# Tests that need no services: the config layer, the encoder, the fuzz
-# targets' seed corpora, the pure stages and the test helpers' own logic.
-# CDC_RELAY_TEST_NO_SERVICES makes any start of PostgreSQL, Kafka or the
-# registry fail the test that tried, so none starts here. Packages that also
-# have integration tests (make test runs those) are narrowed by name.
-UNIT_GO := CDC_RELAY_TEST_NO_SERVICES=1 $(GO) test -count=1
-UNIT_PKGS := ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./checkpoint/ ./catalog/ \
-	./internal/config/ ./internal/backoff/ ./internal/civil/ ./internal/jsontext/ ./internal/debeziumjson/ \
-	./internal/relaytest/ ./internal/tcpproxy/ ./internal/testca/ ./internal/freeport/
-# internal/registrytest: only how it finds a Java 21+ (its other tests start registries).
-UNIT_RUN_REGISTRYTEST := ^TestJava21$$
-# schemaregistry: every test but those against the real registry.
-UNIT_SKIP_SCHEMAREGISTRY := ^(TestPreflightRecordStrategy|TestPreflightTopicRecordStrategy|TestPreflightTopicStrategy|TestPreflightIncompatibleBackward|TestCompatibilityLevels|TestCompatibleChangeRegistersNewVersion|TestEncoderWireFormat|TestEncoderWaitsForRegistry)$$
-# cmd/cdc-relay: settings, --help and _FILE of every command, the deploy
-# files, the docs' docker compose commands and relative links, the readiness,
-# alert and handler logic, tail's settings and output rules.
-UNIT_RUN_CMD := ^(TestDefaults|TestPrecedenceFlagEnvYAMLDefault|TestEnvConfigPath|TestSeveralTables|TestBoolFlags|TestJSONNeedsNoRegistry|TestBadSettingsNameTheField|TestUnknownYAMLKey|TestRedact|TestVersionAndUnknownCommand|TestKafkaSecuritySettings|TestSlotFailoverSettings|TestAllowExtraTablesSetting|TestHelpEveryCommand|TestFileEnvEveryCommand|TestEnvAndFileEnvBothSet|TestYAMLNestedTypo|TestUnknownFlagSuggestion|TestReplayHelp|TestReplayActionFlags|TestKubernetesManifests|TestGrafanaDashboard|TestComposeUsesRealSettings|TestDocsComposeServices|TestParseCompose|TestDocsRelativeLinks|TestGithubSlug|TestLagRate|TestAlertEvaluator|TestKafkaDegraded|TestReadinessOnlyWhileStreaming|TestHandlerMarksRegistryRefusalFatal|TestTailFormat|TestTailSettings|TestDeliverySettings|TestCheckpointReplicationVerdict|TestTxnVerdict|TestDLQSettings|TestWithAttempts|TestTracingSettings|TestHandlerTracingOffAllocatesNothing|TestHandlerSpans|TestHandlerRejectedMovesSpan|TestCrashPlan|TestMarkFenced|TestDeadLetters)$$
+# The unit tier, which is plain `go test ./...`: every test that needs no
+# service; those that need one skip, saying how to run them. It starts no
+# PostgreSQL, Kafka, registry or Java and needs no `make setup`.
 unit:
-	$(UNIT_GO) $(UNIT_PKGS)
-	$(UNIT_GO) -skip '$(UNIT_SKIP_SCHEMAREGISTRY)' ./schemaregistry/
-	$(UNIT_GO) -run '$(UNIT_RUN_REGISTRYTEST)' ./internal/registrytest/
-	$(UNIT_GO) -skip '^TestWrite' ./outbox/
-	$(UNIT_GO) -run '^(TestOffsets|TestDecodeKey)' ./inbox/
-	$(UNIT_GO) -run '$(UNIT_RUN_CMD)' ./cmd/cdc-relay/
+	$(GO) test -count=1 ./...
 
 demo: setup-demo build
 	$(GO) run ./internal/demo --relay bin/cdc-relay
@@ -98,7 +90,7 @@ microbench:
 # commit), against its fallback (transaction version 1, retried after 2 ms)
 # and against the broker's own 20 ms retry.
 bench-txn: setup
-	$(GO) test -run '^$$' -bench TxnBackToBack -benchtime 2000x -count 3 ./publisher/
+	$(SERVICES) $(GO) test -run '^$$' -bench TxnBackToBack -benchtime 2000x -count 3 ./publisher/
 
 # Short fuzz runs of the decoder, the header router, the Avro encoder, the
 # JSON value writers (against each other) and the JSON tokenizer (against
@@ -127,9 +119,9 @@ example: setup build
 # workers, BatchSize 1 against 100 (effects/s and their ratio, in one run),
 # and the dedupe mark's cost per event.
 bench-inbox: setup
-	$(GO) test -run '^$$' -bench Throughput -benchtime 3x ./inbox/
-	$(GO) test -run '^$$' -bench BatchSize -benchtime 2x ./inbox/
-	$(GO) test -run '^$$' -bench Mark -benchtime 5000x -count 3 ./inbox/
+	$(SERVICES) $(GO) test -run '^$$' -bench Throughput -benchtime 3x ./inbox/
+	$(SERVICES) $(GO) test -run '^$$' -bench BatchSize -benchtime 2x ./inbox/
+	$(SERVICES) $(GO) test -run '^$$' -bench Mark -benchtime 5000x -count 3 ./inbox/
 
 clean:
 	rm -rf bin

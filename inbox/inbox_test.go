@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // running is a Consumer running in the test process.
@@ -271,6 +273,7 @@ func TestResumeFromEarliestUnprocessed(t *testing.T) {
 }
 
 func TestNewConfigErrors(t *testing.T) {
+	testtier.Need(t)
 	h := func(context.Context, pgx.Tx, *Event[map[string]any]) error { return nil }
 	valid := Config[map[string]any]{Consumer: "c", Brokers: []string{"b:9092"}, Topics: []string{"t"}, RegistryURL: "http://r",
 		DB: newPool(t, pg.URL("")), Handler: h}

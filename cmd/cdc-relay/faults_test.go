@@ -24,6 +24,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/registrytest"
 	"github.com/cdc-relay/cdc-relay/internal/tcpproxy"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // loadInterval spaces the load writer's transactions: 40 tx/s of 1-10 rows.
@@ -404,6 +405,7 @@ func consumeFrom(t *testing.T, addr, topicRegex string) *consumer {
 // proxy, so that every client connection to it passes through the proxy.
 func proxiedBroker(t *testing.T, extra map[string]string) (*tcpproxy.Proxy, *kafkatest.Broker) {
 	t.Helper()
+	testtier.Need(t)
 	px := newTCPProxy(t, "")
 	b, err := kafkatest.Start(kafkatest.Options{AdvertisedHost: px.Addr(), ExtraConfig: extra})
 	if err != nil {
@@ -449,6 +451,7 @@ func TestFaultKafkaBlackholed(t *testing.T) {
 // stopping it does not disturb other tests.
 func startRegistry(t *testing.T) *registrytest.Registry {
 	t.Helper()
+	testtier.Need(t)
 	reg, err := registrytest.Start()
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // haPair is a primary with a streaming standby that synchronises failover
@@ -38,6 +39,7 @@ type haPair struct {
 // before sending logical changes (synchronized_standby_slots).
 func startHAPair(t *testing.T, version int) *haPair {
 	t.Helper()
+	testtier.Need(t)
 	p, err := pgtest.Start(pgtest.Options{Version: version, Settings: map[string]string{"wal_sender_timeout": "10s"}})
 	if err != nil {
 		t.Fatal(err)

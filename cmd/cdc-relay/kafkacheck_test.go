@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // createTopic creates a one-partition topic with configs through an
@@ -142,6 +143,7 @@ type aclBroker struct {
 // at cleanup; a failed test logs the tail of its log.
 func startACLBroker(t *testing.T, users map[string]string) *aclBroker {
 	t.Helper()
+	testtier.Need(t)
 	sb, err := kafkatest.Start(kafkatest.Options{
 		SASLUsers: users,
 		ExtraConfig: map[string]string{

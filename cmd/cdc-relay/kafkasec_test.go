@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // TestKafkaSecurity runs the relay against one Kafka broker of its own with
@@ -27,6 +28,7 @@ import (
 // say why in its log, keep retrying, and confirm nothing. The SASL password
 // never shows in the relay's output or its metrics.
 func TestKafkaSecurity(t *testing.T) {
+	testtier.Need(t)
 	began := time.Now()
 	ca := testca.New(t)
 	serverCert, serverKey := ca.Issue(t, "kafka", "127.0.0.1", "localhost")

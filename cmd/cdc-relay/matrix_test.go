@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // matrixVersions are the majors TestMatrix runs, besides the harness's 15.
@@ -22,6 +23,7 @@ var matrixVersions = []int{13, 14, 16, 17, 18}
 // missing (scripts/setup.sh installs it).
 func startTarget(t *testing.T, version int, settings map[string]string) pgTarget {
 	t.Helper()
+	testtier.Need(t)
 	all := map[string]string{"wal_sender_timeout": "10s"}
 	for k, v := range settings {
 		all[k] = v

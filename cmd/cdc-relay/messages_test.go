@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 var outboxSQLOnce sync.Once
@@ -23,6 +25,7 @@ var outboxSQLOnce sync.Once
 // test database once.
 func applyOutboxSQL(t *testing.T) {
 	t.Helper()
+	testtier.Need(t)
 	var err error
 	outboxSQLOnce.Do(func() {
 		var b []byte

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // commandArgs turns a fixture's run flags into another subcommand's.
@@ -74,6 +75,7 @@ func TestCheckWarnsAllTables(t *testing.T) {
 }
 
 func TestCheckFailures(t *testing.T) {
+	testtier.Need(t)
 	replica, err := pgtest.Start(pgtest.Options{Settings: map[string]string{"wal_level": "replica"}})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 	"github.com/cdc-relay/cdc-relay/publisher"
 )
 
@@ -28,6 +29,7 @@ func (a *countingAcker) Ack(upTo uint64, _ int, _ int64) { a.upTo.Store(upTo) }
 // publisher.Partition(key, 4), never back. With no refresh (an hour's
 // MetadataMaxAge) it fails at its 90 s deadline.
 func TestPartitionCountRefresh(t *testing.T) {
+	testtier.Need(t)
 	topic := "refresh-" + randSuffix()
 	admin := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 30 * time.Second}
 	created, err := admin.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{

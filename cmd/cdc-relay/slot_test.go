@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // TestSlotDroppedWhileRunning: the walsender is terminated and the slot
@@ -78,6 +79,7 @@ func TestSlotDroppedWhileRunning(t *testing.T) {
 // most 1 MB of WAL for slots, so a slot that falls behind is invalidated.
 func lostSlotCluster(t *testing.T) (*pgtest.Cluster, string) {
 	t.Helper()
+	testtier.Need(t)
 	c, err := pgtest.Start(pgtest.Options{Settings: map[string]string{
 		"max_slot_wal_keep_size": "1MB",
 		"wal_keep_size":          "0",

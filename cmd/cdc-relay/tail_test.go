@@ -29,6 +29,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/testca"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // tailLine is one line tail printed.
@@ -441,6 +442,7 @@ func TestTailPositions(t *testing.T) {
 // over TLS, and mutual TLS; a wrong password is exit 1 saying so, and the
 // password never shows.
 func TestTailKafkaSecurity(t *testing.T) {
+	testtier.Need(t)
 	ca := testca.New(t)
 	serverCert, serverKey := ca.Issue(t, "kafka", "127.0.0.1", "localhost")
 	clientCert, clientKey := ca.Issue(t, "cdc-relay")

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // writeOwned writes a file the PostgreSQL server (run as postgres) can read.
@@ -46,6 +47,7 @@ func writeOwned(t *testing.T, path string, data []byte) {
 // TestPostgresTLSVerifyFull: the relay streams over TLS with sslmode=verify-full
 // against a CA made in the test, and refuses a server its CA did not sign.
 func TestPostgresTLSVerifyFull(t *testing.T) {
+	testtier.Need(t)
 	ca := testca.New(t)
 	cluster, err := pgtest.Start(pgtest.Options{})
 	if err != nil {
@@ -133,6 +135,7 @@ func TestPostgresTLSVerifyFull(t *testing.T) {
 // a password, in front of the real registry); a wrong password stops it with
 // the registry's answer and without printing the password.
 func TestRegistryTLSAndBasicAuth(t *testing.T) {
+	testtier.Need(t)
 	const user, pass = "relay", "reg-Pa55word"
 	ca := testca.New(t)
 	certPEM, keyPEM := ca.Issue(t, "localhost", "localhost", "127.0.0.1")

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // unrecoverableExit is how long a relay may take to exit on an error no
@@ -24,6 +25,7 @@ const unrecoverableExit = 90 * time.Second
 // the fixture's outbox table in a database of its own there.
 func privateTarget(t *testing.T, opts pgtest.Options) (*pgtest.Cluster, string) {
 	t.Helper()
+	testtier.Need(t)
 	c, err := pgtest.Start(opts)
 	if err != nil {
 		t.Fatal(err)

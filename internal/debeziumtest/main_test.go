@@ -8,6 +8,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // The package's PostgreSQL and Kafka (partitions per topic: capPartitions),
@@ -31,9 +32,10 @@ func TestMain(m *testing.M) {
 }
 
 // services starts PostgreSQL and Kafka once; a test that cannot have them
-// fails.
+// fails, and skips while the service tier is off (testtier).
 func services(t *testing.T) (*pgtest.Cluster, *kafkatest.Broker) {
 	t.Helper()
+	testtier.Need(t)
 	svcOnce.Do(func() {
 		var wg sync.WaitGroup
 		var pgErr, kErr error

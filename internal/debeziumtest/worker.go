@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/internal/freeport"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 const (
@@ -129,8 +130,12 @@ type Worker struct {
 // Start prepares the worker, starts it in its own process group (the
 // kernel kills it if the test binary dies) and returns once its REST API
 // answers. Its output is appended to Dir/connect.log. A REST port taken by
-// another process in the meantime is retried with a new port.
+// another process in the meantime is retried with a new port. In a test,
+// it refuses (testtier.ErrOff) while the service tier is off.
 func Start(o WorkerOptions) (*Worker, error) {
+	if err := testtier.Check(); err != nil {
+		return nil, fmt.Errorf("debeziumtest: %w", err)
+	}
 	for attempt := 1; ; attempt++ {
 		w, err := start(o)
 		if err == nil || attempt == 3 || !errors.Is(err, errPortClash) {

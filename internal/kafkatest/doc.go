@@ -5,8 +5,8 @@
 // $CDC_RELAY_CACHE/kafka-<Version>/libs (CDC_RELAY_KAFKA_LIBS overrides the
 // directory) with the java on PATH. A Broker owns its java process, its data
 // directory and its log file; nothing else in the project starts Kafka.
-// Start fails, never skips, when the broker cannot be started, and when
-// CDC_RELAY_TEST_NO_SERVICES is set (make unit sets it).
+// Start fails, never skips, when the broker cannot be started; in a test,
+// it refuses (testtier.ErrOff) while the service tier is off.
 //
 // Every broker has a PLAINTEXT listener (Addr), also used between broker and
 // controller. Options.SASLUsers adds a SASL_PLAINTEXT listener (SASLAddr)

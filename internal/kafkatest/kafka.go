@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/internal/freeport"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 const (
@@ -80,8 +81,8 @@ func Start(opts Options) (*Broker, error) {
 	if err := checkSecurity(opts); err != nil {
 		return nil, err
 	}
-	if os.Getenv("CDC_RELAY_TEST_NO_SERVICES") != "" {
-		return nil, errors.New("kafkatest: CDC_RELAY_TEST_NO_SERVICES is set (make unit), and this test starts Kafka: it is not a unit test")
+	if err := testtier.Check(); err != nil {
+		return nil, fmt.Errorf("kafkatest: %w", err)
 	}
 	libs, err := libsDir()
 	if err != nil {

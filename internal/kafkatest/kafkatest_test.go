@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/tcpproxy"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 func TestVersionMatchesPom(t *testing.T) {
@@ -53,6 +54,7 @@ func TestProperties(t *testing.T) {
 // TestBrokerLifecycle produces a record, stops and restarts the broker, and
 // reads the record back, then checks that Close removes the temp dir.
 func TestBrokerLifecycle(t *testing.T) {
+	testtier.Need(t)
 	began := time.Now()
 	b, err := Start(Options{})
 	if err != nil {
@@ -93,6 +95,7 @@ func TestBrokerLifecycle(t *testing.T) {
 // TestAdvertisedHost routes clients through a TCP proxy that the broker
 // advertises, as outage tests do.
 func TestAdvertisedHost(t *testing.T) {
+	testtier.Need(t)
 	p, err := tcpproxy.New("")
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/internal/testca"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -78,6 +79,7 @@ func TestSecurityOptionsRejected(t *testing.T) {
 // each with each mechanism; wrong credentials and a missing client
 // certificate are refused.
 func TestSecurityListeners(t *testing.T) {
+	testtier.Need(t)
 	ca := testca.New(t)
 	serverCert, serverKey := ca.Issue(t, "broker")
 	clientCert, clientKey := ca.Issue(t, "client")

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // BinDir is where Debian's postgresql-15 package installs the server.
@@ -92,8 +94,8 @@ func Start(opts Options) (*Cluster, error) {
 // newCluster makes the directory (owned by the postgres user when running
 // as root) and picks the port, creating nothing in it.
 func newCluster(opts Options) (*Cluster, error) {
-	if os.Getenv("CDC_RELAY_TEST_NO_SERVICES") != "" {
-		return nil, errors.New("pgtest: CDC_RELAY_TEST_NO_SERVICES is set (make unit), and this test starts PostgreSQL: it is not a unit test")
+	if err := testtier.Check(); err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
 	}
 	if opts.Version == 0 {
 		opts.Version = DefaultVersion

@@ -7,9 +7,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 func TestStartLogical(t *testing.T) {
+	testtier.Need(t)
 	c, err := Start(Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +46,7 @@ func TestStartLogical(t *testing.T) {
 
 // TestVersions: every supported major starts and reports its version.
 func TestVersions(t *testing.T) {
+	testtier.Need(t)
 	for _, v := range Versions {
 		t.Run(strconv.Itoa(v), func(t *testing.T) {
 			c, err := Start(Options{Version: v})
@@ -69,6 +73,7 @@ func TestVersions(t *testing.T) {
 // TestStandby: a standby of a 17 primary replays its writes and can be
 // promoted.
 func TestStandby(t *testing.T) {
+	testtier.Need(t)
 	p, err := Start(Options{Version: 17})
 	if err != nil {
 		t.Fatal(err)

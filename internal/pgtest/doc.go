@@ -6,6 +6,6 @@
 // (relaytest.NewLazy) and stopped by TestMain, and gives every test its own
 // database, slot, publication and table names.
 //
-// With CDC_RELAY_TEST_NO_SERVICES set (make unit sets it), Start and
-// StartStandby fail: a test that needs PostgreSQL is not a unit test.
+// In a test, Start and StartStandby refuse (testtier.ErrOff) while the
+// service tier is off: plain `go test` starts no PostgreSQL.
 package pgtest

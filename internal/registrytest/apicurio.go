@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/internal/freeport"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // ApicurioVersion is the Apicurio Registry release scripts/debezium.sh
@@ -40,10 +41,11 @@ type Apicurio struct {
 // StartApicurio runs Apicurio Registry on a random loopback port with Java
 // 21+ (CDC_RELAY_JAVA21, else the newest JDK 21+ under /usr/lib/jvm) and
 // returns once its Confluent-compatible API answers. It fails, never
-// skips, when it cannot start, and when CDC_RELAY_TEST_NO_SERVICES is set.
+// skips, when it cannot start; in a test, it refuses (testtier.ErrOff)
+// while the service tier is off.
 func StartApicurio() (*Apicurio, error) {
-	if os.Getenv("CDC_RELAY_TEST_NO_SERVICES") != "" {
-		return nil, errors.New("registrytest: CDC_RELAY_TEST_NO_SERVICES is set (make unit), and this test starts Apicurio Registry: it is not a unit test")
+	if err := testtier.Check(); err != nil {
+		return nil, fmt.Errorf("registrytest: %w", err)
 	}
 	app, err := apicurioDir()
 	if err != nil {

@@ -6,8 +6,8 @@
 // $CDC_RELAY_CACHE/bin/schema-registry (CDC_RELAY_SCHEMA_REGISTRY_BIN
 // overrides the path). The process gets a minimal environment, so no KMS or
 // other outside service is ever contacted. Start fails, never skips, when the
-// registry cannot be started, and when CDC_RELAY_TEST_NO_SERVICES is set
-// (make unit sets it). One difference from Confluent's registry:
+// registry cannot be started; in a test, Start and StartApicurio refuse
+// (testtier.ErrOff) while the service tier is off. One difference from Confluent's registry:
 // GET /subjects on an empty registry answers null, not [].
 //
 // Registry.Do, Register, Versions, LatestID and SetLevel call its REST API

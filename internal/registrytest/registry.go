@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/internal/freeport"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // startTimeout bounds how long Start and Restart wait for GET /subjects to
@@ -37,8 +38,8 @@ type Registry struct {
 // Start runs the registry on a random free port with memory storage and
 // returns once GET /subjects answers 200. Failures carry the log's tail.
 func Start() (*Registry, error) {
-	if os.Getenv("CDC_RELAY_TEST_NO_SERVICES") != "" {
-		return nil, errors.New("registrytest: CDC_RELAY_TEST_NO_SERVICES is set (make unit), and this test starts the schema registry: it is not a unit test")
+	if err := testtier.Check(); err != nil {
+		return nil, fmt.Errorf("registrytest: %w", err)
 	}
 	bin, err := binPath()
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 const (
@@ -15,6 +17,7 @@ const (
 )
 
 func TestRegistry(t *testing.T) {
+	testtier.Need(t)
 	began := time.Now()
 	r, err := Start()
 	if err != nil {

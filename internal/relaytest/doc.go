@@ -5,8 +5,9 @@
 // metrics port, WaitFor polls a condition with a deadline, and
 // StartServices starts PostgreSQL, Kafka and the schema registry in
 // parallel. NewLazy declares them for a test package instead: each starts
-// when a test first uses it, so tests that use none (the unit tests, make
-// unit) start none.
+// when a test first uses it, so tests that use none (the unit tier, plain
+// go test) start none, and one that needs a service skips while the
+// service tier is off (testtier).
 //
 // Start, WaitFor and Need take only the few methods of testing.TB they call
 // (T); the lazy registry's REST helpers take a testing.TB, as

@@ -14,6 +14,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 	"github.com/cdc-relay/cdc-relay/internal/registrytest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // LazyOptions configure NewLazy.
@@ -90,7 +91,8 @@ type Service interface {
 }
 
 // Need starts those of services that have not started yet, in parallel,
-// and fails t naming each one that could not start.
+// and fails t naming each one that could not start. While the service tier
+// is off (testtier), it skips t instead and starts nothing.
 func Need(t T, services ...Service) {
 	t.Helper()
 	errs := make([]error, len(services))
@@ -103,7 +105,9 @@ func Need(t T, services ...Service) {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(errs...); testtier.Off(err) {
+		t.Skip(testtier.ErrOff)
+	} else if err != nil {
 		t.Fatalf("%v", err)
 	}
 }
@@ -146,14 +150,15 @@ func (l *lazy[S]) ensure() (S, error) {
 	return l.svc, l.err
 }
 
-// get returns the running service. When it cannot start, it stops the
-// other services of the package (a panic skips TestMain's Close) and
-// panics: methods without a t have no other way to fail the test.
+// get returns the running service. When it cannot start (or the service
+// tier is off), it stops the other services of the package (a panic skips
+// TestMain's Close) and panics: methods without a t have no other way to
+// fail the test, which should have called Need first.
 func (l *lazy[S]) get() S {
 	svc, err := l.ensure()
 	if err != nil {
 		l.group.Close()
-		panic(fmt.Sprintf("relaytest: %v\n(call Need(t) before using %s to fail only the test)", strings.TrimSpace(err.Error()), l.name))
+		panic(fmt.Sprintf("relaytest: %v\n(call Need(t) before using %s to fail or skip only the test)", strings.TrimSpace(err.Error()), l.name))
 	}
 	return svc
 }
@@ -161,7 +166,9 @@ func (l *lazy[S]) get() S {
 func (l *lazy[S]) need(t T) S {
 	t.Helper()
 	svc, err := l.ensure()
-	if err != nil {
+	if testtier.Off(err) {
+		t.Skip(testtier.ErrOff)
+	} else if err != nil {
 		t.Fatalf("%v", err)
 	}
 	return svc

@@ -4,34 +4,66 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
-// fatalT records Fatalf instead of stopping the test.
-type fatalT struct {
+// fakeT records Fatalf and Skip instead of stopping the test.
+type fakeT struct {
 	*testing.T
-	fatal []string
+	fatal, skipped []string
 }
 
-func (f *fatalT) Fatalf(format string, args ...any) {
+func (f *fakeT) Fatalf(format string, args ...any) {
 	f.fatal = append(f.fatal, fmt.Sprintf(format, args...))
 }
 
-var _ T = (*fatalT)(nil)
+func (f *fakeT) Skip(args ...any) { f.skipped = append(f.skipped, fmt.Sprint(args...)) }
 
-// TestLazyNeedFails: with CDC_RELAY_TEST_NO_SERVICES set no service can
-// start, so Need fails the test naming each one, a second use fails with
-// the same error without starting again, and a use without a t panics
-// saying which service could not start.
-func TestLazyNeedFails(t *testing.T) {
-	t.Setenv("CDC_RELAY_TEST_NO_SERVICES", "1")
+var _ T = (*fakeT)(nil)
+
+// TestLazyNeedSkipsWhileOff: while the service tier is off, Need skips
+// the test, saying how to run it, and starts nothing.
+func TestLazyNeedSkipsWhileOff(t *testing.T) {
+	t.Setenv(testtier.Env, "")
 	s := NewLazy(LazyOptions{})
 	defer s.Close()
-	ft := &fatalT{T: t}
+	ft := &fakeT{T: t}
 	Need(ft, s.PG, s.Broker, s.Registry, s.Apicurio)
-	if len(ft.fatal) != 1 {
-		t.Fatalf("Need failed the test %d times, want once: %q", len(ft.fatal), ft.fatal)
+	if len(ft.fatal) != 0 || len(ft.skipped) != 1 {
+		t.Fatalf("Need failed %q and skipped %q, want one skip", ft.fatal, ft.skipped)
 	}
-	for _, want := range []string{"start postgres: pgtest: CDC_RELAY_TEST_NO_SERVICES", "start kafka: kafkatest: CDC_RELAY_TEST_NO_SERVICES", "start registry: registrytest: CDC_RELAY_TEST_NO_SERVICES", "start apicurio: registrytest: CDC_RELAY_TEST_NO_SERVICES"} {
+	if !strings.Contains(ft.skipped[0], testtier.Env+"=1") {
+		t.Errorf("skip %q does not say how to run the test", ft.skipped[0])
+	}
+	ft = &fakeT{T: t}
+	s.Broker.Need(ft)
+	if len(ft.fatal) != 0 || len(ft.skipped) != 1 {
+		t.Fatalf("Broker.Need failed %q and skipped %q, want one skip", ft.fatal, ft.skipped)
+	}
+}
+
+// TestLazyNeedFails: with the service tier on but nothing installed where
+// the starters look, no service can start, so Need fails the test naming
+// each one, a second use fails with the same error without starting
+// again, and a use without a t panics saying which service could not
+// start.
+func TestLazyNeedFails(t *testing.T) {
+	none := t.TempDir()
+	t.Setenv(testtier.Env, "1")
+	t.Setenv("CDC_RELAY_CACHE", none)
+	t.Setenv("CDC_RELAY_PG_ROOT", none)
+	t.Setenv("CDC_RELAY_KAFKA_LIBS", none+"/kafka")
+	t.Setenv("CDC_RELAY_SCHEMA_REGISTRY_BIN", none+"/schema-registry")
+	s := NewLazy(LazyOptions{ServiceOptions: ServiceOptions{PG: pgtest.Options{Version: 13}}})
+	defer s.Close()
+	ft := &fakeT{T: t}
+	Need(ft, s.PG, s.Broker, s.Registry, s.Apicurio)
+	if len(ft.fatal) != 1 || len(ft.skipped) != 0 {
+		t.Fatalf("Need failed %q and skipped %q, want one failure", ft.fatal, ft.skipped)
+	}
+	for _, want := range []string{"start postgres: pgtest:", "start kafka: kafkatest:", "start registry: registrytest:", "start apicurio: registrytest:"} {
 		if !strings.Contains(ft.fatal[0], want) {
 			t.Errorf("Need's failure %q does not say %q", ft.fatal[0], want)
 		}
@@ -42,7 +74,7 @@ func TestLazyNeedFails(t *testing.T) {
 	}
 	defer func() {
 		p := fmt.Sprint(recover())
-		if !strings.Contains(p, "start registry: registrytest: CDC_RELAY_TEST_NO_SERVICES") {
+		if !strings.Contains(p, "start registry: registrytest:") {
 			t.Errorf("URL on a registry that cannot start: panic %q, want one naming the start's error", p)
 		}
 	}()

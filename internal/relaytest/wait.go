@@ -9,6 +9,7 @@ type T interface {
 	Failed() bool
 	Fatalf(format string, args ...any)
 	Logf(format string, args ...any)
+	Skip(args ...any)
 	Cleanup(func())
 }
 
