@@ -14,6 +14,7 @@ import (
 // TestKillAndRestart: kill -9 the relay in the middle of a stream and start
 // it again: nothing is lost; duplicates are allowed and counted.
 func TestKillAndRestart(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args())
@@ -132,6 +133,7 @@ func TestAckRuleDuringKafkaOutage(t *testing.T) {
 // end and nothing past it. Restarted in dlq mode it must still deliver B1:
 // confirming a row LSN or commit LSN+len+1 instead would skip it.
 func TestInterleavedTransactionsHaltAndRestart(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args("--on-invalid", "halt", "--halt-linger", "0s"))
@@ -241,7 +243,10 @@ func testInterleavedTransactionsKillRestart(t *testing.T, f *fixture) {
 
 // TestIdleOutboxBusyOtherTable: writes to a table outside the publication move
 // the WAL; with an idle outbox the slot's confirmed_flush_lsn keeps up.
-func TestIdleOutboxBusyOtherTable(t *testing.T) { testIdleOutboxBusyOtherTable(t, newFixture(t, "")) }
+func TestIdleOutboxBusyOtherTable(t *testing.T) {
+	t.Parallel()
+	testIdleOutboxBusyOtherTable(t, newFixture(t, ""))
+}
 
 func testIdleOutboxBusyOtherTable(t *testing.T, f *fixture) {
 	f.exec(fmt.Sprintf("CREATE TABLE busy_%s (id serial PRIMARY KEY, v text)", f.name))

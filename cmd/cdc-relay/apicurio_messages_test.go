@@ -19,6 +19,7 @@ import (
 //   - with the subject set to BACKWARD, check must print a reason after
 //     "under BACKWARD", never an empty one.
 func TestCompatMessagesApicurio(t *testing.T) {
+	t.Parallel()
 	ap := apicurio.Need(t)
 	f := newFixture(t, "")
 	subject := f.topic("Order") + "-com.example.orders.OrderCreated"

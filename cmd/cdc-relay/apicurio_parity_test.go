@@ -36,6 +36,7 @@ import (
 // independent client (srclient and goavro) decodes each with its writer
 // schema.
 func TestDebeziumApicurioParity(t *testing.T) {
+	t.Parallel()
 	ap := apicurio.Need(t)
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -29,7 +29,10 @@ import (
 // and --subject-strategy topic with the subject's compatibility set to
 // NONE for the switch and back to BACKWARD after it, after which the relay
 // starts on it again. Against each registry.
-func TestAvroSubjectAfterDebezium(t *testing.T) { eachRegistry(t, testAvroSubjectAfterDebezium) }
+func TestAvroSubjectAfterDebezium(t *testing.T) {
+	t.Parallel()
+	eachRegistry(t, testAvroSubjectAfterDebezium)
+}
 
 func testAvroSubjectAfterDebezium(t *testing.T, reg relaytest.SchemaRegistry) {
 	f := newFixtureFor(t, reg, "")

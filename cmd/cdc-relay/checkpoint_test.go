@@ -227,6 +227,7 @@ func TestSlotDroppedWhileStopped(t *testing.T) {
 // (cleanup.policy=delete, made by hand or auto-created by the broker) is
 // exit 2 naming the fix; the relay creates nothing.
 func TestCheckpointTopicNotCompacted(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	byHand := "t" + f.name + ".ckpt-delete"
 	auto := "t" + f.name + ".ckpt-auto"
@@ -317,6 +318,7 @@ func TestCheckpointUnreadable(t *testing.T) {
 // names on the same Kafka is not taken for the first one: without its own
 // --relay-id it exits 3 naming both system identifiers; with one it streams.
 func TestTwoClustersOneKafka(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)

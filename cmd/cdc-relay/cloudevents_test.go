@@ -74,6 +74,7 @@ func sdkRead(t *testing.T, recs []record) []map[string]string {
 // at-least-once and exactly-once (delivery_test.go: read_committed, every
 // event exactly once).
 func TestCloudEvents(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		format, contentType string
 	}{{"avro", "application/avro"}, {"json", "application/json"}} {

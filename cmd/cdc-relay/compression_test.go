@@ -16,6 +16,7 @@ import (
 // reads back every event intact. The events are about 4 KB, so a batch
 // spans many 64 KB LZ4 blocks.
 func TestCompressionCodecs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		code uint8

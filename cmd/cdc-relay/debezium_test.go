@@ -209,6 +209,7 @@ func parityRows() []parityRow {
 // timestamp column (table.field.event.timestamp and --timestamp-column);
 // the relay's Avro must decode to the same JSON.
 func TestDebeziumParity(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, parityDDL)
 	f.exec(fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE public.%s WITH (publish = 'insert')", f.publication, f.table))
 	// Every slot exists before the rows, so every tool gets every row.
@@ -596,6 +597,7 @@ func (w *cutoverWriter) finish(t *testing.T) []string {
 // creation point). own-slot-early-stop skips B's step 2 and must show the
 // gap the document warns of (testEarlyStop).
 func TestDebeziumCutover(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"graceful", "kill9", "own-slot", "own-slot-early-stop"} {
 		t.Run(mode, func(t *testing.T) { testDebeziumCutover(t, mode) })
 	}

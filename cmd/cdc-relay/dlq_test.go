@@ -82,6 +82,7 @@ func inTopic(recs []record, topic, id string) []record {
 // redrive_attempts one higher (exit 1), and a second run redrives nothing
 // twice. dlq stats counts what is pending.
 func TestDLQRedrive(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args())
@@ -189,6 +190,7 @@ func TestDLQRedrive(t *testing.T) {
 // the field is deployed, dlq redrive sends it on and it arrives with the
 // field.
 func TestDLQUnknownFieldsRedrive(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args("--unknown-fields", "dlq"))
@@ -248,6 +250,7 @@ func TestDLQUnknownFieldsRedrive(t *testing.T) {
 // again, leaves every letter's event in its topic at least once and none
 // more than the batch in flight twice; a third run finds nothing to do.
 func TestDLQRedriveKill(t *testing.T) {
+	t.Parallel()
 	// Enough letters that a redrive cannot finish between its first
 	// redriven letter and the kill: over a hundred batches are left.
 	const n = 12000
@@ -327,6 +330,7 @@ func TestDLQRedriveKill(t *testing.T) {
 // integer ids (their ids can meet in one topic), and not when one of them
 // has uuid ids.
 func TestCheckWarnsIntegerIDs(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	serial, uuids := "public."+f.table+"_b", "public."+f.table+"_u"
 	f.exec(fmt.Sprintf(outboxDDL, serial))
@@ -351,6 +355,7 @@ func TestCheckWarnsIntegerIDs(t *testing.T) {
 // that still fails is re-appended once and not taken round again by the
 // same run; SIGTERM ends it with its summary.
 func TestDLQRedriveFollow(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args())

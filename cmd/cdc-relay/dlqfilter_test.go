@@ -15,6 +15,7 @@ import (
 // so that a later run without the filter still meets it; the letter the
 // filters let through is redriven once.
 func TestDLQRedriveFilters(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args())

@@ -18,6 +18,7 @@ import (
 // counts every letter as pending, and the group's first dlq redrive reads
 // from the start, commits, and exits 0.
 func TestDLQNewGroupGroupIDNotFound(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "") // PostgreSQL only: redrive reads the outbox table's catalog
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, f.dlq))
 	if err != nil {

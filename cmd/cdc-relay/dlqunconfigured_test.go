@@ -71,6 +71,7 @@ func insertRows(t *testing.T, conn *pgx.Conn, table string, evs []event) []int64
 // an independent consumer reads the reason from --dlq-retired-topic, and a
 // later redrive passes over it.
 func TestDLQRedriveUnconfiguredTable(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
 	other := "public.other_" + f.name
@@ -242,6 +243,7 @@ func TestDLQRedriveUnconfiguredTable(t *testing.T) {
 // holds the partition at that copy (a letter without an id header is known
 // by its table and value) instead of taking it round again.
 func TestDLQRedriveFollowUnconfigured(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
 	other := "public.other_" + f.name

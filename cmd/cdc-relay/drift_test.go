@@ -64,6 +64,7 @@ func exitsConfig(t *testing.T, args []string, wants ...string) string {
 // slot, and check fails, both naming the table and the DROP TABLE
 // statement or the --table that fixes it.
 func TestDriftEmptyTableListedPublication(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.exec(fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE public.%s WITH (publish = 'insert')", f.publication, f.table))
 	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
@@ -88,7 +89,10 @@ func TestDriftEmptyTableListedPublication(t *testing.T) {
 // --on-invalid halt, and the stream goes on. It runs at-least-once and
 // exactly-once (delivery_test.go), where a read_committed consumer reads the
 // dead letter and the later row once each.
-func TestDriftTableAlteredIn(t *testing.T) { eachDelivery(t, true, testDriftTableAlteredIn) }
+func TestDriftTableAlteredIn(t *testing.T) {
+	t.Parallel()
+	eachDelivery(t, true, testDriftTableAlteredIn)
+}
 
 func testDriftTableAlteredIn(t *testing.T, d delivery) {
 	f := newFixture(t, "")
@@ -180,6 +184,7 @@ func orNull(s *string) string {
 
 // TestDriftSecondTable: a second outbox table, in both orders.
 func TestDriftSecondTable(t *testing.T) {
+	t.Parallel()
 	// Config first: the table is configured before it joins the
 	// publication. The relay used to halt asking for ADD TABLE and say
 	// nothing of the rows written before; as the owner it now adds the
@@ -305,6 +310,7 @@ func TestDriftSecondTable(t *testing.T) {
 // table, and the outbox rows are published. FOR TABLES IN SCHEMA is the
 // same.
 func TestDriftAllTables(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	other := "public.other_" + f.name
 	f.exec("CREATE TABLE " + other + " (x int)")
@@ -361,6 +367,7 @@ func TestDriftAllTables(t *testing.T) {
 // rows were never decoded, from pg_stat_user_tables, without reading the
 // table.
 func TestCheckUnpublishedInserts(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	second := secondTable(t, f, "second")
 	f.exec(fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE public.%s WITH (publish = 'insert', publish_via_partition_root = true)", f.publication, f.table))
@@ -397,6 +404,7 @@ func TestCheckUnpublishedInserts(t *testing.T) {
 // refuses it (exit 2) with the statements that publish every row, and so
 // does check.
 func TestDriftRowFilter(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.exec(fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE public.%s WHERE (aggregate_type <> 'Audit') WITH (publish = 'insert')", f.publication, f.table))
 	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })

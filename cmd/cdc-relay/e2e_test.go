@@ -34,6 +34,7 @@ func orderCancelled(orderID string, n int) string {
 // decodes to the inserted payload (srclient and goavro against the
 // registry), in order per aggregate. Against each registry.
 func TestEndToEnd(t *testing.T) {
+	t.Parallel()
 	eachRegistry(t, func(t *testing.T, reg relaytest.SchemaRegistry) { testEndToEnd(t, newFixtureFor(t, reg, "")) })
 }
 

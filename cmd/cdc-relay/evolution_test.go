@@ -65,7 +65,10 @@ func compactFile(t *testing.T, path string) string {
 // Avro schema resolution (hamba/avro, writer schema fetched by id), and a
 // consumer holding version 2 decodes the old events with the defaults.
 // Against each registry.
-func TestSchemaEvolutionCompatible(t *testing.T) { eachRegistry(t, testSchemaEvolutionCompatible) }
+func TestSchemaEvolutionCompatible(t *testing.T) {
+	t.Parallel()
+	eachRegistry(t, testSchemaEvolutionCompatible)
+}
 
 func testSchemaEvolutionCompatible(t *testing.T, reg relaytest.SchemaRegistry) {
 	f := newFixtureFor(t, reg, "")
@@ -194,6 +197,7 @@ func resolveDecode(t *testing.T, readerText string, dec *avroDecoder, value []by
 // (exit 2) with the subject, the level and the failing field, and registers
 // nothing; a change the level allows starts. Against each registry.
 func TestSchemaEvolutionLevels(t *testing.T) {
+	t.Parallel()
 	v1 := compactFile(t, filepath.Join(schemaDir, "OrderCreated.avsc"))
 	eachRegistry(t, func(t *testing.T, reg relaytest.SchemaRegistry) { testSchemaEvolutionLevels(t, reg, v1) })
 }

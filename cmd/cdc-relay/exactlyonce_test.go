@@ -322,6 +322,7 @@ func vmHWM(t *testing.T, pid int) int64 {
 // plus 32 MiB for what that limit does not cover (goroutine stacks, kgo's
 // and pgx's buffers outside the heap, and the collector's lag behind it).
 func TestExactlyOnceLargeTransaction(t *testing.T) {
+	t.Parallel()
 	const rows = 1_000_000
 	const maxInFlightBytes = 64 << 20 // the default, unset below
 	const bound = maxInFlightBytes + maxInFlightBytes/4 + memoryOverhead + 32<<20
@@ -437,6 +438,7 @@ func TestExactlyOnceLargeTransaction(t *testing.T) {
 // committed event exactly once, in order per aggregate; a read_uncommitted
 // one shows that the zombie's records were really in Kafka.
 func TestExactlyOnceZombieFenced(t *testing.T) {
+	t.Parallel()
 	const rows = 300_000
 	f := newFixture(t, "")
 	rc := consumeTally(t, "^"+f.topicPrefix+`\..*`, true)

@@ -14,6 +14,7 @@ import (
 // configuration error: run exits 2 naming the server version, and check
 // fails saying the same.
 func TestSlotFailoverTooOld(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	r := startRelay(t, f.args("--slot-failover", "true"))
 	if code := r.wait(60 * time.Second); code != exitConfig {

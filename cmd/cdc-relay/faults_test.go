@@ -363,6 +363,7 @@ func TestFaultKafkaStopped(t *testing.T) {
 // reconnects (every attempt bounded by the connect and setup timeouts while
 // the path stays dead), and streams again once the path is back.
 func TestFaultPostgresBlackholed(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	px := newTCPProxy(t, "127.0.0.1:"+strconv.Itoa(pg.Port()))
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
@@ -464,6 +465,7 @@ func startRegistry(t *testing.T) *registrytest.Registry {
 // unreachable; it retries with backoff instead of exiting, and streams
 // everything once the registry answers.
 func TestFaultRegistryDownAtStartup(t *testing.T) {
+	t.Parallel()
 	reg := startRegistry(t)
 	// The relay reaches the registry through a proxy that counts attempts.
 	px := newTCPProxy(t, strings.TrimPrefix(reg.URL(), "http://"))
@@ -494,6 +496,7 @@ func TestFaultRegistryDownAtStartup(t *testing.T) {
 // TestFaultRegistryDownWhileStreaming: once a (topic, event type) has its
 // schema id, events keep flowing with the registry down: ids are cached.
 func TestFaultRegistryDownWhileStreaming(t *testing.T) {
+	t.Parallel()
 	reg := startRegistry(t)
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
@@ -585,6 +588,7 @@ func checkStandbyRetries(t *testing.T, r *relay, atLeast int) {
 // when the active one is killed with SIGKILL under load, the standby takes
 // over within 10 s of PostgreSQL releasing the slot, and nothing is lost.
 func TestStandbyTakeoverAfterKill(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	active := startRelay(t, f.args())
@@ -616,6 +620,7 @@ func TestStandbyTakeoverAfterKill(t *testing.T) {
 // notices through its read deadline and, once its path is back, becomes the
 // standby. Nothing is lost.
 func TestStandbyTakeoverAfterBlackhole(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	px := newTCPProxy(t, "127.0.0.1:"+strconv.Itoa(pg.Port()))
 	c := consume(t, "^"+f.topicPrefix+`\..*`)

@@ -161,7 +161,7 @@ func testDebeziumShapedRecords(t *testing.T, d delivery, keyFormat string, key f
 // string, registered as "string" under <topic>-key; an independent client
 // (srclient fetches the schema by id, goavro decodes) reads the aggregate id.
 // It runs at-least-once and exactly-once (delivery_test.go).
-func TestAvroKey(t *testing.T) { eachDelivery(t, true, testAvroKey) }
+func TestAvroKey(t *testing.T) { t.Parallel(); eachDelivery(t, true, testAvroKey) }
 
 func testAvroKey(t *testing.T, d delivery) {
 	f := newFixture(t, "")
@@ -206,6 +206,7 @@ func testAvroKey(t *testing.T, d delivery) {
 // unsupported type are configuration errors found in the catalog: exit 2,
 // naming the flag, before anything streams.
 func TestRecordColumnsConfigErrors(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, formatsDDL)
 	for _, tc := range []struct {
 		name string
@@ -251,6 +252,7 @@ func TestRecordColumnsConfigErrors(t *testing.T) {
 // exactly-once the first dead letter was in the aborted Kafka transaction,
 // so a read_committed consumer reads it once and it is counted once.
 func TestBrokerRefusesTimestamp(t *testing.T) {
+	t.Parallel()
 	for _, delivery := range []string{"at-least-once", "exactly-once"} {
 		t.Run(delivery, func(t *testing.T) {
 			f := newFixture(t, formatsDDL)

@@ -492,6 +492,7 @@ func testFailoverWithoutFailoverSlot(t *testing.T, d delivery) {
 // TestNoHostAnswers: a multi-host URL where no host answers: the relay keeps
 // retrying with backoff and /readyz names the hosts it tried.
 func TestNoHostAnswers(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	args := f.args()
 	setFlag(args, "--pg-url", "postgres://postgres@127.0.0.1:1,127.0.0.1:2/"+testDB+"?sslmode=disable&target_session_attrs=read-write")

@@ -183,7 +183,7 @@ func hostileCases(f *fixture, agg string) []hostileCase {
 // transactions of their PostgreSQL transactions: a read_committed consumer
 // reads every row and every dead letter exactly once, in order, and each
 // dead letter is counted once.
-func TestHostileInputDLQ(t *testing.T) { eachDelivery(t, true, testHostileInputDLQ) }
+func TestHostileInputDLQ(t *testing.T) { t.Parallel(); eachDelivery(t, true, testHostileInputDLQ) }
 
 func testHostileInputDLQ(t *testing.T, d delivery) {
 	f := newFixture(t, nullableDDL)
@@ -387,6 +387,7 @@ func checkUnicode(t *testing.T, rows []nrow, ids []int64, recs map[string]record
 // nothing of the invalid event's transaction visible to read_committed and
 // after the restart each event is read once.
 func TestHostileInputHalt(t *testing.T) {
+	t.Parallel()
 	agg := uuidFor(302)
 	// The cases, picked by name: one per family (payload, NULL key, topic,
 	// size, headers).
@@ -476,6 +477,7 @@ func TestHostileInputHalt(t *testing.T) {
 // TestUnparsableSchemaRefusesStart: a .avsc that is not JSON, or not Avro,
 // stops the relay before it connects anywhere (exit 2), naming each file.
 func TestUnparsableSchemaRefusesStart(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	dir := t.TempDir()
 	copySchemas(t, dir)
@@ -543,6 +545,7 @@ func withSchemasDir(args []string, dir string) []string {
 // no restart; dropping or renaming a required column halts with exit 1 and a
 // message naming the column, with nothing confirmed past the event.
 func TestOutboxTableChanges(t *testing.T) {
+	t.Parallel()
 	agg := uuidFor(303)
 	t.Run("add column, drop optional column", func(t *testing.T) {
 		t.Parallel()
@@ -666,6 +669,7 @@ func TestOutboxTableChanges(t *testing.T) {
 // no error, no DLQ record, no extra record; with the relay's own publication
 // (inserts only) and with a user-made one that publishes every operation.
 func TestUpdateDeleteTruncateIgnored(t *testing.T) {
+	t.Parallel()
 	agg := uuidFor(304)
 	for _, userPub := range []bool{false, true} {
 		name := "relay publication"

@@ -118,6 +118,7 @@ var untilRE = regexp.MustCompile(`cdc-relay replay((?: --table \S+)+) --since (\
 // running across the slot's creation, the stream and that replay together
 // publish every row.
 func TestFirstStartExistingRows(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
 	conn := f.connect()
@@ -196,7 +197,7 @@ func TestFirstStartExistingRows(t *testing.T) {
 // twice, and each aggregate's rows come in commit order, those from before
 // the slot first. A restart replays nothing again. It runs at-least-once
 // and exactly-once (the replayed rows are at-least-once either way).
-func TestInitialReplay(t *testing.T) { eachDelivery(t, false, testInitialReplay) }
+func TestInitialReplay(t *testing.T) { t.Parallel(); eachDelivery(t, false, testInitialReplay) }
 
 func testInitialReplay(t *testing.T, d delivery) {
 	f := newFixture(t, "")
@@ -270,6 +271,7 @@ func tableIDs(t *testing.T, f *fixture) []int64 {
 // pending marker in the checkpoint, and the next start replays again; every
 // row reaches Kafka.
 func TestInitialReplayCrash(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
 	ids := bulkOrders(t, f, 8001)
@@ -307,6 +309,7 @@ func TestInitialReplayCrash(t *testing.T) {
 // while nothing is read from it), and the relay streams afterwards without
 // a reconnect.
 func TestInitialReplayKeepsSlot(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
 	f.exec(fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload)
@@ -347,6 +350,7 @@ func TestInitialReplayKeepsSlot(t *testing.T) {
 // TestInitialReplayNeedsCreatedAt: --initial-replay on a table without a
 // created_at column exits 2 naming the flag, before creating anything.
 func TestInitialReplayNeedsCreatedAt(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, `CREATE TABLE %s (
 	id bigserial PRIMARY KEY,
 	aggregate_type text NOT NULL,
@@ -365,6 +369,7 @@ func TestInitialReplayNeedsCreatedAt(t *testing.T) {
 // runs the initial replay takes the slot over when the active one is
 // killed, and replays again (the pending marker), then streams.
 func TestInitialReplayTakeover(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
 	ids := bulkOrders(t, f, 8003)

@@ -25,6 +25,7 @@ import (
 // transactions: a read_committed consumer reads every event and every dead
 // letter exactly once, in order, and each is counted once.
 func TestInvalidEventsGoToDLQ(t *testing.T) {
+	t.Parallel()
 	eachDelivery(t, true, func(t *testing.T, d delivery) { testInvalidEventsGoToDLQ(t, newFixture(t, ""), d) })
 }
 
@@ -136,6 +137,7 @@ func jsonEqual(a, b []byte) bool {
 // --halt-linger (default 20s) it stays up: /readyz answers 503 with the
 // cause, /healthz 200, cdc_relay_halted is 1; SIGTERM then exits 1 at once.
 func TestHaltOnInvalid(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args("--on-invalid", "halt"))
@@ -200,6 +202,7 @@ func TestHaltOnInvalid(t *testing.T) {
 // message naming the subject and the compatibility level. Against each
 // registry.
 func TestIncompatibleSchemaRefusesStart(t *testing.T) {
+	t.Parallel()
 	eachRegistry(t, testIncompatibleSchemaRefusesStart)
 }
 
@@ -258,6 +261,7 @@ func testIncompatibleSchemaRefusesStart(t *testing.T, reg relaytest.SchemaRegist
 // the record the topic cannot take is dead-lettered before it is produced,
 // so it never makes a Kafka transaction abort-only.
 func TestBrokerRejectsTooLargeRecord(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, mode, delivery string }{{"dlq", "dlq", "at-least-once"}, {"halt", "halt", "at-least-once"}, {"dlq exactly-once", "dlq", "exactly-once"}} {
 		mode := tc.mode
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 // (dead letters, unconfigured_table) through dlq redrive. Every row the
 // writer committed reaches Kafka as an event.
 func TestSecondTableBothOrders(t *testing.T) {
+	t.Parallel()
 	for _, order := range []string{"config first", "publication first"} {
 		t.Run(order, func(t *testing.T) {
 			f := newFixture(t, "")

@@ -18,6 +18,7 @@ import (
 // test Kafka is a single node, so the three brokers are franz-go's kfake
 // (the rest of check runs against the real PostgreSQL and registry).
 func TestCheckCheckpointReplicasThreeBrokers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		rf   int16
 		want string

@@ -28,6 +28,7 @@ func createTopic(t *testing.T, addr, name string, configs map[string]string) {
 // On the single broker it says nothing of the checkpoint's replication
 // factor, and without an authorizer every right is there.
 func TestCheckDLQRetention(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		retention string // "" creates no topic
@@ -74,6 +75,7 @@ func TestCheckDLQRetention(t *testing.T) {
 // the template. check names both missing rights with the kafka-acls.sh
 // line that grants them and fails; once they are granted, it names none.
 func TestCheckACLs(t *testing.T) {
+	t.Parallel()
 	password := "relay-pw-" + randSuffix()
 	sb := startACLBroker(t, map[string]string{"relay": password})
 	f := newFixture(t, "")

@@ -40,6 +40,7 @@ func defaultTxnID(t *testing.T, f *fixture) string {
 // needed: User:relay commits a Kafka transaction under the id, and
 // User:other produces idempotently, with franz-go.
 func TestCheckTransactionalIDACLs(t *testing.T) {
+	t.Parallel()
 	passwords := map[string]string{"relay": "relay-pw-" + randSuffix(), "other": "other-pw-" + randSuffix()}
 	sb := startACLBroker(t, passwords)
 	f := newFixture(t, "")
@@ -165,6 +166,7 @@ func TestCheckTransactionalIDACLs(t *testing.T) {
 // instance took over, never reconnects, and a read_committed consumer gets
 // every event exactly once, the events written after the checks included.
 func TestCheckExactlyOnceNoFencing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	txnID := defaultTxnID(t, f)
 	args := f.args(exactlyOnce...)
@@ -214,6 +216,7 @@ func TestCheckExactlyOnceNoFencing(t *testing.T) {
 // rights on cdc-relay-<relay id> are found (the shared broker has no
 // authorizer).
 func TestCheckTransactionalIDWithoutPostgres(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	args := f.args(exactlyOnce...)
 	setFlag(args, "--pg-url", "postgres://postgres@127.0.0.1:1/relay_test?connect_timeout=5")

@@ -13,6 +13,7 @@ import (
 // TestShutdownDrainsAndConfirms: SIGTERM stops reading, lets Kafka
 // acknowledge what is in flight, confirms the final LSN and exits 0.
 func TestShutdownDrainsAndConfirms(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	// A long status interval: only the final status update can confirm the end in time.
@@ -83,6 +84,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 // TestHealthEndpoints: /healthz answers while the process lives; /readyz is
 // 200 while streaming and 503 with a JSON reason as a standby.
 func TestHealthEndpoints(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	active := startRelay(t, f.args())
 	active.waitStreaming(60 * time.Second)
@@ -122,6 +124,7 @@ func TestHealthEndpoints(t *testing.T) {
 
 // TestHealthcheckCommand: the Docker HEALTHCHECK command reflects /healthz.
 func TestHealthcheckCommand(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
@@ -139,6 +142,7 @@ func TestHealthcheckCommand(t *testing.T) {
 // appears neither in the logs, JSON or text, nor in /metrics, also when a
 // connection fails.
 func TestSecretsNeverLogged(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cr3t-Pa55"
 	f := newFixture(t, "")
 	args := f.args("--log-format", "json")

@@ -57,6 +57,7 @@ func emit(t *testing.T, ctx context.Context, tx pgx.Tx, prefix, aggType, aggID, 
 // read_committed consumer then reads every row, message and dead letter
 // exactly once, and each dead letter is counted once.
 func TestLogicalMessages(t *testing.T) {
+	t.Parallel()
 	applyOutboxSQL(t)
 	eachDelivery(t, true, testLogicalMessages)
 }
@@ -290,6 +291,7 @@ func testLogicalMessagesRedelivery(t *testing.T, d delivery) {
 // configuration error: check fails saying why and run exits 2. Without
 // the flag the relay streams rows as before.
 func TestMessagePrefixOnOldServer(t *testing.T) {
+	t.Parallel()
 	target := startTarget(t, 13, nil)
 	f := newFixtureOn(t, target, "")
 	args := f.args("--message-prefix", "outbox")
@@ -322,6 +324,7 @@ func TestMessagePrefixOnOldServer(t *testing.T) {
 // all: it creates an empty publication and publishes the logical messages;
 // without a message prefix either it has nothing to publish and exits 2.
 func TestTablelessOnly(t *testing.T) {
+	t.Parallel()
 	applyOutboxSQL(t)
 	f := newFixture(t, "")
 	prefix := "outbox_" + f.name
@@ -367,6 +370,7 @@ func TestTablelessOnly(t *testing.T) {
 // Each format runs at-least-once and exactly-once (delivery_test.go), where
 // a read_committed consumer reads each dead letter exactly once.
 func TestInvalidJSONMessages(t *testing.T) {
+	t.Parallel()
 	applyOutboxSQL(t)
 	for _, format := range []string{"avro", "json"} {
 		t.Run(format, func(t *testing.T) {

@@ -31,6 +31,7 @@ func runCommand(args []string) (int, string) {
 }
 
 func TestCheckPasses(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	code, out := runCommand(commandArgs("check", f.args()))
 	if code != 0 || !strings.Contains(out, "all checks passed") {
@@ -47,6 +48,7 @@ func TestCheckPasses(t *testing.T) {
 // check fails with it unless --allow-extra-tables is set, then passes but
 // warns, and the relay streams through it.
 func TestCheckWarnsAllTables(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.exec("CREATE PUBLICATION " + f.publication + " FOR ALL TABLES")
 	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
@@ -75,6 +77,7 @@ func TestCheckWarnsAllTables(t *testing.T) {
 }
 
 func TestCheckFailures(t *testing.T) {
+	t.Parallel()
 	testtier.Need(t)
 	replica, err := pgtest.Start(pgtest.Options{Settings: map[string]string{"wal_level": "replica"}})
 	if err != nil {
@@ -144,6 +147,7 @@ func setFlag(args []string, name, value string) {
 }
 
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
@@ -170,6 +174,7 @@ func TestStatus(t *testing.T) {
 // TestLeastPrivilegeRole: a role with only LOGIN and REPLICATION, no
 // privilege on the outbox table, streams once an admin made the publication.
 func TestLeastPrivilegeRole(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	role := "relay_" + f.name
 	f.exec(fmt.Sprintf("CREATE ROLE %s LOGIN REPLICATION", role))
@@ -209,7 +214,7 @@ func connectAs(t *testing.T, url string) *pgx.Conn {
 // TestSchemasCheck: the CI gate passes compatible schemas, fails an
 // incompatible one with the subject and the reason, and registers nothing.
 // Against each registry.
-func TestSchemasCheck(t *testing.T) { eachRegistry(t, testSchemasCheck) }
+func TestSchemasCheck(t *testing.T) { t.Parallel(); eachRegistry(t, testSchemasCheck) }
 
 func testSchemasCheck(t *testing.T, reg relaytest.SchemaRegistry) {
 	f := newFixtureFor(t, reg, "")

@@ -150,6 +150,7 @@ func insertOrders(t *testing.T, f *fixture, conn *pgx.Conn, from, to int) []int6
 // the broker answers again, /readyz is 200 by itself and every row is in
 // Kafka.
 func TestReadyzDegradedByOldestInFlight(t *testing.T) {
+	t.Parallel()
 	px, b := proxiedBroker(t, nil)
 
 	f := newFixture(t, "")

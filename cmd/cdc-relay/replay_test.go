@@ -70,6 +70,7 @@ const replayDDL = `CREATE TABLE %s (
 // again with the same topic, partition, key, headers and value bytes,
 // dead letters included.
 func TestReplaySameBytesAsRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, replayDDL)
 	ids, byID, out := replaySameBytes(t, f, "--header-columns", "urgent,due:due_at,created_at:created")
 	// The text forms are pgoutput's, read through the same builder.
@@ -103,6 +104,7 @@ func TestReplaySameBytesAsRun(t *testing.T) {
 // JSON-with-schema keys, the id header alone and the timestamp from a
 // column (which is the same for run and replay).
 func TestReplaySameBytesJSON(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, replayDDL)
 	ids, byID, out := replaySameBytes(t, f, "--value-format", "json", "--key-format", "json-schema", "--builtin-headers", "id",
 		"--header-columns", "urgent", "--timestamp-column", "due")
@@ -200,6 +202,7 @@ func replaySameBytes(t *testing.T, f *fixture, flags ...string) ([]int64, map[st
 // publishes nothing. All rows have one key, so they share a partition and a
 // later record proves that nothing was published before it.
 func TestReplayWindow(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	var ids []int64
 	for _, ago := range []string{"3 hours", "2 hours", "30 minutes"} {
@@ -253,6 +256,7 @@ func TestReplayWindow(t *testing.T) {
 // TestReplayIDRanges: --from-id and --to-id choose rows by a bigint id and
 // by a UUIDv7 id, inclusive, in id order; a v4 uuid bound is refused.
 func TestReplayIDRanges(t *testing.T) {
+	t.Parallel()
 	t.Run("bigint", func(t *testing.T) {
 		f := newFixture(t, "")
 		evs := make([]event, 5)
@@ -339,6 +343,7 @@ func TestReplayIDRanges(t *testing.T) {
 // TestReplayRefusals: settings replay cannot work with exit 2 naming the
 // setting, before anything is read or published.
 func TestReplayRefusals(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	noCreated := newFixture(t, `CREATE TABLE %s (id bigserial PRIMARY KEY, aggregate_type text, aggregate_id text, event_type text, payload jsonb)`)
 	dir := t.TempDir()
@@ -453,6 +458,7 @@ func TestReplayActionFlags(t *testing.T) {
 // TestReplayManyRows: more rows than one FETCH reads, with a small
 // in-flight bound, all arrive, each key's rows in id order.
 func TestReplayManyRows(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	const n = 2500 // more than two fetches of replayFetch
 	f.exec(fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload)
@@ -486,6 +492,7 @@ func TestReplayManyRows(t *testing.T) {
 // each, or the one --table chooses, and a YAML entry's own columns: names
 // the created_at column that --since compares with in its table.
 func TestReplayCreatedAtMapping(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, strings.Replace(outboxDDL, "created_at timestamptz", "made_at timestamptz", 1))
 	if _, err := f.connect().Exec(context.Background(), fmt.Sprintf(`INSERT INTO public.%s (aggregate_type, aggregate_id, event_type, payload, made_at)
 		VALUES ('Order', $2, 'OrderCreated', $1::jsonb, now() - interval '2 hours'), ('Order', $2, 'OrderCreated', $1::jsonb, now())`, f.table), orderCreated(o1, 1), o1); err != nil {
@@ -529,6 +536,7 @@ func TestReplayCreatedAtMapping(t *testing.T) {
 // TestReplayHalt: under --on-invalid halt an invalid row stops the replay
 // (exit 1, naming the event) after the rows before it were published.
 func TestReplayHalt(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	ids, err := f.insertTx(context.Background(), f.connect(), []event{
 		{AggregateType: "Order", AggregateID: o1, EventType: "OrderCreated", Payload: orderCreated(o1, 1)},
@@ -558,6 +566,7 @@ func TestReplayHalt(t *testing.T) {
 // before the window does, each aggregate's rows in id order, and stdout
 // has one summary line per table and their total.
 func TestReplayEveryTable(t *testing.T) {
+	t.Parallel()
 	fs := []*fixture{newFixture(t, ""), newFixture(t, ""), newFixture(t, "")}
 	ctx := context.Background()
 	conn := fs[0].connect()

@@ -27,6 +27,7 @@ import (
 // aggregate keeps its partition, and an id comes twice only when it was
 // committed after the position the next publisher started from.
 func TestDebeziumRollback(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"relay-slot", "new-slot"} {
 		t.Run(mode, func(t *testing.T) { testDebeziumRollback(t, mode) })
 	}

@@ -37,6 +37,7 @@ CREATE TABLE %[1]s_d2 PARTITION OF %[1]s FOR VALUES FROM ('2026-12-01 00:00+00')
 // attached while the relay streams: every event arrives exactly once and
 // the relay never reconnects.
 func TestPartitionedOutbox(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, partitionedDDL)
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args())
@@ -107,6 +108,7 @@ func TestPartitionedOutbox(t *testing.T) {
 // partition's name; check and the relay's halt say so and give the ALTER
 // PUBLICATION that fixes it, after which the relay streams.
 func TestPartitionedWithoutRoot(t *testing.T) {
+	t.Parallel()
 	// A default partition takes the row this test writes at now(), whatever
 	// the date.
 	f := newFixture(t, partitionedParentDDL+`CREATE TABLE %[1]s_default PARTITION OF %[1]s DEFAULT`)
@@ -144,7 +146,10 @@ func TestPartitionedWithoutRoot(t *testing.T) {
 // topics, keys and headers rules. It runs at-least-once and exactly-once
 // (delivery_test.go), where a read_committed consumer reads every event of
 // both tables exactly once.
-func TestSeveralOutboxTables(t *testing.T) { eachDelivery(t, true, testSeveralOutboxTables) }
+func TestSeveralOutboxTables(t *testing.T) {
+	t.Parallel()
+	eachDelivery(t, true, testSeveralOutboxTables)
+}
 
 func testSeveralOutboxTables(t *testing.T, d delivery) {
 	f := newFixture(t, "")
@@ -237,6 +242,7 @@ func testSeveralOutboxTables(t *testing.T, d delivery) {
 // TestTablesConfigErrors: a --table that does not exist, and two --table
 // values naming one table, exit 2 naming --table.
 func TestTablesConfigErrors(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	for name, args := range map[string][]string{
 		"missing table": f.args("--table", "public.nope_"+f.name),
@@ -258,6 +264,7 @@ func TestTablesConfigErrors(t *testing.T) {
 // deleting the row in the transaction that inserted it, delivers every
 // event (the publication publishes inserts only) and leaves no row.
 func TestDeleteInSameTransaction(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args())
@@ -302,6 +309,7 @@ func TestDeleteInSameTransaction(t *testing.T) {
 // ones while the relay streams; rows written into the new partitions
 // arrive.
 func TestPartitionRetention(t *testing.T) {
+	t.Parallel()
 	applyOutboxSQL(t)
 	f := newFixture(t, partitionedParentDDL+`CREATE TABLE %[1]s_20200101 PARTITION OF %[1]s FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-02 00:00+00')`)
 	c := consume(t, "^"+f.topicPrefix+`\..*`)

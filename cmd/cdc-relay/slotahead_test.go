@@ -22,6 +22,7 @@ import (
 // and after a clean stop under exactly-once) or advanced by hand past
 // undelivered rows.
 func TestSlotAheadOfCheckpoint(t *testing.T) {
+	t.Parallel()
 	dropAndCreate := func(f *fixture, insert func()) {
 		f.exec("SELECT pg_drop_replication_slot($1)", f.slot)
 		insert()
@@ -122,6 +123,7 @@ func testSlotAhead(t *testing.T, stop func(*relay), move func(f *fixture, insert
 // it and streams (no exit 3), writes a checkpoint of the new format, and
 // from then on a slot moved by hand is caught. In both delivery modes.
 func TestUpgradeFromUnformattedCheckpoint(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"at-least-once", "exactly-once"} {
 		t.Run(mode, func(t *testing.T) {
 			f := newFixture(t, "")
@@ -186,6 +188,7 @@ func TestUpgradeFromUnformattedCheckpoint(t *testing.T) {
 // WAL (through checkpoints of idle positions) and never passes the
 // checkpoint, so no restart exits 3.
 func TestNoFalseAheadExit(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"at-least-once", "exactly-once"} {
 		t.Run(mode, func(t *testing.T) {
 			f := newFixture(t, "")

@@ -18,6 +18,7 @@ import (
 // exits 3, with slot recreate --accept-gap --reason TEXT and replay --since.
 // Without --kafka-brokers it says both cases.
 func TestStatusDroppedSlotWithCheckpoint(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	ckpt := "t" + f.name + ".checkpoints"
 	args := f.args("--checkpoint-topic", ckpt, "--halt-linger", "0s")

@@ -12,6 +12,7 @@ import (
 // TestStatusFileEnvMissingSlotJSON: status reads CDC_RELAY_PG_URL_FILE, and
 // --json on a missing slot prints JSON on stdout and exits 1.
 func TestStatusFileEnvMissingSlotJSON(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	path := filepath.Join(t.TempDir(), "pg-url")
 	if err := os.WriteFile(path, []byte(f.pg.url+"\n"), 0o600); err != nil {

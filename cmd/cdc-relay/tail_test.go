@@ -184,6 +184,7 @@ func plainNative(v any) any {
 // decoded as goavro decodes them, with their schema id and subject, and the
 // dead letter's raw JSON payload embedded.
 func TestTailDecodesRelayOutput(t *testing.T) {
+	t.Parallel()
 	applyOutboxSQL(t)
 	f := newFixture(t, "")
 	prefix := "outbox_" + f.name
@@ -308,6 +309,7 @@ func TestTailDecodesRelayOutput(t *testing.T) {
 // prints what arrives, in new topics too, and --count ends it; a bad flag
 // is exit 2.
 func TestTailPositions(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	args := []string{"run", "--pg-url", dbURL, "--slot", f.slot, "--publication", f.publication, "--table", "public." + f.table,

@@ -135,6 +135,7 @@ func TestPostgresTLSVerifyFull(t *testing.T) {
 // a password, in front of the real registry); a wrong password stops it with
 // the registry's answer and without printing the password.
 func TestRegistryTLSAndBasicAuth(t *testing.T) {
+	t.Parallel()
 	testtier.Need(t)
 	const user, pass = "relay", "reg-Pa55word"
 	ca := testca.New(t)

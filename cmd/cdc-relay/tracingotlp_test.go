@@ -276,6 +276,7 @@ func tracedEvents(t *testing.T, f *fixture, prefix string) (ids map[string]strin
 // the error kind; a row without traceparent gets a root span; an unsampled
 // row exports nothing and keeps its traceparent byte for byte.
 func TestTracingOTLP(t *testing.T) {
+	t.Parallel()
 	applyOutboxSQL(t)
 	f := newFixture(t, "")
 	prefix := "outbox_" + f.name
@@ -398,6 +399,7 @@ func TestTracingOTLP(t *testing.T) {
 // TraceService: the record's traceparent names the span, a child of the
 // writer's.
 func TestTracingOTLPGRPC(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	o, url := otlpGRPC(t)
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
@@ -434,6 +436,7 @@ func TestTracingOTLPGRPC(t *testing.T) {
 // endpoint in the environment, the record's traceparent and tracestate are
 // the bytes the writer wrote, and nothing is exported.
 func TestTracingOffKeepsHeaders(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	o, url := otlpHTTP(t)
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
@@ -469,6 +472,7 @@ func TestTracingOffKeepsHeaders(t *testing.T) {
 // along: the letter's traceparent names a span "send <dlq>", a child of the
 // writer's, with error.type too_large and the letter's partition and offset.
 func TestTracingRefusedRecord(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	cl := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 10 * time.Second}
 	res, err := cl.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{

@@ -172,6 +172,7 @@ func authCluster(t *testing.T, f *fixture) (*pgtest.Cluster, string) {
 // database or role and missing privileges end the relay at once (exit 1,
 // one ERROR line with the cause and the fix), not a retry loop.
 func TestUnrecoverableConnectErrorsExitAtOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c, db := authCluster(t, f)
 	withURL := func(url string) []string {
@@ -236,6 +237,7 @@ func TestUnrecoverableConnectErrorsExitAtOnce(t *testing.T) {
 // beginning with the server's answer rather than the refused TLS attempt
 // before it; once the cause is gone the relay streams.
 func TestRetriedErrorLoggedOnceRootCauseFirst(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c, db := privateTarget(t, pgtest.Options{})
 	ctx := context.Background()
@@ -287,6 +289,7 @@ func TestRetriedErrorLoggedOnceRootCauseFirst(t *testing.T) {
 // slot created before the old reader stops, never "drop it" first. check
 // gives the same fix.
 func TestOtherPluginSlotNamesSafeProcedure(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.exec("SELECT pg_create_logical_replication_slot($1, 'test_decoding')", f.slot)
 	r := startRelay(t, f.args("--halt-linger", "0s"))

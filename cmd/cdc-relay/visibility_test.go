@@ -23,6 +23,7 @@ import (
 // every id exactly once, on both topics; the read_uncommitted one also saw
 // the aborted records, which shows there was something to hide.
 func TestExactlyOnceReadCommittedVisibility(t *testing.T) {
+	t.Parallel()
 	const rows = 200000
 	f := newFixture(t, "")
 	px := newTCPProxy(t, "127.0.0.1:"+strconv.Itoa(pg.Port()))
