@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/internal/freeport"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // Options say how Start runs a binary.
@@ -29,8 +30,8 @@ type Options struct {
 	LogDir string
 	// TailBytes is how much of the output a failure shows; default 4000.
 	TailBytes int
-	// Env is added to the environment (KEY=value), after the test's own;
-	// default nothing.
+	// Env is added to the environment (KEY=value), after the test's own
+	// (less the service tier's switch, testtier.Env); default nothing.
 	Env []string
 }
 
@@ -81,7 +82,7 @@ func Start(t T, bin string, args []string, o Options) *Process {
 		}
 	}
 	p.Cmd.Stdout, p.Cmd.Stderr = out, out
-	p.Cmd.Env = append(append(os.Environ(), "GOMAXPROCS=2"), o.Env...)
+	p.Cmd.Env = append(append(childEnv(), "GOMAXPROCS=2"), o.Env...)
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", o.Name, err)
 	}
@@ -173,3 +174,17 @@ func (p *Process) Thaw() {
 
 // Pid is the process id.
 func (p *Process) Pid() int { return p.Cmd.Process.Pid }
+
+// childEnv is the test's environment without the service tier's switch
+// (testtier.Env): the relay warns of every CDC_RELAY_* variable no setting
+// reads, and a process started by a test runs as it would outside one.
+func childEnv() []string {
+	env := os.Environ()
+	kept := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, testtier.Env+"=") {
+			kept = append(kept, kv)
+		}
+	}
+	return kept
+}

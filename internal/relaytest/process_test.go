@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 func TestStartWaitOutput(t *testing.T) {
@@ -19,6 +21,21 @@ func TestStartWaitOutput(t *testing.T) {
 	}
 	if got, want := p.Output(), "one\ntwo\none more\n"; got != want {
 		t.Fatalf("Output() = %q, want %q", got, want)
+	}
+}
+
+// TestStartHidesTierSwitch: a started process does not see the service
+// tier's switch (the relay would warn of it), but sees the rest of the
+// test's environment and Options.Env.
+func TestStartHidesTierSwitch(t *testing.T) {
+	t.Setenv(testtier.Env, "1")
+	t.Setenv("RELAYTEST_KEPT", "kept")
+	p := Start(t, "/bin/sh", []string{"-c", "echo ${" + testtier.Env + "-unset} $RELAYTEST_KEPT $RELAYTEST_ADDED"}, Options{Name: "sh", Env: []string{"RELAYTEST_ADDED=added"}})
+	if code := p.Wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	if got, want := p.Output(), "unset kept added\n"; got != want {
+		t.Fatalf("output %q, want %q", got, want)
 	}
 }
 
