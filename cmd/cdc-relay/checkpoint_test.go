@@ -100,6 +100,7 @@ func wantGapExit(t *testing.T, r *relay, slot string) string {
 // created; slot recreate --accept-gap creates the slot and records the gap,
 // and the replay it suggests brings every row of the gap to Kafka.
 func TestSlotDroppedWhileStopped(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	ckpt := "t" + f.name + ".checkpoints"
 	args := f.args("--checkpoint-topic", ckpt, "--halt-linger", "0s")
@@ -380,6 +381,7 @@ func TestTwoClustersOneKafka(t *testing.T) {
 // point and the checkpoint; slot recreate --accept-gap keeps the slot and
 // records the fork, and run then streams.
 func TestForkBeyondCheckpoint(t *testing.T) {
+	t.Parallel()
 	h := startHAPair(t, 17)
 	ctx := context.Background()
 	// Asynchronous: the primary sends logical changes the standby lacks.

@@ -56,6 +56,7 @@ func registryVersions(t *testing.T, base, prefix string) map[string][]int {
 // The redrive that follows registers both (what the dry run only looked
 // up).
 func TestDLQRedriveDryRunRegistersNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args())

@@ -538,6 +538,7 @@ func TestExactlyOnceZombieFenced(t *testing.T) {
 // once, at its start, and is never fenced nor reconnects. Everything
 // arrives exactly once, read_committed.
 func TestExactlyOnceReplicasNoFencing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	// The ConfigMap's relay.yaml, as both pods read it; the fixture's flags
 	// override its names and addresses (a flag beats the file), and the log

@@ -44,6 +44,7 @@ func TestSlotFailoverTooOld(t *testing.T) {
 // and "converted" run at-least-once and exactly-once (delivery_test.go), in
 // which an event then arrives exactly once, read_committed.
 func TestSlotFailover17(t *testing.T) {
+	t.Parallel()
 	target := startTarget(t, 17, nil)
 	failoverOf := func(f *fixture) bool {
 		t.Helper()

@@ -229,6 +229,7 @@ func (f *fixture) outboxIDs() []int64 {
 // read_committed consumer sees each event of the new primary's timeline
 // exactly once, in order per aggregate, and nothing else.
 func TestFailover(t *testing.T) {
+	t.Parallel()
 	for _, v := range []int{17, 18} {
 		t.Run(fmt.Sprintf("PG%d", v), func(t *testing.T) {
 			eachDelivery(t, false, func(t *testing.T, d delivery) { testFailover(t, v, d) })
@@ -385,6 +386,7 @@ func waitForWaiting(t *testing.T, r *relay) {
 // server in recovery), the other at the multi-host URL while the primary is
 // down (no host is read-write).
 func TestStartedAgainstStandby(t *testing.T) {
+	t.Parallel()
 	h := startHAPair(t, 17)
 	f := newFixtureOn(t, h.target, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
@@ -438,6 +440,7 @@ func TestStartedAgainstStandby(t *testing.T) {
 // again. It runs at-least-once and exactly-once (delivery_test.go), which
 // exits 3 by the same rules.
 func TestFailoverWithoutFailoverSlot(t *testing.T) {
+	t.Parallel()
 	eachDelivery(t, true, testFailoverWithoutFailoverSlot)
 }
 

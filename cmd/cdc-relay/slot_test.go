@@ -25,6 +25,7 @@ import (
 // be missing, and does not create the slot again; nor does it when a
 // supervisor restarts it, while a row written meanwhile waits for a replay.
 func TestSlotDroppedWhileRunning(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args("--halt-linger", "0s"))

@@ -47,6 +47,7 @@ func writeOwned(t *testing.T, path string, data []byte) {
 // TestPostgresTLSVerifyFull: the relay streams over TLS with sslmode=verify-full
 // against a CA made in the test, and refuses a server its CA did not sign.
 func TestPostgresTLSVerifyFull(t *testing.T) {
+	t.Parallel()
 	testtier.Need(t)
 	ca := testca.New(t)
 	cluster, err := pgtest.Start(pgtest.Options{})

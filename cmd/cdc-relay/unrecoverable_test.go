@@ -115,6 +115,7 @@ func assertNothingCreated(t *testing.T, c *pgtest.Cluster, db string, f *fixture
 // wal_level = replica the relay exits 1 at once, naming wal_level and the
 // fix, and has created neither the publication nor the slot.
 func TestWALLevelReplicaExitsBeforeCreatingAnything(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c, db := privateTarget(t, pgtest.Options{Settings: map[string]string{"wal_level": "replica"}})
 	if err := c.Exec(context.Background(), db, fmt.Sprintf(outboxDDL, "public."+f.table)); err != nil {
