@@ -115,7 +115,8 @@ func newKafkaView(client *kgo.Client, md kadm.Metadata) *kafkaView {
 }
 
 // describe adds the metadata of names not in the view yet, which come back
-// unknown or forbidden. No metadata request creates a topic.
+// unknown or forbidden. No metadata request creates a topic: kadm leaves
+// AllowAutoTopicCreation false, where Kafka's default is true.
 func (k *kafkaView) describe(ctx context.Context, names ...string) error {
 	for _, n := range names {
 		if t, seen := k.topics[n]; seen && t.Err == nil {
