@@ -1,10 +1,12 @@
 // Package inbox is the consumer half of the outbox pattern: an idempotent
 // Kafka consumer for the topics cdc-relay writes.
 //
-// In: records from a kafka-go consumer group (FetchMessage, explicit
-// commits, never auto-commit), read_committed by default (the records of
-// aborted Kafka transactions and the markers are hidden), their keys
-// decoded as the relay's --key-format says (Config.KeyFormat), their
+// In: records from a franz-go (kgo) consumer group (explicit commits,
+// never auto-commit; the range or roundrobin protocol, which kafka-go
+// members of earlier versions speak too, so a rolling upgrade keeps one
+// group), read_committed by default (franz-go drops the records of
+// aborted Kafka transactions; the markers never reach the handler, their
+// offsets are done at once), their keys decoded as the relay's --key-format says (Config.KeyFormat), their
 // Confluent-framed Avro values decoded with the writer schema that srclient
 // fetches by id (cached) into the caller's Go type or a map (hamba/avro).
 // Out: one database transaction per event, or per batch of queued events
@@ -27,6 +29,6 @@
 // consumer's own dead letters again through the same path. Cleanup deletes
 // old marks in bounded batches. The DDL is docs/inbox.sql.
 //
-// The package owns the reader, the dead-letter writer and its goroutines
+// The package owns the group client, the dead-letter producer and its goroutines
 // for the duration of Run; the caller owns the DB pool.
 package inbox
