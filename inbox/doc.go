@@ -7,8 +7,9 @@
 // group), read_committed by default (franz-go drops the records of
 // aborted Kafka transactions; the markers never reach the handler, their
 // offsets are done at once), their keys decoded as the relay's --key-format says (Config.KeyFormat), their
-// Confluent-framed Avro values decoded with the writer schema that srclient
-// fetches by id (cached) into the caller's Go type or a map (hamba/avro).
+// Confluent-framed Avro values decoded with the writer schema that the
+// project's schemaregistry package fetches by id (cached) into the
+// caller's Go type or a map (hamba/avro).
 // Out: one database transaction per event, or per batch of queued events
 // (Config.BatchSize), pgx or database/sql, with Config.TxOptions, holding
 // the mark INSERT INTO processed_messages (consumer, message_id) ON

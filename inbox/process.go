@@ -94,7 +94,7 @@ func (c *Consumer[T]) prepare(ctx context.Context, dlq *kgo.Client, m *kgo.Recor
 	}
 	b := backoff.Backoff{Min: c.cfg.RetryMin, Max: c.cfg.RetryMax}
 	for {
-		id, err := decode(c.schemas, m.Value, &ev.Value)
+		id, err := decode(ctx, c.schemas, m.Value, &ev.Value)
 		if err == nil {
 			ev.SchemaID = int(id)
 			return ev, true
