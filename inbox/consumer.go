@@ -63,17 +63,22 @@ func New[T any](cfg Config[T]) (*Consumer[T], error) {
 	if err != nil {
 		return nil, err
 	}
+	security, err := cfg.security()
+	if err != nil {
+		return nil, err
+	}
 	log := cfg.Logger.With("consumer", cfg.Consumer)
 	schemas, err := newSchemas(cfg.RegistryURL, log)
 	if err != nil {
 		return nil, err
 	}
 	return &Consumer[T]{
-		cfg:     cfg,
-		log:     log,
-		schemas: schemas,
-		table:   table,
-		markSQL: "INSERT INTO " + table + " (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+		security: security,
+		cfg:      cfg,
+		log:      log,
+		schemas:  schemas,
+		table:    table,
+		markSQL:  "INSERT INTO " + table + " (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
 		markBatchSQL: "INSERT INTO " + table + " (consumer, message_id) SELECT $1, m FROM unnest($2::text[]) AS m " +
 			"ON CONFLICT DO NOTHING RETURNING message_id",
 	}, nil

@@ -2,14 +2,17 @@
 // Kafka consumer for the topics cdc-relay writes.
 //
 // In: records from a franz-go (kgo) consumer group (explicit commits,
-// never auto-commit; the range or roundrobin protocol, which kafka-go
+// never auto-commit; the range or roundrobin protocol, which the kafka-go
 // members of earlier versions speak too, so a rolling upgrade keeps one
-// group), read_committed by default (franz-go drops the records of
-// aborted Kafka transactions; the markers never reach the handler, their
-// offsets are done at once), their keys decoded as the relay's --key-format says (Config.KeyFormat), their
-// Confluent-framed Avro values decoded with the writer schema that the
-// project's schemaregistry package fetches by id (cached) into the
-// caller's Go type or a map (hamba/avro).
+// group), over plain text or TLS, with SASL PLAIN or SCRAM or none, as the
+// relay's --kafka-tls and --kafka-sasl-* settings allow (Config.TLS...,
+// Config.SASL...; internal/kafkasec builds them for both). read_committed
+// by default: franz-go drops the records of aborted Kafka transactions;
+// the markers never reach the handler, their offsets are done at once.
+// Keys are decoded as the relay's --key-format says (Config.KeyFormat),
+// Confluent-framed Avro values with the writer schema that the project's
+// schemaregistry package fetches by id (cached), into the caller's Go type
+// or a map (hamba/avro).
 // Out: one database transaction per event, or per batch of queued events
 // (Config.BatchSize), pgx or database/sql, with Config.TxOptions, holding
 // the mark INSERT INTO processed_messages (consumer, message_id) ON
@@ -30,6 +33,6 @@
 // consumer's own dead letters again through the same path. Cleanup deletes
 // old marks in bounded batches. The DDL is docs/inbox.sql.
 //
-// The package owns the group client, the dead-letter producer and its goroutines
-// for the duration of Run; the caller owns the DB pool.
+// The package owns the group client, the dead-letter producer and its
+// goroutines for the duration of Run; the caller owns the DB pool.
 package inbox

@@ -220,7 +220,13 @@ type record struct {
 // produce writes records in order, synchronously.
 func produce(t testing.TB, topic string, recs []record) {
 	t.Helper()
-	cl := kafkaClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(100000))
+	produceWith(t, kafkaClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(100000)), topic, recs)
+}
+
+// produceWith writes records in order, synchronously, with cl, a client
+// with the manual partitioner.
+func produceWith(t testing.TB, cl *kgo.Client, topic string, recs []record) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	krs := make([]*kgo.Record, len(recs))
