@@ -18,6 +18,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 	"github.com/cdc-relay/cdc-relay/internal/testca"
+	"github.com/cdc-relay/cdc-relay/outbox"
 )
 
 // TestSecuredKafka runs the consumer against a Kafka broker of its own
@@ -28,7 +29,9 @@ import (
 // value (the DLQ producer authenticates too) and Redrive reads the letter
 // back (so does its reader). The records are written, and the letters
 // read, by franz-go authenticating as another user. A wrong password makes
-// the consumer log the broker's refusal and apply nothing.
+// the consumer log the broker's refusal and apply nothing. Last, the whole
+// way: outbox rows, the relay binary and the consumer, both with
+// SCRAM-SHA-512 over SASL_SSL.
 func TestSecuredKafka(t *testing.T) {
 	ca := testca.New(t)
 	serverCert, serverKey := ca.Issue(t, "kafka", "127.0.0.1", "localhost")
@@ -150,6 +153,56 @@ func TestSecuredKafka(t *testing.T) {
 			}
 		})
 	}
+	// The whole way: outbox rows, the relay and the consumer, both with
+	// SCRAM-SHA-512 over SASL_SSL.
+	t.Run("relay to consumer, SCRAM-SHA-512 over SASL_SSL", func(t *testing.T) {
+		url := newDB(t)
+		execDoc(t, url, "outbox.sql")
+		execSQL(t, url, "CREATE TABLE effects (event_id text, order_id text)")
+		s := suffix()
+		prefix := "sr" + s
+		topic := prefix + ".Order"
+		ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+		defer cancel()
+		if _, err := kadm.NewClient(writer).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("CDC_RELAY_KAFKA_SASL_PASSWORD", password)
+		startRelay(t, url, s, append(relayArgsOn(sb.SASLSSLAddr(), url, s, prefix, prefix+".relay-dlq"),
+			"--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-username", "inbox", "--kafka-tls", "true", "--kafka-tls-ca-file", caFile))
+		cfg := Config[map[string]any]{Consumer: "c_" + s, Brokers: []string{sb.SASLSSLAddr()}, Topics: []string{topic},
+			RegistryURL: registry.URL(), DB: newPool(t, url), DLQTopic: topic + ".dlq",
+			TLS: true, TLSCAFile: caFile, SASLMechanism: SASLScramSHA512, SASLUsername: "inbox", SASLPassword: password,
+			Handler: func(ctx context.Context, tx pgx.Tx, ev *Event[map[string]any]) error {
+				orderID, _ := ev.Value["order_id"].(string)
+				_, err := tx.Exec(ctx, "INSERT INTO effects VALUES ($1, $2)", ev.ID, orderID)
+				return err
+			}}
+		runConsumer(t, cfg)
+		pool := newPool(t, url)
+		for i := range 20 {
+			order := uuidN(i)
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, err := outbox.Write(ctx, tx, outbox.Event{AggregateType: "Order", AggregateID: order, EventType: "OrderCreated",
+					Payload: map[string]any{"order_id": order, "customer_id": "c-1", "status": "PENDING", "amount_cents": i,
+						"items": []any{}, "created_at": time.Now().UnixMilli()}})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, 120*time.Second, "the 20 orders applied", func() bool {
+			n, _ := queryInt(url, "SELECT count(*) FROM effects")
+			return n >= 20
+		})
+		if n := mustInt(t, url, "SELECT count(DISTINCT order_id) FROM effects WHERE event_id IN (SELECT id::text FROM outbox)"); n != 20 {
+			t.Errorf("%d distinct orders applied with their outbox ids, want 20", n)
+		}
+		if n := mustInt(t, url, "SELECT count(*) FROM effects"); n != 20 {
+			t.Errorf("%d effects, want 20 (each event once)", n)
+		}
+	})
 }
 
 // committedWith returns the group's committed offset of partition 0 of
