@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -567,7 +566,7 @@ func partition(r *kgo.Record, n int) int {
 }
 
 // headerValue is the value of the first header named key.
-func headerValue(hs []kafka.Header, key string) []byte {
+func headerValue(hs []Header, key string) []byte {
 	for _, h := range hs {
 		if h.Key == key {
 			return h.Value
