@@ -407,7 +407,7 @@ func (r *redriver) setup(ctx context.Context) (int, bool) {
 		fmt.Fprintf(r.stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
 		return exitConfig, false
 	}
-	if _, err := kafkaTransport(cfg); err != nil {
+	if _, err := checkedKgoSecurity(cfg); err != nil {
 		fmt.Fprintf(r.stderr, "cdc-relay: --kafka-tls: %v\n", err)
 		return exitConfig, false
 	}

@@ -535,7 +535,7 @@ func (r *replayer) run(ctx context.Context) int {
 		fmt.Fprintf(r.stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
 		return exitConfig
 	}
-	if _, err := kafkaTransport(cfg); err != nil {
+	if _, err := checkedKgoSecurity(cfg); err != nil {
 		fmt.Fprintf(r.stderr, "cdc-relay: --kafka-tls: %v\n", err)
 		return exitConfig
 	}

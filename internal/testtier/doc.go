@@ -1,13 +1,13 @@
 // Package testtier switches the service tier of the tests on and off.
 //
 // Plain `go test ./...` runs the unit tier: it starts no PostgreSQL, Kafka,
-// schema registry or Java process, and every test that would start one
-// skips, saying how to run it. Setting CDC_RELAY_TEST_SERVICES=1 (make test
-// sets it) adds the service tier: those tests start what they need and fail,
-// never skip, when it cannot start. make test also fails on any skip
-// (internal/noskip), so the gate can never hide a tier.
+// schema registry, RabbitMQ or Java process, and every test that would
+// start one skips, saying how to run it. Setting CDC_RELAY_TEST_SERVICES=1
+// (make test sets it) adds the service tier: those tests start what they
+// need and fail, never skip, when it cannot start. make test also fails on
+// any skip (internal/noskip), so the gate can never hide a tier.
 //
-// The starters (pgtest, kafkatest, registrytest) call Check before they
-// start anything; a test that starts something else itself (a Java worker,
-// say) calls Need first.
+// The starters (pgtest, kafkatest, registrytest, rabbittest and
+// debeziumtest's Connect worker) call Check before they start anything; a
+// test that starts a service without them calls Need first.
 package testtier

@@ -12,7 +12,7 @@ const Env = "CDC_RELAY_TEST_SERVICES"
 
 // ErrOff is Check's error in a test binary while the service tier is off.
 // Need skips with it; relaytest's lazy services skip the test that meets it.
-var ErrOff = errors.New("this test starts PostgreSQL, Kafka, a schema registry or Java, and the service tier is off: run `make test`, or set " + Env + "=1 (after `make setup`) to run it")
+var ErrOff = errors.New("this test starts PostgreSQL, Kafka, a schema registry, RabbitMQ or Java, and the service tier is off: run `make test`, or set " + Env + "=1 (after `make setup`) to run it")
 
 // On reports whether the service tier is on.
 func On() bool {
