@@ -183,7 +183,6 @@ type traceKey struct{}
 // aggregate's events were applied in the order they were written, rows and
 // messages alike; the outbox table holds the rows and nothing else.
 func TestEndToEndTableless(t *testing.T) {
-	t.Parallel()
 	url := newDB(t)
 	s := suffix()
 	prefix := "m" + s

@@ -82,7 +82,6 @@ func header(r *kgo.Record, key string) string {
 // the dead-letter topic after MaxAttempts with the error, and the partition
 // (the same key, even) keeps moving; the committed offset passes it.
 func TestHandlerErrorsAndPoison(t *testing.T) {
-	t.Parallel()
 	url := newDB(t)
 	execSQL(t, url, "CREATE TABLE effects (event_id text, attempt int)")
 	topic := "h" + suffix()
@@ -149,7 +148,6 @@ func TestHandlerErrorsAndPoison(t *testing.T) {
 // an id, go to the dead-letter topic with the reason at once; they never
 // block the partition nor stop the consumer.
 func TestBadValuesGoToDLQ(t *testing.T) {
-	t.Parallel()
 	url := newDB(t)
 	topic := "b" + suffix()
 	createTopic(t, topic, 1)
@@ -210,7 +208,6 @@ func TestBadValuesGoToDLQ(t *testing.T) {
 // starts from the earliest unprocessed offset: the blocked event is applied
 // once, and the later ones come again and are skipped as duplicates.
 func TestResumeFromEarliestUnprocessed(t *testing.T) {
-	t.Parallel()
 	url := newDB(t)
 	topic := "r" + suffix()
 	createTopic(t, topic, 1)
@@ -279,7 +276,6 @@ func TestResumeFromEarliestUnprocessed(t *testing.T) {
 }
 
 func TestNewConfigErrors(t *testing.T) {
-	t.Parallel()
 	testtier.Need(t)
 	h := func(context.Context, pgx.Tx, *Event[map[string]any]) error { return nil }
 	valid := Config[map[string]any]{Consumer: "c", Brokers: []string{"b:9092"}, Topics: []string{"t"}, RegistryURL: "http://r",
@@ -358,7 +354,6 @@ func TestNewConfigErrors(t *testing.T) {
 // TestCleanup deletes old marks of one consumer in bounded batches and
 // keeps recent marks and other consumers' marks.
 func TestCleanup(t *testing.T) {
-	t.Parallel()
 	url := newDB(t)
 	execSQL(t, url, `INSERT INTO processed_messages (consumer, message_id, processed_at)
 		SELECT 'me', 'old-' || i, now() - interval '2 hours' FROM generate_series(1, 2500) i;

@@ -22,7 +22,6 @@ import (
 // (read_committed); those of a committed transaction and of a plain
 // producer do. A consumer with ReadUncommitted sees the aborted ones too.
 func TestReadCommitted(t *testing.T) {
-	t.Parallel()
 	url := newDB(t)
 	execSQL(t, url, "CREATE TABLE effects (consumer text, event_id text)")
 	topic := "rc" + suffix()
@@ -112,7 +111,6 @@ func TestReadCommitted(t *testing.T) {
 // dead-lettered or applied out of turn meanwhile; afterwards every event is
 // applied exactly once.
 func TestRegistryOutage(t *testing.T) {
-	t.Parallel()
 	db := newDB(t)
 	execSQL(t, db, "CREATE TABLE effects (event_id text)")
 	topic := "ro" + suffix()
@@ -202,7 +200,6 @@ func TestRegistryOutage(t *testing.T) {
 // fifth stays in the DLQ. A second Redrive applies nothing twice. Nothing
 // is re-published to the source topic.
 func TestRedrive(t *testing.T) {
-	t.Parallel()
 	url := newDB(t)
 	execSQL(t, url, "CREATE TABLE effects (event_id text)")
 	topic := "rd" + suffix()

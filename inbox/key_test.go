@@ -50,7 +50,6 @@ func TestDecodeKey(t *testing.T) {
 // with the matching Config.KeyFormat; Event.AggregateID is the plain id the
 // writer gave, and Event.Key the relay's bytes.
 func TestKeyFormats(t *testing.T) {
-	t.Parallel()
 	url := newDB(t)
 	execDoc(t, url, "outbox.sql")
 	formats := []string{KeyJSON, KeyAvro}

@@ -38,7 +38,6 @@ func orderRecords(t *testing.T, topic string, n int, key func(i int) string) []r
 // same way. One that stays "transient" is retried only for
 // TransientTimeout; after it its failures count and it is dead-lettered.
 func TestTransientErrorsRetried(t *testing.T) {
-	t.Parallel()
 	url := newDB(t)
 	execSQL(t, url, "CREATE TABLE effects (event_id text, attempt int)")
 	topic := "tr" + suffix()
@@ -90,7 +89,6 @@ func TestTransientErrorsRetried(t *testing.T) {
 // With MaxAttempts 1 the victim is retried, not dead-lettered, and each
 // event is applied once.
 func TestDeadlockRetried(t *testing.T) {
-	t.Parallel()
 	url := newDB(t)
 	execSQL(t, url, "CREATE TABLE counters (id text PRIMARY KEY, n int NOT NULL); INSERT INTO counters VALUES ('a', 0), ('b', 0); CREATE TABLE effects (event_id text)")
 	topic := "dl" + suffix()
@@ -155,7 +153,6 @@ func TestDeadlockRetried(t *testing.T) {
 // every other event is applied once, and the poison event alone goes to the
 // DLQ. Batches did commit.
 func TestBatchPoison(t *testing.T) {
-	t.Parallel()
 	url := newDB(t)
 	execSQL(t, url, "CREATE TABLE effects (event_id text)")
 	topic := "bp" + suffix()
@@ -209,7 +206,6 @@ func TestBatchPoison(t *testing.T) {
 // and with database/sql (SQLDB, SQLHandler), in batches too: the handler
 // sees the isolation level it asked for, and the mark INSERT ran first.
 func TestTxOptions(t *testing.T) {
-	t.Parallel()
 	url := newDB(t)
 	execSQL(t, url, "CREATE TABLE effects (consumer text, event_id text, isolation text)")
 	topic := "tx" + suffix()
