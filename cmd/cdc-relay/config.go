@@ -9,106 +9,28 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/internal/config"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
 
-// Config is everything `cdc-relay run` needs. Every field is a setting
-// declared in internal/config (config.Relay): a flag, an env var
-// CDC_RELAY_<FLAG_IN_UPPER_SNAKE> (or its _FILE) and a key of the --config
-// YAML file; precedence is flag > env > YAML > default.
-type Config struct {
-	PGURL             string
-	Slot              string
-	Publication       string
-	Tables            []decoder.Table
-	KafkaBrokers      []string
-	TopicTemplate     string
-	SchemaRegistryURL string
-	SchemasDir        string
-	SubjectStrategy   schemaregistry.Strategy
-	DLQTopic          string
-	OnInvalid         string
-	MetricsAddr       string
-	LogFormat         string
-	LogLevel          string
-	MaxInFlightEvents int
-	MaxInFlightBytes  int64
-	MaxRecordBytes    int
-	KafkaBatchBytes   int
-	KafkaCompression  string
-	// ExactlyOnce is --delivery exactly-once, with --transactional-id
-	// ("" until the relay id is known: cdc-relay-<relay id>), and the
-	// transaction bounds --txn-interval, --txn-max-events and --txn-timeout.
-	ExactlyOnce      bool
-	TransactionalID  string
-	TxnInterval      time.Duration
-	TxnMaxEvents     int
-	TxnTimeout       time.Duration
-	StatusInterval   time.Duration
-	ReadTimeout      time.Duration
-	ShutdownTimeout  time.Duration
-	HaltLinger       time.Duration
-	KafkaLinger      time.Duration
-	RecreateLostSlot bool
-	// AllowExtraTables accepts a publication that publishes tables besides
-	// the outbox tables (FOR ALL TABLES, TABLES IN SCHEMA, or more listed);
-	// their rows are skipped and counted. Default false: exit 2.
-	AllowExtraTables  bool
-	InitialReplay     bool // --initial-replay: on a first start, replay the rows created before the slot, then stream
-	SlotFailover      replication.FailoverMode
-	SlotPollInterval  time.Duration
-	KafkaTLS          bool
-	KafkaTLSCAFile    string
-	KafkaTLSCertFile  string
-	KafkaTLSKeyFile   string
-	KafkaSASL         string
-	KafkaSASLUser     string
-	KafkaSASLPassword string
-	RegistryCAFile    string
-	KeyFormat         recordpkg.KeyFormat
-	ValueFormat       recordpkg.ValueFormat
-	BuiltinHeaders    router.Builtin
-	HeaderColumns     []recordpkg.HeaderColumn
-	TimestampColumn   string
-	Tombstones        bool
-	MessagePrefix     string
-	// MessagePrefixSet is true when --message-prefix was set (flag, env or
-	// YAML): an older server is then a configuration error, not a quiet
-	// absence of messages.
-	MessagePrefixSet  bool
-	CloudEvents       bool
-	CloudEventsSource string
-	// UnknownFields is --unknown-fields: what becomes of a payload member
-	// the schema lacks; UnknownFieldsName is its text (ignore or dlq).
-	UnknownFields     recordpkg.UnknownFields
-	UnknownFieldsName string
-	// Tracing is --tracing: each event gets an OpenTelemetry span (see
-	// tracing.go for the OTEL_* environment that also decides). Default false.
-	Tracing bool
-	// CheckpointTopic is the compacted topic the relay keeps its checkpoint in.
-	CheckpointTopic string
-	// RelayID keys the checkpoint; "" means <system identifier>/<database>/<slot>.
-	RelayID string
-}
+// Config is the relay's configuration (relaypkg.Config); buildConfig makes it.
+type Config = relaypkg.Config
 
 // ConfigError is a bad or missing setting; the process exits with code 2.
-type ConfigError = config.Error
+type ConfigError = relaypkg.ConfigError
 
 // EnvName is the environment variable for a flag.
 func EnvName(flagName string) string { return config.EnvName(flagName) }
 
-func cfgErr(key, format string, args ...any) error {
-	return &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)}
-}
+func cfgErr(key, format string, args ...any) error { return relaypkg.ConfigErr(key, format, args...) }
 
 // readYAML reads and checks a --config file against the settings.
 func readYAML(path string) (*config.File, error) { return config.Relay.ReadFile(path) }
@@ -408,16 +330,7 @@ func splitTable(t string) (schema, table string) {
 	return "public", t
 }
 
-// passwordInURL matches the password part of a URL's userinfo.
-var passwordInURL = regexp.MustCompile(`(://[^:/@\s]*:)[^@\s]*@`)
-
-// passwordInDSN matches password=... in a keyword/value DSN.
-var passwordInDSN = regexp.MustCompile(`(password\s*=\s*)('[^']*'|\S+)`)
-
 // Redact hides passwords in URLs and DSNs before they are logged.
-func Redact(s string) string {
-	s = passwordInURL.ReplaceAllString(s, "${1}xxxxx@")
-	return passwordInDSN.ReplaceAllString(s, "${1}xxxxx")
-}
+func Redact(s string) string { return relaypkg.Redact(s) }
 
-func redactErr(err error) string { return Redact(err.Error()) }
+func redactErr(err error) string { return relaypkg.RedactErr(err) }

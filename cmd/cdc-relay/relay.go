@@ -20,6 +20,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/config"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
@@ -253,33 +254,11 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	return exitOK
 }
 
-// isConfigExit reports whether a fatal error of the stream is a
-// configuration error: run exits 2 on it, naming the setting to fix.
-func isConfigExit(err error) bool {
-	_, ok := configExit(err)
-	return ok
-}
+// isConfigExit is relaypkg.IsConfigExit.
+func isConfigExit(err error) bool { return relaypkg.IsConfigExit(err) }
 
-// configExit is what run prints for a configuration error (the error, or
-// for a server too old or a publication that does not fit, just that), and
-// false for any other error.
-func configExit(err error) (string, bool) {
-	var cerr *ConfigError
-	var ferr *recordpkg.FlagError
-	var perr *checkpoint.PolicyError
-	var merr *checkpoint.MismatchError
-	var tooOld *replication.ServerTooOldError
-	var pubErr *replication.PublicationError
-	switch {
-	case errors.As(err, &cerr) || errors.As(err, &ferr) || errors.As(err, &perr) || errors.As(err, &merr):
-		return Redact(err.Error()), true
-	case errors.As(err, &tooOld):
-		return tooOld.Error(), true
-	case errors.As(err, &pubErr):
-		return pubErr.Error(), true
-	}
-	return "", false
-}
+// configExit is relaypkg.ConfigExit.
+func configExit(err error) (string, bool) { return relaypkg.ConfigExit(err) }
 
 // inspect reads the server version and the outbox tables' columns from
 // the catalog. A table that does not exist, two names for one table, and
@@ -489,11 +468,5 @@ func transactionalID(cfg *Config, relayID string) string {
 	return "cdc-relay-" + relayID
 }
 
-// isGap reports whether err means events may be missing from Kafka: the
-// slot is gone or invalidated, or Kafka holds events of a timeline the
-// server no longer has. The relay exits 3 then; only an operator can decide
-// how to go on (docs/OPERATIONS.md, "The slot is gone").
-func isGap(err error) bool {
-	var gap *checkpoint.GapError
-	return errors.As(err, &gap) || errors.Is(err, replication.ErrSlotDropped) || errors.Is(err, replication.ErrSlotLost)
-}
+// isGap is relaypkg.IsGap.
+func isGap(err error) bool { return relaypkg.IsGap(err) }
