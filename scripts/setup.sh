@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh installs what the tests need on a fresh Debian 12 machine:
 #   - Debian packages: postgresql-15 (server binaries; no cluster is created),
-#     kcat, and Java/Maven if they are missing;
+#     kcat, rabbitmq-server (its service unused: tests run private nodes),
+#     and Java/Maven if they are missing;
 #   - the Apache Kafka broker jars, resolved from Maven Central with
 #     scripts/kafka/pom.xml into $CACHE/kafka-<version>/libs;
 #   - the AxonOps schema registry binary, built from the Go module pinned in
@@ -90,6 +91,10 @@ if [ -z "$demo" ]; then
 	installed kcat || pkgs+=(kcat)
 	command -v unzip >/dev/null || pkgs+=(unzip)
 	command -v xz >/dev/null || pkgs+=(xz-utils)
+	# RabbitMQ 3.10 and Erlang 25 (Debian 12): internal/rabbittest runs a
+	# private node per test package. The package's own service is never
+	# used (policy-rc.d keeps it from starting here, and nothing needs it).
+	installed rabbitmq-server || pkgs+=(rabbitmq-server)
 fi
 command -v java >/dev/null || pkgs+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || pkgs+=(maven)
@@ -97,7 +102,7 @@ command -v mvn >/dev/null || pkgs+=(maven)
 if [ -n "$demo" ]; then
 	say "Debian packages ok (postgresql-15, java, mvn)"
 else
-	say "Debian packages ok (postgresql-15, kcat, java, mvn)"
+	say "Debian packages ok (postgresql-15, kcat, rabbitmq-server, java, mvn)"
 fi
 
 # --- Kafka broker jars -------------------------------------------------------

@@ -1,0 +1,14 @@
+// Package rabbittest runs a private RabbitMQ node for a test: Debian's
+// rabbitmq-server (3.10 on Debian 12, scripts/setup.sh installs it) with its
+// own node name, ports, data directory, Erlang cookie (HOME) and epmd, so
+// that test packages running at once never share a node. The package's
+// system service is never used.
+//
+// In: Options (extra plugins, extra rabbitmq.conf lines).
+// Out: a *Node that answers on AMQP at URL, and rabbitmqctl (Ctl) against it;
+// Stop, Start and Kill for broker restarts and crashes.
+// Owns: the node's directory, its processes and its epmd, all gone at Close.
+//
+// Start fails, never skips, when the node cannot start, and when
+// CDC_RELAY_TEST_NO_SERVICES is set.
+package rabbittest

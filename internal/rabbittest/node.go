@@ -1,0 +1,256 @@
+package rabbittest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// bin holds Debian's rabbitmq-server scripts.
+const bin = "/usr/lib/rabbitmq/bin"
+
+// startTimeout bounds the wait for the node: about 11 s on an idle machine.
+const startTimeout = 120 * time.Second
+
+// Options are a node's extras.
+type Options struct {
+	Plugins []string // enabled besides rabbitmq_consistent_hash_exchange
+	Config  []string // rabbitmq.conf lines besides loopback_users = none
+}
+
+// Node is a running private RabbitMQ node owned by a test.
+type Node struct {
+	opts             Options
+	dir              string
+	name             string
+	amqp, dist, epmd int
+	cmd              *exec.Cmd
+	done             chan struct{}
+	epmdCmd          *exec.Cmd // the node's own epmd, a child of the test
+}
+
+// Start runs a node on free loopback ports and returns once it is up.
+func Start(opts Options) (*Node, error) {
+	if os.Getenv("CDC_RELAY_TEST_NO_SERVICES") != "" {
+		return nil, errors.New("rabbittest: CDC_RELAY_TEST_NO_SERVICES is set (make unit), and this test starts RabbitMQ: it is not a unit test")
+	}
+	if _, err := os.Stat(filepath.Join(bin, "rabbitmq-server")); err != nil {
+		return nil, fmt.Errorf("rabbittest: no RabbitMQ in %s: run bash scripts/setup.sh (make test does)", bin)
+	}
+	dir, err := os.MkdirTemp("", "rabbitmq-")
+	if err != nil {
+		return nil, fmt.Errorf("rabbittest: %w", err)
+	}
+	n := &Node{opts: opts, dir: dir}
+	n.name = "rmq" + strconv.Itoa(os.Getpid()) + "x" + filepath.Base(dir)[len("rabbitmq-"):] + "@localhost"
+	plugins := append([]string{"rabbitmq_consistent_hash_exchange"}, opts.Plugins...)
+	conf := append([]string{"loopback_users = none"}, opts.Config...)
+	if err := os.WriteFile(filepath.Join(dir, "enabled_plugins"), []byte("["+strings.Join(plugins, ",")+"].\n"), 0o644); err != nil {
+		return nil, n.fail(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rabbitmq.conf"), []byte(strings.Join(conf, "\n")+"\n"), 0o644); err != nil {
+		return nil, n.fail(err)
+	}
+	ports, err := lowPorts(3)
+	if err != nil {
+		return nil, n.fail(err)
+	}
+	n.amqp, n.dist, n.epmd = ports[0], ports[1], ports[2]
+	// The node's epmd runs as the test's child, not as the daemon
+	// rabbitmq-server would start (which outlives the test), and dies with
+	// the test binary.
+	n.epmdCmd = exec.Command("epmd", "-port", strconv.Itoa(n.epmd), "-address", "127.0.0.1")
+	n.epmdCmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := n.epmdCmd.Start(); err != nil {
+		return nil, n.fail(fmt.Errorf("run epmd: %w", err))
+	}
+	if err := n.Start(); err != nil {
+		err = fmt.Errorf("%w\n--- tail of %s ---\n%s", err, n.LogPath(), n.LogTail(40))
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) fail(err error) error {
+	os.RemoveAll(n.dir)
+	return fmt.Errorf("rabbittest: %w", err)
+}
+
+// lowPorts finds n distinct free ports below the ephemeral range
+// (32768-60999 here), where no outgoing connection of a test can hold
+// them: a node whose port was taken that way cannot start.
+func lowPorts(n int) ([]int, error) {
+	var ports []int
+	seen := map[int]bool{}
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, errors.New("no free port in 20000-32000")
+		}
+		p := 20000 + rand.IntN(12000)
+		if seen[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		seen[p] = true
+		ports = append(ports, p)
+	}
+	return ports, nil
+}
+
+// env is the node's environment, for the server and for rabbitmqctl.
+func (n *Node) env() []string {
+	return append(os.Environ(),
+		"RABBITMQ_NODENAME="+n.name,
+		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
+		"RABBITMQ_NODE_PORT="+strconv.Itoa(n.amqp),
+		"RABBITMQ_DIST_PORT="+strconv.Itoa(n.dist),
+		"ERL_EPMD_PORT="+strconv.Itoa(n.epmd),
+		"RABBITMQ_MNESIA_BASE="+filepath.Join(n.dir, "mnesia"),
+		"RABBITMQ_LOG_BASE="+filepath.Join(n.dir, "log"),
+		"RABBITMQ_CONFIG_FILE="+filepath.Join(n.dir, "rabbitmq"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(n.dir, "enabled_plugins"),
+		"HOME="+n.dir,
+	)
+}
+
+// Start starts the node again after Stop or Kill (the first start is the
+// package's Start), on the same ports and data, and waits until it is up.
+func (n *Node) Start() error {
+	if n.cmd != nil {
+		select {
+		case <-n.done:
+		default:
+			return errors.New("rabbittest: the node is running")
+		}
+	}
+	out, err := os.OpenFile(filepath.Join(n.dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("rabbittest: %w", err)
+	}
+	defer out.Close()
+	cmd := exec.Command(filepath.Join(bin, "rabbitmq-server"))
+	cmd.Env = n.env()
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("rabbittest: run rabbitmq-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	n.cmd, n.done = cmd, done
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	// await_startup fails at once while the node has not yet registered
+	// with epmd: ask again until the deadline.
+	var last error
+	for {
+		if _, last = n.ctl(ctx, "-q", "await_startup", "--timeout", "30"); last == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("rabbittest: node %s exited while starting", n.name)
+		case <-ctx.Done():
+			return fmt.Errorf("rabbittest: node %s did not start in %s: %w", n.name, startTimeout, last)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// Ctl runs rabbitmqctl against the node and returns its output.
+func (n *Node) Ctl(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return n.ctl(ctx, args...)
+}
+
+func (n *Node) ctl(ctx context.Context, args ...string) (string, error) {
+	return n.tool(ctx, "rabbitmqctl", args...)
+}
+
+// tool runs one of the node's CLI tools (rabbitmqctl, rabbitmq-queues...).
+func (n *Node) tool(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
+	cmd.Env = n.env()
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(b), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(b)))
+	}
+	return string(b), nil
+}
+
+// Stop stops the node cleanly (rabbitmqctl stop) and waits for it to exit.
+func (n *Node) Stop() error {
+	if _, err := n.Ctl("stop"); err != nil {
+		return err
+	}
+	select {
+	case <-n.done:
+		return nil
+	case <-time.After(60 * time.Second):
+		return errors.New("rabbittest: the node did not exit 60 s after rabbitmqctl stop")
+	}
+}
+
+// Kill kills the node's processes (SIGKILL to its process group) and waits
+// for them to go.
+func (n *Node) Kill() {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return
+	}
+	syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+	<-n.done
+}
+
+// Close kills the node, ends its epmd and removes its directory.
+func (n *Node) Close() {
+	n.Kill()
+	if n.epmdCmd != nil && n.epmdCmd.Process != nil {
+		n.epmdCmd.Process.Kill()
+		n.epmdCmd.Wait()
+	}
+	os.RemoveAll(n.dir)
+}
+
+// URL is the AMQP URL of the default vhost, as guest.
+func (n *Node) URL() string { return "amqp://guest:guest@127.0.0.1:" + strconv.Itoa(n.amqp) + "/" }
+
+// Port is the AMQP port.
+func (n *Node) Port() int { return n.amqp }
+
+// Name is the node name (rmq…@localhost).
+func (n *Node) Name() string { return n.name }
+
+// Dir is the node's directory: its data, logs and HOME.
+func (n *Node) Dir() string { return n.dir }
+
+// LogPath is the node's log file.
+func (n *Node) LogPath() string { return filepath.Join(n.dir, "log", n.name+".log") }
+
+// LogTail is the last n lines of the node's log (its stdout when there is
+// no log yet).
+func (n *Node) LogTail(lines int) string {
+	b, err := os.ReadFile(n.LogPath())
+	if err != nil {
+		b, _ = os.ReadFile(filepath.Join(n.dir, "stdout.log"))
+	}
+	ls := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "\n")
+}
