@@ -25,7 +25,6 @@ import (
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/router"
-	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
 
 // redriveBatch is how many letters one poll takes: they are built,
@@ -389,26 +388,10 @@ func (r *redriver) run(ctx context.Context) int {
 // today's row → record step and the publisher session.
 func (r *redriver) setup(ctx context.Context) (int, bool) {
 	cfg := r.cfg
-	var schemas map[string]*schemaregistry.Schema
-	var err error
-	if cfg.SchemasDir != "" {
-		if schemas, err = schemaregistry.LoadDir(cfg.SchemasDir); err != nil {
-			fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
-			return exitConfig, false
-		}
-	}
-	rt, err := router.New(cfg.TopicTemplate)
+	// A dry run registers nothing: it looks the schemas up.
+	su, err := newSetup(cfg, r.log, r.rf.dryRun)
 	if err != nil {
 		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
-		return exitConfig, false
-	}
-	httpClient, err := registryHTTPClient(cfg)
-	if err != nil {
-		fmt.Fprintf(r.stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
-		return exitConfig, false
-	}
-	if _, err := kafkaTransport(cfg); err != nil {
-		fmt.Fprintf(r.stderr, "cdc-relay: --kafka-tls: %v\n", err)
 		return exitConfig, false
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -422,20 +405,7 @@ func (r *redriver) setup(ctx context.Context) (int, bool) {
 	if err != nil {
 		return r.fail("read the catalog", err), false
 	}
-	stats := new(replication.Stats)
-	m := newMetrics(stats, newLagRate(stats.LagBytes))
-	m.logUnknownFields(r.log, cfg.UnknownFieldsName)
-	var reg *schemaregistry.Registry
-	if cfg.SchemaRegistryURL != "" {
-		// A dry run registers nothing: it looks the schemas up.
-		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: r.log,
-			HTTPClient: m.countRegistryRequests(httpClient), LookupOnly: r.rf.dryRun})
-		if err != nil {
-			fmt.Fprintf(r.stderr, "cdc-relay: --schema-registry-url: %v\n", err)
-			return exitConfig, false
-		}
-	}
-	if r.builder, err = newBuilder(cfg, rt, reg, m, in); err != nil {
+	if r.builder, err = su.newBuilder(in); err != nil {
 		return r.fail("", err), false
 	}
 	extra := r.builder.ExtraColumns()
@@ -451,13 +421,13 @@ func (r *redriver) setup(ctx context.Context) (int, bool) {
 	// The decoder of the relay's stream: messages, and the rows of
 	// unconfigured_table letters whose table is now configured.
 	r.dec = decoder.NewDecoder(decoder.Config{Tables: cfg.Tables, MessagePrefix: redrivePrefix, Extra: extra})
-	if err := preflight(setupCtx, reg, rt); err != nil {
+	if err := su.preflight(setupCtx); err != nil {
 		return r.fail("schema registry", err), false
 	}
 	if r.rf.dryRun {
 		return 0, true
 	}
-	pub, err := newPublisher(cfg, r.rejected, m, r.log, nil)
+	pub, err := su.newPublisher(r.rejected, nil)
 	if err != nil {
 		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
 		return exitConfig, false

@@ -19,10 +19,8 @@ import (
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/internal/config"
 	"github.com/cdc-relay/cdc-relay/publisher"
-	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
-	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
 
@@ -35,48 +33,19 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	log := newLogger(cfg, stderr)
 	setMemoryLimit(cfg, getenv, log)
 
-	var schemas map[string]*schemaregistry.Schema
-	var err error
-	if cfg.SchemasDir != "" {
-		if schemas, err = schemaregistry.LoadDir(cfg.SchemasDir); err != nil {
-			fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
-			return exitConfig
-		}
-	}
-	rt, err := router.New(cfg.TopicTemplate)
+	su, err := newSetup(cfg, log, false)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 		return exitConfig
 	}
-	httpClient, err := registryHTTPClient(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
-		return exitConfig
-	}
-	kopts, err := checkedKgoSecurity(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: --kafka-tls: %v\n", err)
-		return exitConfig
-	}
+	kopts := su.kafka.Opts
+	stats, lag, m := su.stats, su.lag, su.metrics
 
 	ctx, stop := signalContext(log)
 	defer stop()
 
 	guard := newGuard(cfg, kopts, log, false)
 	defer guard.Close()
-	stats := new(replication.Stats)
-	lag := newLagRate(stats.LagBytes)
-	m := newMetrics(stats, lag)
-	m.logUnknownFields(log, cfg.UnknownFieldsName)
-	var reg *schemaregistry.Registry
-	if cfg.SchemaRegistryURL != "" {
-		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log,
-			HTTPClient: m.countRegistryRequests(httpClient)})
-		if err != nil {
-			fmt.Fprintf(stderr, "cdc-relay: --schema-registry-url: %v\n", err)
-			return exitConfig
-		}
-	}
 	tr, err := newTracing(ctx, cfg.Tracing, getenv, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
@@ -85,7 +54,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	defer tr.shutdown(log) // after the publisher's flush, below
 	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log, tracing: tr, unconfigured: &rateLog{},
 		dead: &deadLetters{count: func(reason string) { m.dlq.WithLabelValues(reason).Inc() }}}
-	pub, err := newPublisher(cfg, base.rejected, m, log, func(end, commitEnd uint64, commit time.Time) (*publisher.Record, error) {
+	pub, err := su.newPublisher(base.rejected, func(end, commitEnd uint64, commit time.Time) (*publisher.Record, error) {
 		server := stats.Server()
 		if server == nil {
 			return nil, errors.New("no server identified yet")
@@ -133,7 +102,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 			if err := checkInitialReplay(cfg, in); err != nil {
 				return replication.Inspected{}, replication.Fatal(err)
 			}
-			builder, err := newBuilder(cfg, rt, reg, m, in)
+			builder, err := su.newBuilder(in)
 			if err != nil {
 				return replication.Inspected{}, replication.Fatal(err) // a *FlagError
 			}
@@ -173,9 +142,9 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	defer srv.Shutdown()
 
 	log.Info("start", "version", version, "pg_url", Redact(cfg.PGURL), "slot", cfg.Slot, "publication", cfg.Publication,
-		"tables", tableNames(cfg.Tables), "kafka_brokers", cfg.KafkaBrokers, "schemas", len(schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
+		"tables", tableNames(cfg.Tables), "kafka_brokers", cfg.KafkaBrokers, "schemas", len(su.schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
 
-	if err := preflight(ctx, reg, rt); err != nil {
+	if err := su.preflight(ctx); err != nil {
 		if ctx.Err() != nil {
 			return exitOK
 		}
@@ -301,18 +270,6 @@ type inspection struct {
 	Tables []replication.TableInfo // the outbox tables, in --table order
 }
 
-// newBuilder makes the row → record step for the inspected tables.
-func newBuilder(cfg *Config, rt *router.Router, reg *schemaregistry.Registry, m *metrics, in *inspection) (*recordpkg.Builder, error) {
-	rc := recordpkg.Config{Router: rt, Registry: reg, KeyFormat: cfg.KeyFormat, ValueFormat: cfg.ValueFormat,
-		Builtin: cfg.BuiltinHeaders, HeaderColumns: cfg.HeaderColumns, TimestampColumn: cfg.TimestampColumn,
-		Tombstones: cfg.Tombstones, CloudEvents: cfg.CloudEvents, CloudEventsSource: cfg.CloudEventsSource,
-		MaxRecordBytes: cfg.MaxRecordBytes, DLQTopic: cfg.DLQTopic, Observer: m, UnknownFields: cfg.UnknownFields}
-	for i, t := range in.Tables {
-		rc.Tables = append(rc.Tables, recordpkg.Table{Name: t.Name, OID: t.OID, AggregateID: cfg.Tables[i].Columns.AggregateID, Columns: t.Columns})
-	}
-	return recordpkg.New(rc)
-}
-
 // tableNames lists the outbox tables' names.
 func tableNames(tables []decoder.Table) []string {
 	names := make([]string, len(tables))
@@ -320,15 +277,6 @@ func tableNames(tables []decoder.Table) []string {
 		names[i] = t.Name
 	}
 	return names
-}
-
-// preflight registers the schemas known at startup (see
-// schemaregistry.Registry.Preflight); nothing to do without Avro values.
-func preflight(ctx context.Context, reg *schemaregistry.Registry, rt *router.Router) error {
-	if reg == nil {
-		return nil
-	}
-	return reg.Preflight(ctx, rt.Matcher())
 }
 
 // lingerHalted keeps a halted relay up for linger, or until a signal, so
@@ -393,35 +341,6 @@ func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-// newPublisher makes the Kafka publisher of run and replay. checkpoint
-// makes the record a Kafka transaction ends with (exactly-once; nil for
-// replay, which is at-least-once).
-func newPublisher(cfg *Config, reject func(*publisher.Record, error) (*publisher.Record, error), obs publisher.Observer, log *slog.Logger,
-	checkpoint func(uint64, uint64, time.Time) (*publisher.Record, error)) (*publisher.Publisher, error) {
-	tlsCfg, mech, _, err := kafkaClientSecurity(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return publisher.New(publisher.Config{
-		Brokers:            cfg.KafkaBrokers,
-		Compression:        cfg.KafkaCompression,
-		BatchBytes:         cfg.KafkaBatchBytes,
-		Linger:             cfg.KafkaLinger,
-		MaxRecordBytes:     cfg.MaxRecordBytes,
-		TLS:                tlsCfg,
-		SASL:               mech,
-		Reject:             reject,
-		Observer:           obs,
-		Logger:             log,
-		ExactlyOnce:        cfg.ExactlyOnce && checkpoint != nil,
-		TransactionalID:    cfg.TransactionalID,
-		TransactionTimeout: cfg.TxnTimeout,
-		TxnInterval:        cfg.TxnInterval,
-		TxnMaxEvents:       cfg.TxnMaxEvents,
-		Checkpoint:         checkpoint,
-	})
 }
 
 // exactlyOnceStart runs once the stream holds the slot, before the session

@@ -21,7 +21,6 @@ import (
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
-	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
 
@@ -517,26 +516,9 @@ type replayTable struct {
 
 func (r *replayer) run(ctx context.Context) int {
 	cfg := r.cfg
-	var schemas map[string]*schemaregistry.Schema
-	var err error
-	if cfg.SchemasDir != "" {
-		if schemas, err = schemaregistry.LoadDir(cfg.SchemasDir); err != nil {
-			fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
-			return exitConfig
-		}
-	}
-	rt, err := router.New(cfg.TopicTemplate)
+	su, err := newSetup(cfg, r.log, false)
 	if err != nil {
 		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
-		return exitConfig
-	}
-	httpClient, err := registryHTTPClient(cfg)
-	if err != nil {
-		fmt.Fprintf(r.stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
-		return exitConfig
-	}
-	if _, err := kafkaTransport(cfg); err != nil {
-		fmt.Fprintf(r.stderr, "cdc-relay: --kafka-tls: %v\n", err)
 		return exitConfig
 	}
 
@@ -562,19 +544,7 @@ func (r *replayer) run(ctx context.Context) int {
 		tables[i] = &replayTable{info: info, w: w}
 	}
 
-	stats := new(replication.Stats)
-	m := newMetrics(stats, newLagRate(stats.LagBytes))
-	m.logUnknownFields(r.log, cfg.UnknownFieldsName)
-	var reg *schemaregistry.Registry
-	if cfg.SchemaRegistryURL != "" {
-		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: r.log,
-			HTTPClient: m.countRegistryRequests(httpClient)})
-		if err != nil {
-			fmt.Fprintf(r.stderr, "cdc-relay: --schema-registry-url: %v\n", err)
-			return exitConfig
-		}
-	}
-	builder, err := newBuilder(cfg, rt, reg, m, in)
+	builder, err := su.newBuilder(in)
 	if err != nil {
 		return r.fail("", err)
 	}
@@ -592,19 +562,19 @@ func (r *replayer) run(ctx context.Context) int {
 			t.extraTypes[j], t.extraMods[j] = t.info.Columns[name].TypeOID, mods[name]
 		}
 	}
-	if err := preflight(setupCtx, reg, rt); err != nil {
+	if err := su.preflight(setupCtx); err != nil {
 		return r.fail("schema registry", err)
 	}
 
-	h := &handler{builder: builder, halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: r.log}
+	h := &handler{builder: builder, halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: su.metrics, log: r.log}
 	acker := newReplayAcker(r.stdout, len(tables), cfg.MaxInFlightEvents, cfg.MaxInFlightBytes)
-	pub, err := newPublisher(cfg, func(rec *publisher.Record, err error) (*publisher.Record, error) {
+	pub, err := su.newPublisher(func(rec *publisher.Record, err error) (*publisher.Record, error) {
 		dl, rerr := h.rejected(rec, err)
 		if rerr == nil {
 			acker.rejected(rec.Seq, cfg.DLQTopic, headerText(dl, recordpkg.HeaderError))
 		}
 		return dl, rerr
-	}, m, r.log, nil)
+	}, nil)
 	if err != nil {
 		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
 		return exitConfig
