@@ -23,6 +23,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/config"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/router"
 )
@@ -389,7 +390,7 @@ func (r *redriver) run(ctx context.Context) int {
 func (r *redriver) setup(ctx context.Context) (int, bool) {
 	cfg := r.cfg
 	// A dry run registers nothing: it looks the schemas up.
-	su, err := newSetup(cfg, r.log, r.rf.dryRun)
+	su, err := relaypkg.NewSetup(cfg, r.log, r.rf.dryRun)
 	if err != nil {
 		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
 		return exitConfig, false
@@ -401,11 +402,11 @@ func (r *redriver) setup(ctx context.Context) (int, bool) {
 		return r.fail("PostgreSQL", err), false
 	}
 	defer conn.Close(context.Background())
-	in, err := inspect(setupCtx, conn, cfg)
+	in, err := relaypkg.Inspect(setupCtx, conn, cfg)
 	if err != nil {
 		return r.fail("read the catalog", err), false
 	}
-	if r.builder, err = su.newBuilder(in); err != nil {
+	if r.builder, err = su.NewBuilder(in); err != nil {
 		return r.fail("", err), false
 	}
 	extra := r.builder.ExtraColumns()
@@ -421,13 +422,13 @@ func (r *redriver) setup(ctx context.Context) (int, bool) {
 	// The decoder of the relay's stream: messages, and the rows of
 	// unconfigured_table letters whose table is now configured.
 	r.dec = decoder.NewDecoder(decoder.Config{Tables: cfg.Tables, MessagePrefix: redrivePrefix, Extra: extra})
-	if err := su.preflight(setupCtx); err != nil {
+	if err := su.Preflight(setupCtx); err != nil {
 		return r.fail("schema registry", err), false
 	}
 	if r.rf.dryRun {
 		return 0, true
 	}
-	pub, err := su.newPublisher(r.rejected, nil)
+	pub, err := su.NewPublisher(r.rejected, nil)
 	if err != nil {
 		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
 		return exitConfig, false
@@ -571,7 +572,7 @@ func (r *redriver) letter(ctx context.Context, src *kgo.Record) (*redriveItem, e
 	if l.Kind() == recordpkg.ReasonUnconfigured {
 		rb, err = r.unconfiguredRow(l)
 	} else if rb, err = recordpkg.Rebuild(l, r.builder.ExtraColumns(), r.dec, redrivePrefix); err == nil && !rb.Row.Message {
-		err = recordpkg.LetterTable(rb, tableNames(r.cfg.Tables))
+		err = recordpkg.LetterTable(rb, relaypkg.TableNames(r.cfg.Tables))
 		if tt, ok := r.tables[rb.Table]; ok {
 			rb.Row.RelationID, rb.Row.ExtraTypes, rb.Row.ExtraTypmods = tt.oid, tt.types, tt.mods
 		} else if err == nil {

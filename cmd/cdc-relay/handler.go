@@ -13,6 +13,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
@@ -24,7 +25,7 @@ type handler struct {
 	pub     recordSink
 	halt    bool   // --on-invalid halt
 	dlq     string // --dlq-topic: for logs, and the dead letter of a refused record
-	metrics *metrics
+	metrics *relaypkg.Metrics
 	// dead counts the dead letters; nil counts each in metrics at once.
 	dead *deadLetters
 	log  *slog.Logger
@@ -79,7 +80,7 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 		if tx.FinalLSN != h.lastTx {
 			h.lastTx = tx.FinalLSN
 			if !tx.CommitTime.IsZero() && h.metrics != nil {
-				h.metrics.commitToRead.Observe(now.Sub(tx.CommitTime).Seconds())
+				h.metrics.CommitToRead(now.Sub(tx.CommitTime))
 			}
 		}
 		if seq%stageSample == 0 {
@@ -116,7 +117,7 @@ func (h *handler) invalid(inv *recordpkg.Invalid, seq uint64) {
 	if h.dead != nil {
 		h.dead.add(seq, inv.Kind)
 	} else {
-		h.metrics.dlq.WithLabelValues(inv.Kind).Inc()
+		h.metrics.DeadLetter(inv.Kind)
 	}
 	if inv.Kind == recordpkg.ReasonUnconfigured {
 		h.unconfiguredRow(inv.Table)
@@ -198,10 +199,10 @@ func (h *handler) SkipBelow() replication.LSN { return h.skipBelow }
 // skippedRows counts the rows of other tables skipped under
 // --allow-extra-tables (replication.Deps.OnSkippedRow) and logs the first
 // of each table at INFO. It runs on the reader goroutine only.
-func skippedRows(m *metrics, log *slog.Logger, publication string) func(table string) {
+func skippedRows(m *relaypkg.Metrics, log *slog.Logger, publication string) func(table string) {
 	seen := map[string]bool{}
 	return func(table string) {
-		m.skipped.WithLabelValues(table).Inc()
+		m.Skipped(table)
 		if !seen[table] {
 			seen[table] = true
 			log.Info("skipping the rows of a table that is not an outbox table (--allow-extra-tables); counted in cdc_relay_skipped_rows_total",
@@ -215,7 +216,7 @@ func skippedRows(m *metrics, log *slog.Logger, publication string) func(table st
 // it at WARN, at most one line per table per minute with the rows since.
 func (h *handler) unconfiguredRow(table string) {
 	if h.metrics != nil {
-		h.metrics.unconfigured.WithLabelValues(table).Inc()
+		h.metrics.Unconfigured(table)
 	}
 	n, ok := h.unconfigured.allow(table, time.Now())
 	if !ok {

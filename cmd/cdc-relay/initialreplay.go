@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
@@ -47,7 +48,7 @@ func initialReplay(cfg *Config, log *slog.Logger) func(ctx context.Context, unti
 // checkInitialReplay refuses --initial-replay for a table without a
 // created_at column of a timestamp type: its rows cannot be chosen by
 // creation time.
-func checkInitialReplay(cfg *Config, in *inspection) error {
+func checkInitialReplay(cfg *Config, in *relaypkg.Inspection) error {
 	if !cfg.InitialReplay {
 		return nil
 	}

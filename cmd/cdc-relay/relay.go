@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
-	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/internal/config"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	relaypkg "github.com/cdc-relay/cdc-relay/relay"
@@ -33,13 +32,13 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	log := newLogger(cfg, stderr)
 	setMemoryLimit(cfg, getenv, log)
 
-	su, err := newSetup(cfg, log, false)
+	su, err := relaypkg.NewSetup(cfg, log, false)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 		return exitConfig
 	}
-	kopts := su.kafka.Opts
-	stats, lag, m := su.stats, su.lag, su.metrics
+	kopts := su.Kafka.Opts
+	stats, lag, m := su.Stats, su.Lag, su.Metrics
 
 	ctx, stop := signalContext(log)
 	defer stop()
@@ -53,8 +52,8 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	}
 	defer tr.shutdown(log) // after the publisher's flush, below
 	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log, tracing: tr, unconfigured: &rateLog{},
-		dead: &deadLetters{count: func(reason string) { m.dlq.WithLabelValues(reason).Inc() }}}
-	pub, err := su.newPublisher(base.rejected, func(end, commitEnd uint64, commit time.Time) (*publisher.Record, error) {
+		dead: &deadLetters{count: func(reason string) { m.DeadLetter(reason) }}}
+	pub, err := su.NewPublisher(base.rejected, func(end, commitEnd uint64, commit time.Time) (*publisher.Record, error) {
 		server := stats.Server()
 		if server == nil {
 			return nil, errors.New("no server identified yet")
@@ -71,8 +70,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	}
 	defer pub.Close()
 	base.dead.exactlyOnce = pub.Transactional()
-	m.ready.kafka = pub.Health
-	m.ready.checkpoint = guard.WriteHealth
+	m.SetHealth(pub.Health, guard.WriteHealth)
 
 	stream := replication.NewStream(replication.Config{
 		URL:               cfg.PGURL,
@@ -95,14 +93,14 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		// the tables from the catalog; the row → record step is built from
 		// them and handed to every session.
 		Inspect: func(ctx context.Context, conn *pgx.Conn) (replication.Inspected, error) {
-			in, err := inspect(ctx, conn, cfg)
+			in, err := relaypkg.Inspect(ctx, conn, cfg)
 			if err != nil {
 				return replication.Inspected{}, err
 			}
 			if err := checkInitialReplay(cfg, in); err != nil {
 				return replication.Inspected{}, replication.Fatal(err)
 			}
-			builder, err := su.newBuilder(in)
+			builder, err := su.NewBuilder(in)
 			if err != nil {
 				return replication.Inspected{}, replication.Fatal(err) // a *FlagError
 			}
@@ -134,7 +132,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 		Stats:         stats,
 	})
 
-	srv, err := newHTTPServer(cfg.MetricsAddr, m, stats, cfg.ReadTimeout, log)
+	srv, err := relaypkg.NewHTTPServer(cfg.MetricsAddr, m, stats, cfg.ReadTimeout, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --metrics-addr: cannot listen on %s: %v\n", cfg.MetricsAddr, err)
 		return exitConfig
@@ -142,9 +140,9 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	defer srv.Shutdown()
 
 	log.Info("start", "version", version, "pg_url", Redact(cfg.PGURL), "slot", cfg.Slot, "publication", cfg.Publication,
-		"tables", tableNames(cfg.Tables), "kafka_brokers", cfg.KafkaBrokers, "schemas", len(su.schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
+		"tables", relaypkg.TableNames(cfg.Tables), "kafka_brokers", cfg.KafkaBrokers, "schemas", len(su.Schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
 
-	if err := su.preflight(ctx); err != nil {
+	if err := su.Preflight(ctx); err != nil {
 		if ctx.Err() != nil {
 			return exitOK
 		}
@@ -198,7 +196,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	}()
 	err = stream.Run(ctx)
 	if err == nil {
-		logUndrained(log, stats, cfg.ShutdownTimeout, cfg.ExactlyOnce)
+		relaypkg.LogUndrained(log, stats, cfg.ShutdownTimeout, cfg.ExactlyOnce)
 	}
 	stopCkpt()
 	<-ckptDone
@@ -228,56 +226,6 @@ func isConfigExit(err error) bool { return relaypkg.IsConfigExit(err) }
 
 // configExit is relaypkg.ConfigExit.
 func configExit(err error) (string, bool) { return relaypkg.ConfigExit(err) }
-
-// inspect reads the server version and the outbox tables' columns from
-// the catalog. A table that does not exist, two names for one table, and
-// --message-prefix on a server without logical decoding messages are
-// configuration errors, marked fatal so that the stream stops.
-func inspect(ctx context.Context, conn *pgx.Conn, cfg *Config) (*inspection, error) {
-	major, _, err := replication.ServerVersion(ctx, conn)
-	if err != nil {
-		return nil, err
-	}
-	in := &inspection{Major: major}
-	seen := map[uint32]string{}
-	for _, t := range cfg.Tables {
-		info, err := replication.DescribeTable(ctx, conn, t.Name)
-		if err != nil {
-			return nil, err
-		}
-		if info.OID == 0 {
-			return nil, replication.Fatal(cfgErr("table", "%s does not exist: create it (docs/outbox.sql) or correct --table", t.Name))
-		}
-		if first, dup := seen[info.OID]; dup {
-			return nil, replication.Fatal(cfgErr("table", "%s and %s are the same table: give each outbox table once", first, t.Name))
-		}
-		seen[info.OID] = t.Name
-		in.Tables = append(in.Tables, info)
-	}
-	if len(cfg.Tables) == 0 && in.Major < replication.MessagesMinMajor {
-		return nil, replication.Fatal(cfgErr("table", "is empty (a table-less outbox), but PostgreSQL %d cannot send logical decoding messages to a pgoutput client (PostgreSQL %d+ can): set --table", in.Major, replication.MessagesMinMajor))
-	}
-	if cfg.MessagePrefixSet && cfg.MessagePrefix != "" && in.Major < replication.MessagesMinMajor {
-		return nil, replication.Fatal(cfgErr("message-prefix", "PostgreSQL %d cannot send logical decoding messages to a pgoutput client (PostgreSQL %d+ can): upgrade the server, or remove --message-prefix", in.Major, replication.MessagesMinMajor))
-	}
-	return in, nil
-}
-
-// inspection is what the relay reads from the server on its first
-// connection.
-type inspection struct {
-	Major  int                     // the server's major version
-	Tables []replication.TableInfo // the outbox tables, in --table order
-}
-
-// tableNames lists the outbox tables' names.
-func tableNames(tables []decoder.Table) []string {
-	names := make([]string, len(tables))
-	for i, t := range tables {
-		names[i] = t.Name
-	}
-	return names
-}
 
 // lingerHalted keeps a halted relay up for linger, or until a signal, so
 // that probes and scrapes see why it stopped: /readyz answers 503 with the

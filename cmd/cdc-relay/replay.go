@@ -20,6 +20,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/config"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
@@ -516,7 +517,7 @@ type replayTable struct {
 
 func (r *replayer) run(ctx context.Context) int {
 	cfg := r.cfg
-	su, err := newSetup(cfg, r.log, false)
+	su, err := relaypkg.NewSetup(cfg, r.log, false)
 	if err != nil {
 		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
 		return exitConfig
@@ -529,7 +530,7 @@ func (r *replayer) run(ctx context.Context) int {
 		return r.fail("PostgreSQL", err)
 	}
 	defer conn.Close(context.Background())
-	in, err := inspect(setupCtx, conn, cfg)
+	in, err := relaypkg.Inspect(setupCtx, conn, cfg)
 	if err != nil {
 		return r.fail("read the catalog", err)
 	}
@@ -544,7 +545,7 @@ func (r *replayer) run(ctx context.Context) int {
 		tables[i] = &replayTable{info: info, w: w}
 	}
 
-	builder, err := su.newBuilder(in)
+	builder, err := su.NewBuilder(in)
 	if err != nil {
 		return r.fail("", err)
 	}
@@ -562,13 +563,13 @@ func (r *replayer) run(ctx context.Context) int {
 			t.extraTypes[j], t.extraMods[j] = t.info.Columns[name].TypeOID, mods[name]
 		}
 	}
-	if err := su.preflight(setupCtx); err != nil {
+	if err := su.Preflight(setupCtx); err != nil {
 		return r.fail("schema registry", err)
 	}
 
-	h := &handler{builder: builder, halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: su.metrics, log: r.log}
+	h := &handler{builder: builder, halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: su.Metrics, log: r.log}
 	acker := newReplayAcker(r.stdout, len(tables), cfg.MaxInFlightEvents, cfg.MaxInFlightBytes)
-	pub, err := su.newPublisher(func(rec *publisher.Record, err error) (*publisher.Record, error) {
+	pub, err := su.NewPublisher(func(rec *publisher.Record, err error) (*publisher.Record, error) {
 		dl, rerr := h.rejected(rec, err)
 		if rerr == nil {
 			acker.rejected(rec.Seq, cfg.DLQTopic, headerText(dl, recordpkg.HeaderError))

@@ -17,6 +17,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/router"
 )
@@ -257,7 +258,7 @@ func TestHandlerRejectedMovesSpan(t *testing.T) {
 	sink := &fakeSink{}
 	h := jsonHandler(t, sink, &tracing{provider: p, tracer: p.Tracer("test")})
 	stats := new(replication.Stats)
-	h.metrics, h.log = newMetrics(stats, newLagRate(stats.LagBytes)), slog.New(slog.DiscardHandler)
+	h.metrics, h.log = relaypkg.NewMetrics(stats, relaypkg.NewLagRate(stats.LagBytes)), slog.New(slog.DiscardHandler)
 	if err := h.Row(context.Background(), 1, 100, &replication.Tx{CommitTime: time.Now()}, tracedRow(tracedRow4)); err != nil {
 		t.Fatal(err)
 	}

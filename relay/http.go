@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -15,15 +15,17 @@ import (
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
-// httpServer serves /metrics, /healthz and /readyz. /healthz is liveness:
+// HTTPServer serves /metrics, /healthz and /readyz. /healthz is liveness:
 // 200 while the process lives, whatever /readyz says, so that a probe never
 // restarts a relay that waits for Kafka (degraded) or for a promotion.
-type httpServer struct {
+type HTTPServer struct {
 	srv *http.Server
 	ln  net.Listener
 }
 
-func newHTTPServer(addr string, m *metrics, stats *replication.Stats, readTimeout time.Duration, log *slog.Logger) (*httpServer, error) {
+// NewHTTPServer listens on addr and serves /metrics, /healthz and /readyz
+// until Shutdown.
+func NewHTTPServer(addr string, m *Metrics, stats *replication.Stats, readTimeout time.Duration, log *slog.Logger) (*HTTPServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -61,7 +63,7 @@ func newHTTPServer(addr string, m *metrics, stats *replication.Stats, readTimeou
 			writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "state": state.String(), "reason": "streaming; last message from PostgreSQL " + time.Since(last).Round(time.Millisecond).String() + " ago"})
 		}
 	})
-	s := &httpServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
+	s := &HTTPServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics server stopped", "err", err.Error())
@@ -78,7 +80,8 @@ var notReadyReasons = map[replication.State]string{
 	replication.StateStopped:  "shutting down",
 }
 
-func (s *httpServer) Shutdown() {
+// Shutdown stops the server, waiting at most 5 s for requests in progress.
+func (s *HTTPServer) Shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s.srv.Shutdown(ctx)
@@ -89,3 +92,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(v)
 }
+
+// Addr is the address the server listens on.
+func (s *HTTPServer) Addr() net.Addr { return s.ln.Addr() }

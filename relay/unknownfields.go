@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"log/slog"
@@ -51,7 +51,7 @@ func (u *unknownFields) observe(eventType, field string) bool {
 }
 
 // UnknownField implements recordpkg.UnknownFieldObserver for the metrics.
-func (m *metrics) UnknownField(eventType, field string) {
+func (m *Metrics) UnknownField(eventType, field string) {
 	u := m.unknown
 	if !u.observe(eventType, field) {
 		return
@@ -68,11 +68,11 @@ func (m *metrics) UnknownField(eventType, field string) {
 		"event_type", eventType, "field", field)
 }
 
-var _ recordpkg.UnknownFieldObserver = (*metrics)(nil)
+var _ recordpkg.UnknownFieldObserver = (*Metrics)(nil)
 
 // logUnknownFields gives the metrics the logger and mode of the WARN about
 // unknown payload fields.
-func (m *metrics) logUnknownFields(log *slog.Logger, mode string) {
+func (m *Metrics) logUnknownFields(log *slog.Logger, mode string) {
 	m.unknown.mu.Lock()
 	m.unknown.log, m.unknown.mode = log, mode
 	m.unknown.mu.Unlock()

@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// lagRate samples the slot lag and reports how fast it grows, so an alert can
+// LagRate samples the slot lag and reports how fast it grows, so an alert can
 // fire on "lag growing for 10 minutes" rather than on a spike.
-type lagRate struct {
+type LagRate struct {
 	sample func() uint64
 	every  time.Duration
 	window int // samples kept: the rate spans every × (window-1)
@@ -22,12 +22,12 @@ type lagSample struct {
 	lag uint64
 }
 
-func newLagRate(sample func() uint64) *lagRate {
-	return &lagRate{sample: sample, every: 5 * time.Second, window: 13}
+func NewLagRate(sample func() uint64) *LagRate {
+	return &LagRate{sample: sample, every: 5 * time.Second, window: 13}
 }
 
 // Run samples until ctx ends.
-func (l *lagRate) Run(ctx context.Context) {
+func (l *LagRate) Run(ctx context.Context) {
 	t := time.NewTicker(l.every)
 	defer t.Stop()
 	for {
@@ -40,7 +40,7 @@ func (l *lagRate) Run(ctx context.Context) {
 	}
 }
 
-func (l *lagRate) add(at time.Time, lag uint64) {
+func (l *LagRate) add(at time.Time, lag uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.samples = append(l.samples, lagSample{at, lag})
@@ -50,7 +50,7 @@ func (l *lagRate) add(at time.Time, lag uint64) {
 }
 
 // BytesPerSecond is the lag's growth over the window (negative while it shrinks).
-func (l *lagRate) BytesPerSecond() float64 {
+func (l *LagRate) BytesPerSecond() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.samples) < 2 {

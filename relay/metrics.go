@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"fmt"
@@ -8,11 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/cdc-relay/cdc-relay/publisher"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
 // metrics lives in a private registry served on --metrics-addr.
-type metrics struct {
+type Metrics struct {
 	reg       *prometheus.Registry
 	published *prometheus.CounterVec
 	bytes     prometheus.Counter
@@ -52,9 +53,9 @@ type metrics struct {
 // roles are the values of the role label of cdc_relay_role.
 var roles = []string{"active", "standby"}
 
-func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
+func NewMetrics(stats *replication.Stats, lag *LagRate) *Metrics {
 	reg := prometheus.NewRegistry()
-	m := &metrics{
+	m := &Metrics{
 		reg:   reg,
 		ready: &readiness{stats: stats},
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -112,7 +113,7 @@ func newMetrics(stats *replication.Stats, lag *lagRate) *metrics {
 		}),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_build_info", Help: "Build information.", ConstLabels: prometheus.Labels{"version": version}}, func() float64 { return 1 }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_build_info", Help: "Build information.", ConstLabels: prometheus.Labels{"version": Version}}, func() float64 { return 1 }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cdc_relay_events_read_total", Help: "Outbox rows read from the slot."}, func() float64 { return float64(stats.RowsRead()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_confirmed_lsn", Help: "LSN last confirmed to PostgreSQL (flush position)."}, func() float64 { return float64(stats.Confirmed()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_server_wal_end_lsn", Help: "Newest WAL end reported by the server."}, func() float64 { return float64(stats.ServerWALEnd()) }),
@@ -212,19 +213,19 @@ func unixSeconds(t time.Time) float64 {
 }
 
 // Produced implements publisher.Observer.
-func (m *metrics) Produced(topic string, records, bytes int) {
+func (m *Metrics) Produced(topic string, records, bytes int) {
 	m.published.WithLabelValues(topic).Add(float64(records))
 	m.bytes.Add(float64(bytes))
 }
 
 // Stages implements publisher.Observer.
-func (m *metrics) Stages(readToProduce, produceToAck time.Duration) {
+func (m *Metrics) Stages(readToProduce, produceToAck time.Duration) {
 	m.readToProduce.Observe(readToProduce.Seconds())
 	m.produceToAck.Observe(produceToAck.Seconds())
 }
 
 // TxnCommitted implements publisher.Observer.
-func (m *metrics) TxnCommitted(records int, open, commit, await time.Duration) {
+func (m *Metrics) TxnCommitted(records int, open, commit, await time.Duration) {
 	m.txnCommitted.Inc()
 	m.txnRecords.Observe(float64(records))
 	m.txnOpen.Observe(open.Seconds())
@@ -233,17 +234,17 @@ func (m *metrics) TxnCommitted(records int, open, commit, await time.Duration) {
 }
 
 // TxnAborted implements publisher.Observer.
-func (m *metrics) TxnAborted() { m.txnAbort.Inc() }
+func (m *Metrics) TxnAborted() { m.txnAbort.Inc() }
 
 // ProduceLatency implements publisher.Observer.
-func (m *metrics) ProduceLatency(d time.Duration) { m.latency.Observe(d.Seconds()) }
+func (m *Metrics) ProduceLatency(d time.Duration) { m.latency.Observe(d.Seconds()) }
 
 // ProduceError implements publisher.Observer.
-func (m *metrics) ProduceError(kind string) { m.errors.WithLabelValues(kind).Inc() }
+func (m *Metrics) ProduceError(kind string) { m.errors.WithLabelValues(kind).Inc() }
 
 // countRegistryRequests wraps the registry's HTTP client so that every
 // request is counted by result.
-func (m *metrics) countRegistryRequests(c *http.Client) *http.Client {
+func (m *Metrics) countRegistryRequests(c *http.Client) *http.Client {
 	if c == nil {
 		c = &http.Client{}
 	}
@@ -270,10 +271,54 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // SchemaLookup counts a per-event schema lookup (record.Observer).
-func (m *metrics) SchemaLookup(hit bool) {
+func (m *Metrics) SchemaLookup(hit bool) {
 	if hit {
 		m.cacheHit.Inc()
 	} else {
 		m.cacheMiss.Inc()
 	}
+}
+
+// DeadLetter counts a dead letter of kind in cdc_relay_dlq_events_total.
+func (m *Metrics) DeadLetter(kind string) { m.dlq.WithLabelValues(kind).Inc() }
+
+// CommitToRead observes the time from a transaction's commit to the read
+// of its first row.
+func (m *Metrics) CommitToRead(d time.Duration) { m.commitToRead.Observe(d.Seconds()) }
+
+// Unconfigured counts a row of a table the publication publishes but
+// --table does not name.
+func (m *Metrics) Unconfigured(table string) { m.unconfigured.WithLabelValues(table).Inc() }
+
+// Skipped counts a row of another table skipped under --allow-extra-tables.
+func (m *Metrics) Skipped(table string) { m.skipped.WithLabelValues(table).Inc() }
+
+// SetHealth gives /readyz and cdc_relay_degraded Kafka's side: the
+// publisher's Health and the checkpoint writes' (checkpoint.Guard's
+// WriteHealth). Call it before the HTTP server starts.
+func (m *Metrics) SetHealth(kafka func() publisher.Health, checkpoint func() (error, time.Time)) {
+	m.ready.kafka, m.ready.checkpoint = kafka, checkpoint
+}
+
+// MetricNames are the metric families the relay exports, those that appear
+// only once an event, a reconnect or a slot poll happened included.
+func MetricNames() (map[string]bool, error) {
+	var stats replication.Stats
+	m := NewMetrics(&stats, NewLagRate(stats.LagBytes))
+	m.dlq.WithLabelValues("x")
+	m.published.WithLabelValues("x")
+	m.errors.WithLabelValues("x")
+	families, err := m.reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+	}
+	names["cdc_relay_reconnects_total"] = true // emitted once a reconnect happened
+	for _, n := range slotMetricNames {        // emitted once the slot poller read the slot
+		names[n] = true
+	}
+	return names, nil
 }

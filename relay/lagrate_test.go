@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 )
 
 func TestLagRate(t *testing.T) {
-	l := newLagRate(nil)
+	l := NewLagRate(nil)
 	t0 := time.Unix(1000, 0)
 	if got := l.BytesPerSecond(); got != 0 {
 		t.Fatalf("empty rate = %v", got)

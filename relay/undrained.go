@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"log/slog"
@@ -7,13 +7,13 @@ import (
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
-// logUndrained runs after a stop on request (SIGTERM, SIGINT): when events
+// LogUndrained runs after a stop on request (SIGTERM, SIGINT): when events
 // are still in flight, the drain did not finish, and the relay says so at
 // ERROR with the count. The exit code stays 0, a stop on request: nothing
 // is lost, as the slot's confirmed LSN (and the checkpoint) stayed before
 // those events, which are read and published again at the next start
 // (duplicates, which consumers drop by id).
-func logUndrained(log *slog.Logger, stats *replication.Stats, timeout time.Duration, exactlyOnce bool) {
+func LogUndrained(log *slog.Logger, stats *replication.Stats, timeout time.Duration, exactlyOnce bool) {
 	events, bytes := stats.InFlight()
 	if events <= 0 {
 		return

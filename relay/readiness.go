@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"time"
@@ -11,12 +11,12 @@ import (
 // 503 {"state":"degraded","reason":"kafka: ..."} and cdc_relay_degraded is
 // 1. They are the contract of the degraded state, not settings.
 const (
-	// produceFailingLimit: produce requests have failed, with no success
+	// ProduceFailingLimit: produce requests have failed, with no success
 	// in between, for longer than this, while events wait.
-	produceFailingLimit = 10 * time.Second
-	// inFlightAgeLimit: the oldest event read from the slot and not yet
+	ProduceFailingLimit = 10 * time.Second
+	// InFlightAgeLimit: the oldest event read from the slot and not yet
 	// acknowledged by Kafka has waited longer than this.
-	inFlightAgeLimit = 30 * time.Second
+	InFlightAgeLimit = 30 * time.Second
 )
 
 // readiness is what /readyz and cdc_relay_degraded read beyond the
@@ -51,7 +51,7 @@ func (r *readiness) degraded(now time.Time) string {
 }
 
 // checkpointDegraded is the degraded decision for the checkpoint: writes
-// that have failed for longer than produceFailingLimit hold the slot, as
+// that have failed for longer than ProduceFailingLimit hold the slot, as
 // nothing is confirmed past the last durable checkpoint, even while no
 // event waits.
 func checkpointDegraded(err error, since, now time.Time) string {
@@ -59,7 +59,7 @@ func checkpointDegraded(err error, since, now time.Time) string {
 		return ""
 	}
 	d := now.Sub(since)
-	if d <= produceFailingLimit {
+	if d <= ProduceFailingLimit {
 		return ""
 	}
 	return "checkpoint: writes failing for " + d.Truncate(time.Second).String() + ", so nothing is confirmed to PostgreSQL and the slot holds WAL: " + Redact(err.Error())
@@ -74,7 +74,7 @@ func checkpointDegraded(err error, since, now time.Time) string {
 // (its session ended and nothing was read again yet) blocks nothing.
 func kafkaDegraded(failingSince time.Time, lastErr string, oldest time.Duration, now time.Time) string {
 	if !failingSince.IsZero() && oldest > 0 {
-		if d := now.Sub(failingSince); d > produceFailingLimit {
+		if d := now.Sub(failingSince); d > ProduceFailingLimit {
 			reason := "kafka: produce requests failing for " + d.Truncate(time.Second).String()
 			if lastErr != "" {
 				reason += ": " + Redact(lastErr)
@@ -82,7 +82,7 @@ func kafkaDegraded(failingSince time.Time, lastErr string, oldest time.Duration,
 			return reason
 		}
 	}
-	if oldest > inFlightAgeLimit {
+	if oldest > InFlightAgeLimit {
 		return "kafka: oldest in-flight event waiting for " + oldest.Truncate(time.Second).String()
 	}
 	return ""
