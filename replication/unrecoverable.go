@@ -132,12 +132,12 @@ func pgFix(e *pgconn.PgError, user, database string, connect bool) string {
 	case strings.Contains(msg, "replication") || strings.Contains(msg, "wal sender") || strings.Contains(msg, "walsender"):
 		return "give the role the REPLICATION attribute: ALTER ROLE " + role + " WITH REPLICATION"
 	case strings.Contains(msg, "must be owner"):
-		return "creating the publication needs ownership of the outbox tables: make " + role + " their owner, or have an admin run CREATE PUBLICATION ... FOR TABLE ... WITH (publish = 'insert', publish_via_partition_root = true) and keep --publication (README, Security)"
+		return "creating the publication needs ownership of the outbox tables: make " + role + " their owner, or have an admin run CREATE PUBLICATION ... FOR TABLE ... WITH (publish = 'insert', publish_via_partition_root = true) and keep --publication (docs/OPERATIONS.md, \"Security\")"
 	case strings.Contains(msg, "for database") && connect:
 		return "GRANT CONNECT ON DATABASE " + db + " TO " + role
 	case strings.Contains(msg, "for database"):
 		return "creating the publication needs CREATE on the database: GRANT CREATE ON DATABASE " + db + " TO " + role +
-			", or have an admin run CREATE PUBLICATION ... FOR TABLE ... WITH (publish = 'insert', publish_via_partition_root = true) and keep --publication (README, Security)"
+			", or have an admin run CREATE PUBLICATION ... FOR TABLE ... WITH (publish = 'insert', publish_via_partition_root = true) and keep --publication (docs/OPERATIONS.md, \"Security\")"
 	}
 	return "grant " + role + " what the relay needs: REPLICATION (ALTER ROLE " + role + " WITH REPLICATION), CONNECT on the database, and ownership of the outbox tables to create the publication; cdc-relay check lists what is missing"
 }

@@ -1,6 +1,6 @@
 package main
 
-// docs/MIGRATING.md, "Avro: the subject": Debezium's AvroConverter has
+// docs/MIGRATING.md, "3. Avro values: what stays and what changes": Debezium's AvroConverter has
 // registered its inferred value schema under <topic>-value; the relay's
 // schema is the user's .avsc, whose record name differs.
 

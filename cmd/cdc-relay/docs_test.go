@@ -492,3 +492,69 @@ func TestGithubSlug(t *testing.T) {
 		}
 	}
 }
+
+// codeDocCiteRE is a citation of the docs in Go source: docs/ and a
+// file name in capitals, then maybe the section it names in quotes (escaped
+// inside a string literal), as the runbook's "The slot is gone".
+var codeDocCiteRE = regexp.MustCompile(`docs/([A-Z][A-Z-]*\.md)(?:,? *\(?\\?"([^"\\]+)\\?")?`)
+
+// TestDocsCitedFromCode: every file of docs/ that a Go file names (an error
+// message, a help text, a comment) exists, and every section it names by
+// title is a heading of that file, or the bold lead of a paragraph.
+func TestDocsCitedFromCode(t *testing.T) {
+	cited := 0
+	err := filepath.WalkDir(docsRoot, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range codeDocCiteRE.FindAllStringSubmatch(line, -1) {
+				cited++
+				where := fmt.Sprintf("%s:%d: docs/%s", path, i+1, m[1])
+				doc, err := os.ReadFile(filepath.Join(docsRoot, "docs", m[1]))
+				if err != nil {
+					t.Errorf("%s: %v", where, err)
+					continue
+				}
+				if m[2] != "" && !docHasSection(string(doc), m[2]) {
+					t.Errorf("%s: no heading or bold lead %q in docs/%s", where, m[2], m[1])
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cited == 0 {
+		t.Fatal("no docs/*.md cited in any Go file; the pattern is broken")
+	}
+}
+
+// docHasSection reports whether a markdown text has a heading that starts
+// with title (code spans unquoted), or a paragraph led by **title**.
+func docHasSection(doc, title string) bool {
+	want := strings.ToLower(strings.TrimSuffix(title, "."))
+	for _, l := range strings.Split(doc, "\n") {
+		if m := atxRE.FindStringSubmatch(l); m != nil && strings.HasPrefix(strings.ToLower(strings.ReplaceAll(m[2], "`", "")), want) {
+			return true
+		}
+		lead := strings.TrimLeft(l, "*- ")
+		if strings.HasPrefix(l, "**") || strings.HasPrefix(strings.TrimSpace(l), "* **") {
+			if strings.HasPrefix(strings.ToLower(strings.ReplaceAll(lead, "`", "")), want) {
+				return true
+			}
+		}
+	}
+	return false
+}

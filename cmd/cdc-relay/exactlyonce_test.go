@@ -25,7 +25,7 @@ import (
 
 // TestDeliverySettings: --delivery takes at-least-once (the default) or
 // exactly-once and nothing else (exit 2 naming the field); the transaction
-// settings default to 100ms, 10000 and 60s, as issue 18 and the README say.
+// settings default to 100ms, 10000 and 60s, as issue 18 and docs/CONFIGURATION.md say.
 func TestDeliverySettings(t *testing.T) {
 	c, err := LoadConfig(required, env(nil), &bytes.Buffer{})
 	if err != nil {
@@ -318,7 +318,7 @@ func vmHWM(t *testing.T, pid int) int64 {
 // transaction commits a read_committed consumer sees none of it; then it
 // sees every row exactly once, in order per aggregate. The relay's peak RSS
 // stays under the memory bound: the soft limit the relay sets from
-// --max-in-flight-bytes (1.25 × it + 48 MiB, 128 MiB by default, README),
+// --max-in-flight-bytes (1.25 × it + 48 MiB, 128 MiB by default, docs/CONFIGURATION.md),
 // plus 32 MiB for what that limit does not cover (goroutine stacks, kgo's
 // and pgx's buffers outside the heap, and the collector's lag behind it).
 func TestExactlyOnceLargeTransaction(t *testing.T) {

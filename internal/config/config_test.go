@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -307,16 +308,36 @@ func TestDefaultsValid(t *testing.T) {
 	}
 }
 
-// TestREADMEListsEverySetting: the README's settings table has a row for
-// every setting.
-func TestREADMEListsEverySetting(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// TestSettingsTableListsEverySetting: the settings table of
+// docs/CONFIGURATION.md (between its settings:begin and settings:end
+// markers) has a row for every setting, and names no other.
+func TestSettingsTableListsEverySetting(t *testing.T) {
+	b, err := os.ReadFile("../../docs/CONFIGURATION.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range Relay.Settings() {
-		if !strings.Contains(string(b), "`--"+s.Name+"`") {
-			t.Errorf("README.md does not list `--%s`", s.Name)
+	_, table, ok := strings.Cut(string(b), "<!-- settings:begin -->")
+	table, _, ok2 := strings.Cut(table, "<!-- settings:end -->")
+	if !ok || !ok2 {
+		t.Fatal("docs/CONFIGURATION.md: no <!-- settings:begin --> ... <!-- settings:end --> around the settings table")
+	}
+	listed := map[string]bool{}
+	for _, row := range strings.Split(table, "\n") {
+		cells := strings.Split(row, "|")
+		if len(cells) < 3 || !strings.HasPrefix(strings.TrimSpace(row), "|") {
+			continue
 		}
+		for _, m := range regexp.MustCompile("`--([a-z0-9-]+)`").FindAllStringSubmatch(cells[1], -1) {
+			listed[m[1]] = true
+		}
+	}
+	for _, s := range Relay.Settings() {
+		if !listed[s.Name] {
+			t.Errorf("docs/CONFIGURATION.md's settings table has no row for `--%s`", s.Name)
+		}
+		delete(listed, s.Name)
+	}
+	for name := range listed {
+		t.Errorf("docs/CONFIGURATION.md's settings table lists `--%s`, which no setting declares", name)
 	}
 }

@@ -36,7 +36,8 @@ const (
 
 // Relay declares every setting of cdc-relay, in the order --help prints
 // them. A new setting is one entry here, one line in a Command's Settings
-// (RelaySettings for all of run's), and a row of README's table.
+// (RelaySettings for all of run's), and a row of docs/CONFIGURATION.md's
+// settings table.
 var Relay = NewRegistry([]Setting{
 	{Name: "config", Arg: "FILE", NoYAML: true, Help: "YAML file with the same keys as the flags (and columns:)"},
 	{Name: "pg-url", Arg: "URL", Help: "libpq URL or DSN of the database; the relay adds replication=database for the stream"},
