@@ -78,7 +78,7 @@ func filterActions(v *config.Values, now time.Time) (redriveFlags, error) {
 		}
 	}
 	if val, given := v.Action("since"); given {
-		t, err := parseReplayTime("since", strings.TrimSpace(val), now)
+		t, err := relaypkg.ParseTime("since", strings.TrimSpace(val), now)
 		if err != nil {
 			return rf, err
 		}
@@ -134,7 +134,7 @@ func (it *redriveItem) String() string {
 		if it.rowKey != nil {
 			key = it.rowKey
 		}
-		return fmt.Sprintf("redriven id=%s topic=%s key=%s %s", it.id, it.topic, token(key), where)
+		return fmt.Sprintf("redriven id=%s topic=%s key=%s %s", it.id, it.topic, relaypkg.Token(key), where)
 	case outFailing:
 		return fmt.Sprintf("still failing id=%s kind=%s redrive_attempts=%d %s reason=%s", it.id, it.kind, it.attempt, where, strconv.Quote(it.reason))
 	case outFiltered:
@@ -203,9 +203,9 @@ func dlqRedrive(args []string, getenv func(string) string, stdout, stderr io.Wri
 	return r.run(ctx)
 }
 
-// fail reports err in one line and returns its exit code (failExit).
+// fail reports err in one line and returns its exit code (relay.FailExit).
 func (r *redriver) fail(what string, err error) int {
-	return failExit(r.stderr, "cdc-relay dlq redrive failed: ", what, err)
+	return relaypkg.FailExit(r.stderr, "cdc-relay dlq redrive failed: ", what, err)
 }
 
 func (r *redriver) run(ctx context.Context) int {
@@ -397,7 +397,7 @@ func (r *redriver) setup(ctx context.Context) (int, bool) {
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := connectReplay(setupCtx, cfg.PGURL)
+	conn, err := relaypkg.ConnectOutbox(setupCtx, cfg.PGURL)
 	if err != nil {
 		return r.fail("PostgreSQL", err), false
 	}
@@ -440,7 +440,7 @@ func (r *redriver) setup(ctx context.Context) (int, bool) {
 // catalogTypes reads the type oids and modifiers of the extra columns of
 // one outbox table, as its Relation message would carry them.
 func catalogTypes(ctx context.Context, conn *pgx.Conn, info replication.TableInfo, extra []string) (tableTypes, error) {
-	mods, err := typmods(ctx, conn, info.OID)
+	mods, err := relaypkg.Typmods(ctx, conn, info.OID)
 	if err != nil {
 		return tableTypes{}, err
 	}
@@ -553,7 +553,7 @@ func (it *redriveItem) key() string {
 func (r *redriver) letter(ctx context.Context, src *kgo.Record) (*redriveItem, error) {
 	l := letterOf(src)
 	id, _ := l.Header(router.HeaderID)
-	it := &redriveItem{src: src, id: token(id)}
+	it := &redriveItem{src: src, id: relaypkg.Token(id)}
 	if ret, ok := r.retired[retiredKey(r.cfg.DLQTopic, r.dlqID, src.Partition, src.Offset)]; ok {
 		// Before the filters: a retired letter is never re-appended.
 		it.outcome, it.reason = outRetired, ret.Reason
@@ -590,7 +590,7 @@ func (r *redriver) letter(ctx context.Context, src *kgo.Record) (*redriveItem, e
 		return it, r.enqueue(it, copyLetter(src, r.cfg.DLQTopic))
 	}
 	if l.Kind() == recordpkg.ReasonUnconfigured {
-		it.id, it.rowKey, it.rowID = token(rb.Row.ID), rb.Row.AggregateID, rb.Row.ID
+		it.id, it.rowKey, it.rowID = relaypkg.Token(rb.Row.ID), rb.Row.AggregateID, rb.Row.ID
 	}
 	rec := publisher.NewRecord()
 	inv, err := r.builder.Build(ctx, rec, rb.CommitTime, &rb.Row)

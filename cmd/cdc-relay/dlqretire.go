@@ -19,6 +19,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/config"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/router"
 )
 
@@ -230,7 +231,7 @@ func (rt *retirer) run(ctx context.Context) error {
 	err = readRange(ctx, opts, cfg.DLQTopic, from, end, func(r *kgo.Record) {
 		l := letterOf(r)
 		id, _ := l.Header(router.HeaderID)
-		where := fmt.Sprintf("id=%s partition=%d offset=%d", token(id), r.Partition, r.Offset)
+		where := fmt.Sprintf("id=%s partition=%d offset=%d", relaypkg.Token(id), r.Partition, r.Offset)
 		key := retiredKey(cfg.DLQTopic, dlqID, r.Partition, r.Offset)
 		if why := rt.rf.filtered(l); why != "" {
 			rt.filtered++
@@ -277,7 +278,7 @@ func (rt *retirer) run(ctx context.Context) error {
 		var ret retirement
 		json.Unmarshal(res.Record.Value, &ret)
 		rt.retired++
-		fmt.Fprintf(rt.stdout, "retired id=%s partition=%d offset=%d kind=%s\n", token([]byte(ret.ID)), ret.Partition, ret.Offset, ret.ErrorKind)
+		fmt.Fprintf(rt.stdout, "retired id=%s partition=%d offset=%d kind=%s\n", relaypkg.Token([]byte(ret.ID)), ret.Partition, ret.Offset, ret.ErrorKind)
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 )
 
 // retiredRecords reads every record of topic with an independent client.
@@ -140,7 +142,7 @@ func TestLetterKeyWithoutID(t *testing.T) {
 		return &kgo.Record{Value: []byte(value), Headers: []kgo.RecordHeader{{Key: "table", Value: []byte("public.other")}, {Key: "error_kind", Value: []byte("unconfigured_table")}}}
 	}
 	a, b := src(`{"id":"1"}`), src(`{"id":"2"}`)
-	it := &redriveItem{src: a, outcome: outSkipped, id: token(nil)}
+	it := &redriveItem{src: a, outcome: outSkipped, id: relaypkg.Token(nil)}
 	if it.key() != mineKey(letterOf(a)) {
 		t.Errorf("key %q, mineKey %q", it.key(), mineKey(letterOf(a)))
 	}
@@ -148,7 +150,7 @@ func TestLetterKeyWithoutID(t *testing.T) {
 		t.Errorf("two letters without an id share mineKey %q", mineKey(letterOf(a)))
 	}
 	withID := &kgo.Record{Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("a b")}}}
-	if k := (&redriveItem{src: withID, outcome: outFiltered, id: token([]byte("a b"))}).key(); k != mineKey(letterOf(withID)) {
+	if k := (&redriveItem{src: withID, outcome: outFiltered, id: relaypkg.Token([]byte("a b"))}).key(); k != mineKey(letterOf(withID)) {
 		t.Errorf("an id with a space: key %q, mineKey %q", k, mineKey(letterOf(withID)))
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -22,7 +21,6 @@ import (
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
-	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
 
 // replayFlags are replay's action flags (config.Replay's Actions): read
@@ -54,21 +52,6 @@ type replayWindow struct {
 	idColumn       string
 	createdColumn  string
 	hasTime, hasID bool
-}
-
-// parseReplayTime reads TIME: RFC 3339, or a duration back from now.
-func parseReplayTime(flagName, s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t.UTC(), nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return time.Time{}, cfgErr(flagName, "%q is neither an RFC 3339 time (2026-12-01T10:00:00Z) nor a duration back from now (90m, 36h)", s)
-	}
-	if d < 0 {
-		return time.Time{}, cfgErr(flagName, "%q is a negative duration: give how long ago, e.g. 90m", s)
-	}
-	return now.Add(-d).UTC(), nil
 }
 
 // uuidVersion checks that s is a uuid and returns it in lowercase with its
@@ -117,11 +100,11 @@ func resolveWindow(rf replayFlags, cols decoder.Columns, info replication.TableI
 	}
 	if rf.since != "" {
 		var err error
-		if w.since, err = parseReplayTime("since", rf.since, now); err != nil {
+		if w.since, err = relaypkg.ParseTime("since", rf.since, now); err != nil {
 			return nil, err
 		}
 		if rf.until != "" {
-			if w.until, err = parseReplayTime("until", rf.until, now); err != nil {
+			if w.until, err = relaypkg.ParseTime("until", rf.until, now); err != nil {
 				return nil, err
 			}
 			if !w.until.After(w.since) {
@@ -300,49 +283,6 @@ const replayFetch = 1000
 // replayCursor is the cursor's name in the replay's transaction.
 const replayCursor = "cdc_relay_replay"
 
-// connectReplay opens the connection replay reads with. Its results are
-// text (the simple protocol), under DateStyle ISO and TimeZone UTC, as the
-// replication connection sets them: the values are the bytes pgoutput
-// sends for the same row.
-func connectReplay(ctx context.Context, url string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		return nil, cfgErr("pg-url", "%s", redactErr(err))
-	}
-	cfg.RuntimeParams["DateStyle"] = "ISO"
-	cfg.RuntimeParams["TimeZone"] = "UTC"
-	if cfg.RuntimeParams["application_name"] == "" {
-		cfg.RuntimeParams["application_name"] = replication.AppName + " replay"
-	}
-	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = 10 * time.Second
-	}
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
-	}
-	return conn, nil
-}
-
-// typmods reads the type modifiers of the table's columns from the catalog:
-// the ones pgoutput's Relation message carries (a timestamp's precision).
-func typmods(ctx context.Context, conn *pgx.Conn, oid uint32) (map[string]int32, error) {
-	rows, err := conn.Query(ctx, `SELECT attname, atttypmod FROM pg_catalog.pg_attribute
-		WHERE attrelid = $1::int8::oid AND attnum > 0 AND NOT attisdropped`, int64(oid))
-	if err != nil {
-		return nil, fmt.Errorf("read column type modifiers: %w", err)
-	}
-	m := map[string]int32{}
-	var name string
-	var mod int32
-	_, err = pgx.ForEachRow(rows, []any{&name, &mod}, func() error { m[name] = mod; return nil })
-	if err != nil {
-		return nil, fmt.Errorf("read column type modifiers: %w", err)
-	}
-	return m, nil
-}
-
 // replayLine is what replay prints of one event once Kafka acknowledged it.
 type replayLine struct {
 	seq            uint64
@@ -356,17 +296,6 @@ func (l *replayLine) String() string {
 		return fmt.Sprintf("dead-lettered id=%s topic=%s key=%s reason=%s", l.id, l.topic, l.key, strconv.Quote(l.reason))
 	}
 	return fmt.Sprintf("published id=%s topic=%s key=%s", l.id, l.topic, l.key)
-}
-
-// token prints bytes greppably: as they are when they are printable text
-// without spaces or quotes, else Go-quoted.
-func token(b []byte) string {
-	if len(b) > 0 && utf8.Valid(b) && !strings.ContainsFunc(string(b), func(r rune) bool {
-		return r <= ' ' || r == '"' || r == 0x7f || r == utf8.RuneError
-	}) {
-		return string(b)
-	}
-	return strconv.Quote(string(b))
 }
 
 // replayAcker is the publisher session's Acker: it prints the lines of the
@@ -498,9 +427,9 @@ type replayer struct {
 	stdout, stderr io.Writer
 }
 
-// fail reports err in one line and returns its exit code (failExit).
+// fail reports err in one line and returns its exit code (relay.FailExit).
 func (r *replayer) fail(what string, err error) int {
-	return failExit(r.stderr, "cdc-relay: replay failed: ", what, err)
+	return relaypkg.FailExit(r.stderr, "cdc-relay: replay failed: ", what, err)
 }
 
 // replayTable is one table's part of a replay: its rows, how to select
@@ -525,7 +454,7 @@ func (r *replayer) run(ctx context.Context) int {
 
 	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := connectReplay(setupCtx, cfg.PGURL)
+	conn, err := relaypkg.ConnectOutbox(setupCtx, cfg.PGURL)
 	if err != nil {
 		return r.fail("PostgreSQL", err)
 	}
@@ -554,7 +483,7 @@ func (r *replayer) run(ctx context.Context) int {
 		if t.q, err = newReplayQuery(t.info, cfg.Tables[i].Columns, extra, t.w); err != nil {
 			return r.fail("", err)
 		}
-		mods, err := typmods(setupCtx, conn, t.info.OID)
+		mods, err := relaypkg.Typmods(setupCtx, conn, t.info.OID)
 		if err != nil {
 			return r.fail("read the catalog", err)
 		}
@@ -785,7 +714,7 @@ func (rs *replayRows) row(ctx context.Context, seq uint64, vals [][]byte, extra 
 		publisher.Release(rec)
 		return false, err
 	}
-	line := replayLine{seq: seq, table: rs.table, id: token(row.ID), topic: rec.Topic, key: token(rec.Key)}
+	line := replayLine{seq: seq, table: rs.table, id: relaypkg.Token(row.ID), topic: rec.Topic, key: relaypkg.Token(rec.Key)}
 	if inv != nil {
 		line.reason = inv.Reason
 		if rs.h.halt && rs.sess != nil {
@@ -821,22 +750,4 @@ func createdTime(b []byte) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-// failExit reports err in one line on stderr and returns its exit code: 2
-// for a setting, an incompatible schema or a flag that does not fit the
-// table, else 1 (prefix, then what failed).
-func failExit(stderr io.Writer, prefix, what string, err error) int {
-	var cerr *ConfigError
-	var ferr *recordpkg.FlagError
-	var incompatible *schemaregistry.IncompatibleError
-	if errors.As(err, &cerr) || errors.As(err, &ferr) || errors.As(err, &incompatible) {
-		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
-		return exitConfig
-	}
-	if what != "" {
-		what += ": "
-	}
-	fmt.Fprintf(stderr, "%s%s%s\n", prefix, what, Redact(err.Error()))
-	return exitFailed
 }

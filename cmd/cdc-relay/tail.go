@@ -15,6 +15,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/config"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/tail"
 )
@@ -92,7 +93,7 @@ func newTailOptions(v *config.Values, now time.Time) (*tail.Options, error) {
 		starts = append(starts, "--from-beginning")
 	}
 	if s, given := v.Action("since"); given {
-		if o.Since, err = parseReplayTime("since", strings.TrimSpace(s), now); err != nil {
+		if o.Since, err = relaypkg.ParseTime("since", strings.TrimSpace(s), now); err != nil {
 			return nil, err
 		}
 		o.Start = tail.FromTime
