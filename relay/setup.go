@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -110,4 +111,16 @@ func (s *Setup) NewPublisher(reject func(*publisher.Record, error) (*publisher.R
 		TxnMaxEvents:       cfg.TxnMaxEvents,
 		Checkpoint:         checkpoint,
 	})
+}
+
+// NewLogger is the log/slog logger of --log-format and --log-level,
+// writing to w.
+func NewLogger(cfg *Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }

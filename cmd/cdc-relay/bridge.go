@@ -1,6 +1,9 @@
 package main
 
 import (
+	"io"
+	"log/slog"
+
 	"github.com/cdc-relay/cdc-relay/decoder"
 	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 )
@@ -10,3 +13,6 @@ import (
 
 // tableNames is relaypkg.TableNames.
 func tableNames(tables []decoder.Table) []string { return relaypkg.TableNames(tables) }
+
+// newLogger is relaypkg.NewLogger.
+func newLogger(cfg *Config, w io.Writer) *slog.Logger { return relaypkg.NewLogger(cfg, w) }

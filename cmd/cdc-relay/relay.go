@@ -281,16 +281,6 @@ func signalContext(log *slog.Logger) (context.Context, func()) {
 	return ctx, func() { signal.Stop(ch); cancel() }
 }
 
-func newLogger(cfg *Config, w io.Writer) *slog.Logger {
-	var level slog.Level
-	level.UnmarshalText([]byte(cfg.LogLevel))
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
-
 // exactlyOnceStart runs once the stream holds the slot, before the session
 // reads it: fence every older instance with the transactional id (which
 // settles what they left open), then read the checkpoint with

@@ -1,8 +1,7 @@
-package main
+package dlq
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,8 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/internal/config"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	"github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/router"
 )
 
@@ -29,8 +28,8 @@ var ageBuckets = []struct {
 	upTo  time.Duration
 }{{"1h", time.Hour}, {"24h", 24 * time.Hour}, {"7d", 7 * 24 * time.Hour}, {"older", 1<<63 - 1}}
 
-// dlqCounts is dlq stats' result.
-type dlqCounts struct {
+// Counts is dlq stats' result.
+type Counts struct {
 	Topic   string `json:"topic"`
 	Group   string `json:"group"`
 	InTopic int    `json:"in_topic"`
@@ -47,7 +46,7 @@ type dlqCounts struct {
 	Newest       *time.Time     `json:"newest,omitempty"`
 }
 
-func (c *dlqCounts) add(r *kgo.Record, now time.Time) {
+func (c *Counts) add(r *kgo.Record, now time.Time) {
 	l := letterOf(r)
 	c.Pending++
 	kind := l.Kind()
@@ -80,36 +79,13 @@ func (c *dlqCounts) add(r *kgo.Record, now time.Time) {
 	}
 }
 
-// dlqStats is `cdc-relay dlq stats`.
-func dlqStats(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	v, cfg, code, ok := dlqKafkaCommand(config.DLQStats, args, getenv, stdout, stderr)
-	if !ok {
-		return code
-	}
-	group := v.String("group")
-	ctx, cancel := dlqContext(cfg, stderr)
-	defer cancel()
-	counts, err := countLetters(ctx, cfg, group, v.String("dlq-retired-topic"), time.Now())
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay dlq stats: %s\n", Redact(err.Error()))
-		return exitFailed
-	}
-	if v.ActionBool("json") {
-		enc := json.NewEncoder(stdout)
-		enc.Encode(counts)
-		return exitOK
-	}
-	printCounts(stdout, counts)
-	return exitOK
-}
-
 // countLetters reads the topic from its start to its end as of now and
 // counts the letters at or after the group's committed offsets that are
 // not retired (their retirements are in retiredTopic), and the retired
 // ones.
-func countLetters(ctx context.Context, cfg *Config, group, retiredTopic string, now time.Time) (*dlqCounts, error) {
-	counts := &dlqCounts{Topic: cfg.DLQTopic, Group: group, RetiredTopic: retiredTopic, Kinds: map[string]int{}, EventTypes: map[string]int{}, Ages: map[string]int{}}
-	opts, err := kgoOptions(cfg)
+func CountLetters(ctx context.Context, cfg *relay.Config, group, retiredTopic string, now time.Time) (*Counts, error) {
+	counts := &Counts{Topic: cfg.DLQTopic, Group: group, RetiredTopic: retiredTopic, Kinds: map[string]int{}, EventTypes: map[string]int{}, Ages: map[string]int{}}
+	opts, err := kafkaOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +146,7 @@ func fetchError(f kgo.Fetches) error {
 }
 
 // printCounts prints the counts as a small table.
-func printCounts(w io.Writer, c *dlqCounts) {
+func PrintCounts(w io.Writer, c *Counts) {
 	fmt.Fprintf(w, "%s: %d dead letters pending for group %s (%d in the topic)\n", c.Topic, c.Pending, c.Group, c.InTopic)
 	if c.Retired > 0 {
 		fmt.Fprintf(w, "retired with cdc-relay dlq retire: %d (in %s)\n", c.Retired, c.RetiredTopic)

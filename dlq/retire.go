@@ -1,4 +1,4 @@
-package main
+package dlq
 
 import (
 	"context"
@@ -17,15 +17,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/cdc-relay/cdc-relay/internal/config"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
-	relaypkg "github.com/cdc-relay/cdc-relay/relay"
+	"github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/router"
 )
 
-// retirement is the value of a record of --dlq-retired-topic: one dead
+// Retirement is the value of a record of --dlq-retired-topic: one dead
 // letter marked handled by cdc-relay dlq retire. Its key is retiredKey.
-type retirement struct {
+type Retirement struct {
 	DLQTopic   string    `json:"dlq_topic"`
 	TopicID    string    `json:"dlq_topic_id"` // hex: a topic created again is another topic
 	Partition  int32     `json:"partition"`
@@ -40,7 +39,7 @@ type retirement struct {
 	RetiredBy  string    `json:"retired_by"`
 }
 
-// retiredKey is the key of a letter's retirement record: the dead-letter
+// retiredKey is the key of a letter's Retirement record: the dead-letter
 // topic, its topic id, and the letter's partition and offset.
 func retiredKey(topic string, id [16]byte, partition int32, offset int64) string {
 	return topic + "/" + hex.EncodeToString(id[:]) + "/" + strconv.Itoa(int(partition)) + "/" + strconv.FormatInt(offset, 10)
@@ -95,10 +94,10 @@ func readRange(ctx context.Context, opts []kgo.Opt, topic string, start, end par
 
 // readRetirements reads the retirements of the letters of dlqTopic (whose
 // topic id is dlqID) from retiredTopic, by retiredKey: the last record of
-// a key wins, and one without a value (a tombstone) takes the retirement
+// a key wins, and one without a value (a tombstone) takes the Retirement
 // back. A missing topic holds none.
-func readRetirements(ctx context.Context, admin *kgo.Client, opts []kgo.Opt, retiredTopic, dlqTopic string, dlqID [16]byte) (map[string]retirement, error) {
-	out := map[string]retirement{}
+func readRetirements(ctx context.Context, admin *kgo.Client, opts []kgo.Opt, retiredTopic, dlqTopic string, dlqID [16]byte) (map[string]Retirement, error) {
+	out := map[string]Retirement{}
 	start, err := listOffsets(ctx, admin, retiredTopic, -2)
 	if errors.Is(err, errNoTopic) {
 		return out, nil
@@ -121,7 +120,7 @@ func readRetirements(ctx context.Context, admin *kgo.Client, opts []kgo.Opt, ret
 			delete(out, key)
 			return
 		}
-		var ret retirement
+		var ret Retirement
 		if json.Unmarshal(r.Value, &ret) == nil {
 			out[key] = ret
 		}
@@ -139,54 +138,23 @@ func retiredBy() string {
 	return name + "@" + host
 }
 
-// dlqRetire is `cdc-relay dlq retire`.
-func dlqRetire(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	v, cfg, code, ok := dlqKafkaCommand(config.DLQRetire, args, getenv, stdout, stderr)
-	if !ok {
-		return code
-	}
-	rf, err := filterActions(v, time.Now())
-	if err == nil {
-		reason, given := v.Action("reason")
-		if reason = strings.TrimSpace(reason); !given {
-			err = cfgErr("reason", "is required: say why the letters need nothing more (e.g. --reason \"replayed with cdc-relay replay, INC-123\")")
-		} else if reason == "" {
-			err = cfgErr("reason", "is empty")
-		}
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
-		return exitConfig
-	}
-	reason, _ := v.Action("reason")
-	rt := &retirer{cfg: cfg, rf: rf, group: v.String("group"), topic: v.String("dlq-retired-topic"), reason: strings.TrimSpace(reason), stdout: stdout}
-	ctx, cancel := dlqContext(cfg, stderr)
-	defer cancel()
-	if err := rt.run(ctx); err != nil {
-		fmt.Fprintf(stdout, "retire incomplete: retired %d, already retired %d, left out by the filters %d from %s, group %s\n", rt.retired, rt.already, rt.filtered, cfg.DLQTopic, rt.group)
-		fmt.Fprintf(stderr, "cdc-relay dlq retire failed: %s\n", Redact(err.Error()))
-		return exitFailed
-	}
-	prefix := "retire"
-	if rf.dryRun {
-		prefix = "dry run: would have"
-	}
-	fmt.Fprintf(stdout, "%s: retired %d, already retired %d, left out by the filters %d from %s, group %s, in %s\n", prefix, rt.retired, rt.already, rt.filtered, cfg.DLQTopic, rt.group, rt.topic)
-	return exitOK
+// Retirer is one dlq retire: it marks the pending letters of
+// Config.DLQTopic that Filters keep handled, writing a Retirement with
+// Reason to Topic (--dlq-retired-topic) for each, and prints a line per
+// letter on Stdout. Run leaves the counts in Retired, Already (retired
+// before) and Filtered (left out by the filters).
+type Retirer struct {
+	Config                     *relay.Config
+	Filters                    Filters
+	Group, Topic, Reason       string
+	Stdout                     io.Writer
+	Retired, Already, Filtered int
 }
 
-// retirer holds one dlq retire's state.
-type retirer struct {
-	cfg                        *Config
-	rf                         redriveFlags
-	group, topic, reason       string
-	stdout                     io.Writer
-	retired, already, filtered int
-}
-
-func (rt *retirer) run(ctx context.Context) error {
-	cfg := rt.cfg
-	opts, err := kgoOptions(cfg)
+// Run retires the letters; an error leaves the counts of what it did.
+func (rt *Retirer) Run(ctx context.Context) error {
+	cfg := rt.Config
+	opts, err := kafkaOptions(cfg)
 	if err != nil {
 		return err
 	}
@@ -206,7 +174,7 @@ func (rt *retirer) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	committed, err := committedOffsets(ctx, admin, rt.group, cfg.DLQTopic)
+	committed, err := committedOffsets(ctx, admin, rt.Group, cfg.DLQTopic)
 	if err != nil {
 		return err
 	}
@@ -214,7 +182,7 @@ func (rt *retirer) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	retired, err := readRetirements(ctx, admin, opts, rt.topic, cfg.DLQTopic, dlqID)
+	retired, err := readRetirements(ctx, admin, opts, rt.Topic, cfg.DLQTopic, dlqID)
 	if err != nil {
 		return err
 	}
@@ -231,39 +199,39 @@ func (rt *retirer) run(ctx context.Context) error {
 	err = readRange(ctx, opts, cfg.DLQTopic, from, end, func(r *kgo.Record) {
 		l := letterOf(r)
 		id, _ := l.Header(router.HeaderID)
-		where := fmt.Sprintf("id=%s partition=%d offset=%d", relaypkg.Token(id), r.Partition, r.Offset)
+		where := fmt.Sprintf("id=%s partition=%d offset=%d", relay.Token(id), r.Partition, r.Offset)
 		key := retiredKey(cfg.DLQTopic, dlqID, r.Partition, r.Offset)
-		if why := rt.rf.filtered(l); why != "" {
-			rt.filtered++
+		if why := rt.Filters.filtered(l); why != "" {
+			rt.Filtered++
 			return
 		}
 		if prev, ok := retired[key]; ok {
-			rt.already++
-			fmt.Fprintf(rt.stdout, "already retired %s at %s by %s reason=%s\n", where, prev.RetiredAt.Format(time.RFC3339), prev.RetiredBy, strconv.Quote(prev.Reason))
+			rt.Already++
+			fmt.Fprintf(rt.Stdout, "already retired %s at %s by %s reason=%s\n", where, prev.RetiredAt.Format(time.RFC3339), prev.RetiredBy, strconv.Quote(prev.Reason))
 			return
 		}
 		et, _ := l.Header(router.HeaderEventType)
 		table, _ := l.Header(recordpkg.HeaderTable)
-		ret := retirement{DLQTopic: cfg.DLQTopic, TopicID: hex.EncodeToString(dlqID[:]), Partition: r.Partition, Offset: r.Offset,
+		ret := Retirement{DLQTopic: cfg.DLQTopic, TopicID: hex.EncodeToString(dlqID[:]), Partition: r.Partition, Offset: r.Offset,
 			ID: string(id), EventType: string(et), ErrorKind: l.Kind(), Table: string(table), LetterTime: r.Timestamp.UTC(),
-			Reason: rt.reason, RetiredAt: now, RetiredBy: by}
+			Reason: rt.Reason, RetiredAt: now, RetiredBy: by}
 		value, _ := json.Marshal(ret) // strings, numbers and times always marshal
-		recs = append(recs, &kgo.Record{Topic: rt.topic, Key: []byte(key), Value: value, Timestamp: now})
-		if rt.rf.dryRun {
-			fmt.Fprintf(rt.stdout, "would be retired %s kind=%s\n", where, l.Kind())
+		recs = append(recs, &kgo.Record{Topic: rt.Topic, Key: []byte(key), Value: value, Timestamp: now})
+		if rt.Filters.DryRun {
+			fmt.Fprintf(rt.Stdout, "would be retired %s kind=%s\n", where, l.Kind())
 		}
 	})
 	if err != nil {
 		return err
 	}
-	if rt.rf.dryRun {
-		rt.retired = len(recs)
+	if rt.Filters.DryRun {
+		rt.Retired = len(recs)
 		return nil
 	}
 	if len(recs) == 0 {
 		return nil
 	}
-	if err := createCompacted(ctx, admin, rt.topic); err != nil {
+	if err := createCompacted(ctx, admin, rt.Topic); err != nil {
 		return err
 	}
 	pcl, err := kgo.NewClient(append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))...)
@@ -273,12 +241,12 @@ func (rt *retirer) run(ctx context.Context) error {
 	defer pcl.Close()
 	for _, res := range pcl.ProduceSync(ctx, recs...) {
 		if res.Err != nil {
-			return fmt.Errorf("write the retirement to %s: %w", rt.topic, res.Err)
+			return fmt.Errorf("write the Retirement to %s: %w", rt.Topic, res.Err)
 		}
-		var ret retirement
+		var ret Retirement
 		json.Unmarshal(res.Record.Value, &ret)
-		rt.retired++
-		fmt.Fprintf(rt.stdout, "retired id=%s partition=%d offset=%d kind=%s\n", relaypkg.Token([]byte(ret.ID)), ret.Partition, ret.Offset, ret.ErrorKind)
+		rt.Retired++
+		fmt.Fprintf(rt.Stdout, "retired id=%s partition=%d offset=%d kind=%s\n", relay.Token([]byte(ret.ID)), ret.Partition, ret.Offset, ret.ErrorKind)
 	}
 	return nil
 }
