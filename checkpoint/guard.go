@@ -15,7 +15,7 @@ import (
 
 // Config configures a Guard.
 type Config struct {
-	Store *Store
+	Store Backend
 	// RelayID is --relay-id; "" means DefaultRelayID, known after the first
 	// connection.
 	RelayID     string

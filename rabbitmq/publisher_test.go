@@ -32,6 +32,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+var names atomic.Int64
+
+// fresh is a suffix that makes a test's exchange and queue names its own,
+// also when -count runs it again on the same node.
+func fresh() string { return "-" + strconv.FormatInt(names.Add(1), 10) }
+
 func startNode(t *testing.T) *rabbittest.Node {
 	t.Helper()
 	nodeOnce.Do(func() { node, nodeErr = rabbittest.Start(rabbittest.Options{}) })
@@ -169,14 +175,15 @@ func consume(t *testing.T, n *rabbittest.Node, q string, count int, timeout time
 }
 
 func TestPublishAcksAContiguousPrefixInOrder(t *testing.T) {
+	sfx := fresh()
 	n := startNode(t)
-	topology(t, n, "ex-order", "q-order", "order.#", nil)
+	topology(t, n, "ex-order"+sfx, "q-order"+sfx, "order.#", nil)
 	a := &acks{t: t}
-	p := New(Config{URL: n.URL(), Exchange: "ex-order", Declare: true, MaxInFlight: 300, Acked: a.acked})
+	p := New(Config{URL: n.URL(), Exchange: "ex-order" + sfx, Declare: true, MaxInFlight: 300, Acked: a.acked})
 	run(t, p)
 	const total = 3000
 	for i := uint64(1); i <= total; i++ {
-		if err := p.Publish(context.Background(), msg("ex-order", i, "order.created")); err != nil {
+		if err := p.Publish(context.Background(), msg("ex-order"+sfx, i, "order.created")); err != nil {
 			t.Fatal(err)
 		}
 		if f := p.InFlight(); f > 300 {
@@ -184,7 +191,7 @@ func TestPublishAcksAContiguousPrefixInOrder(t *testing.T) {
 		}
 	}
 	waitFor(t, "every message acked", time.Minute, func() bool { return a.get() == total })
-	got := consume(t, n, "q-order", total, time.Minute)
+	got := consume(t, n, "q-order"+sfx, total, time.Minute)
 	for i, id := range got {
 		if want := "id-" + strconv.Itoa(i+1); id != want {
 			t.Fatalf("message %d is %s, want %s: order lost", i, id, want)
@@ -193,18 +200,19 @@ func TestPublishAcksAContiguousPrefixInOrder(t *testing.T) {
 }
 
 func TestUnroutableGoesToTheDeadLetterQueue(t *testing.T) {
+	sfx := fresh()
 	n := startNode(t)
-	ch := topology(t, n, "ex-unroutable", "q-routed", "routed", nil)
-	if _, err := ch.QueueDeclare("q-dead", true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+	ch := topology(t, n, "ex-unroutable"+sfx, "q-routed"+sfx, "routed", nil)
+	if _, err := ch.QueueDeclare("q-dead"+sfx, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
 		t.Fatal(err)
 	}
 	a := &acks{t: t}
 	c := &counts{}
 	var dead sync.Map
-	p := New(Config{URL: n.URL(), Exchange: "ex-unroutable", Declare: true, Acked: a.acked, Observer: c,
+	p := New(Config{URL: n.URL(), Exchange: "ex-unroutable" + sfx, Declare: true, Acked: a.acked, Observer: c,
 		Unroutable: func(m *Message) (*Message, error) {
 			dead.Store(m.Publishing.MessageId, true)
-			return &Message{Exchange: "", RoutingKey: "q-dead", Publishing: amqp.Publishing{
+			return &Message{Exchange: "", RoutingKey: "q-dead" + sfx, Publishing: amqp.Publishing{
 				DeliveryMode: amqp.Persistent, MessageId: m.Publishing.MessageId, Body: m.Publishing.Body,
 				Headers: amqp.Table{"error_kind": "unroutable"}}}, nil
 		}})
@@ -215,7 +223,7 @@ func TestUnroutableGoesToTheDeadLetterQueue(t *testing.T) {
 		if i%10 == 0 {
 			key = "nobody.listens"
 		}
-		if err := p.Publish(context.Background(), msg("ex-unroutable", i, key)); err != nil {
+		if err := p.Publish(context.Background(), msg("ex-unroutable"+sfx, i, key)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -223,13 +231,13 @@ func TestUnroutableGoesToTheDeadLetterQueue(t *testing.T) {
 	if got := c.returned.Load(); got != total/10 {
 		t.Fatalf("%d returned, want %d", got, total/10)
 	}
-	routed := consume(t, n, "q-routed", total-total/10, time.Minute)
+	routed := consume(t, n, "q-routed"+sfx, total-total/10, time.Minute)
 	for _, id := range routed {
 		if _, ok := dead.Load(id); ok {
 			t.Fatalf("%s was returned and is in the routed queue too", id)
 		}
 	}
-	letters := consume(t, n, "q-dead", total/10, time.Minute)
+	letters := consume(t, n, "q-dead"+sfx, total/10, time.Minute)
 	for _, id := range letters {
 		if _, ok := dead.Load(id); !ok {
 			t.Fatalf("dead letter %s was never returned", id)
@@ -238,16 +246,17 @@ func TestUnroutableGoesToTheDeadLetterQueue(t *testing.T) {
 }
 
 func TestNackFromAFullQueueIsRetriedNotDeadLettered(t *testing.T) {
+	sfx := fresh()
 	n := startNode(t)
-	topology(t, n, "ex-full", "q-full", "#", amqp.Table{"x-max-length": int64(20), "x-overflow": "reject-publish", "x-queue-type": "classic"})
+	topology(t, n, "ex-full"+sfx, "q-full"+sfx, "#", amqp.Table{"x-max-length": int64(20), "x-overflow": "reject-publish", "x-queue-type": "classic"})
 	a := &acks{t: t}
 	c := &counts{}
-	p := New(Config{URL: n.URL(), Exchange: "ex-full", Declare: true, Acked: a.acked, Observer: c,
+	p := New(Config{URL: n.URL(), Exchange: "ex-full" + sfx, Declare: true, Acked: a.acked, Observer: c,
 		Unroutable: func(m *Message) (*Message, error) { return nil, errors.New("nothing is unroutable here") }})
 	run(t, p)
 	const total = 100
 	for i := uint64(1); i <= total; i++ {
-		if err := p.Publish(context.Background(), msg("ex-full", i, "k")); err != nil {
+		if err := p.Publish(context.Background(), msg("ex-full"+sfx, i, "k")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -255,7 +264,7 @@ func TestNackFromAFullQueueIsRetriedNotDeadLettered(t *testing.T) {
 	if got := a.get(); got >= total {
 		t.Fatalf("acked up to %d with a queue of 20 and no consumer", got)
 	}
-	got := consume(t, n, "q-full", total, 2*time.Minute)
+	got := consume(t, n, "q-full"+sfx, total, 2*time.Minute)
 	waitFor(t, "every message acked", time.Minute, func() bool { return a.get() == total })
 	if len(got) != total || c.returned.Load() != 0 {
 		t.Fatalf("%d distinct delivered, %d returned", len(got), c.returned.Load())
@@ -263,54 +272,63 @@ func TestNackFromAFullQueueIsRetriedNotDeadLettered(t *testing.T) {
 }
 
 func TestClosedConnectionResendsTheUnconfirmed(t *testing.T) {
+	sfx := fresh()
 	n := startNode(t)
-	topology(t, n, "ex-close", "q-close", "#", nil)
+	topology(t, n, "ex-close"+sfx, "q-close"+sfx, "#", nil)
 	a := &acks{t: t}
 	c := &counts{}
-	p := New(Config{URL: n.URL(), Exchange: "ex-close", Declare: true, Acked: a.acked, Observer: c,
+	p := New(Config{URL: n.URL(), Exchange: "ex-close" + sfx, Declare: true, Acked: a.acked, Observer: c,
 		Backoff: backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}})
 	run(t, p)
-	const total = 20000
+	// Publish until the connection was closed three times under load.
+	var published atomic.Uint64
+	stopPub := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		for i := uint64(1); i <= total; i++ {
-			if err := p.Publish(context.Background(), msg("ex-close", i, "k")); err != nil {
+		for i := uint64(1); ; i++ {
+			select {
+			case <-stopPub:
+				done <- nil
+				return
+			default:
+			}
+			if err := p.Publish(context.Background(), msg("ex-close"+sfx, i, "k")); err != nil {
 				done <- err
 				return
 			}
+			published.Store(i)
 		}
-		done <- nil
 	}()
 	for kills := 0; kills < 3; kills++ {
 		before := a.get()
-		waitFor(t, "more acks", time.Minute, func() bool { return a.get() > before+1000 || a.get() == total })
-		if a.get() == total {
-			break
-		}
+		waitFor(t, "more acks", time.Minute, func() bool { return a.get() > before+1000 })
 		if _, err := n.Ctl("close_all_connections", "test closes it"); err != nil {
 			t.Fatal(err)
 		}
+		waitFor(t, "the reconnect", time.Minute, func() bool { return c.reconnected.Load() > int64(kills) })
 	}
+	close(stopPub)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "every message acked", 2*time.Minute, func() bool { return a.get() == total })
-	if c.reconnected.Load() == 0 {
-		t.Fatalf("no reconnect: the connections were never closed under it")
-	}
-	got := consume(t, n, "q-close", total, 2*time.Minute)
-	if len(got) != total {
-		t.Fatalf("%d of %d", len(got), total)
+	total := int(published.Load())
+	waitFor(t, "every message acked", 2*time.Minute, func() bool { return a.get() == uint64(total) })
+	got := consume(t, n, "q-close"+sfx, total, 2*time.Minute)
+	for i, id := range got {
+		if want := "id-" + strconv.Itoa(i+1); id != want {
+			t.Fatalf("first arrival %d is %s, want %s: the re-send broke the order", i, id, want)
+		}
 	}
 }
 
 func TestMemoryAlarmPausesPublishing(t *testing.T) {
+	sfx := fresh()
 	n := startNode(t)
-	topology(t, n, "ex-alarm", "q-alarm", "#", nil)
+	topology(t, n, "ex-alarm"+sfx, "q-alarm"+sfx, "#", nil)
 	a := &acks{t: t}
-	p := New(Config{URL: n.URL(), Exchange: "ex-alarm", Declare: true, Acked: a.acked})
+	p := New(Config{URL: n.URL(), Exchange: "ex-alarm" + sfx, Declare: true, Acked: a.acked})
 	run(t, p)
-	if err := p.Publish(context.Background(), msg("ex-alarm", 1, "k")); err != nil {
+	if err := p.Publish(context.Background(), msg("ex-alarm"+sfx, 1, "k")); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the first ack", time.Minute, func() bool { return a.get() == 1 })
@@ -325,7 +343,7 @@ func TestMemoryAlarmPausesPublishing(t *testing.T) {
 	})
 	// The broker blocks a connection when it next publishes.
 	for i := uint64(2); i <= 50; i++ {
-		if err := p.Publish(context.Background(), msg("ex-alarm", i, "k")); err != nil {
+		if err := p.Publish(context.Background(), msg("ex-alarm"+sfx, i, "k")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -341,12 +359,13 @@ func TestMemoryAlarmPausesPublishing(t *testing.T) {
 	if !p.Health().BlockedSince.IsZero() {
 		t.Fatal("still blocked after the alarm cleared")
 	}
-	if got := consume(t, n, "q-alarm", 50, time.Minute); len(got) != 50 {
+	if got := consume(t, n, "q-alarm"+sfx, 50, time.Minute); len(got) != 50 {
 		t.Fatalf("%d of 50", len(got))
 	}
 }
 
 func TestExchangeOfAnotherTypeIsAnExchangeError(t *testing.T) {
+	sfx := fresh()
 	n := startNode(t)
 	conn, err := amqp.Dial(n.URL())
 	if err != nil {
@@ -357,18 +376,18 @@ func TestExchangeOfAnotherTypeIsAnExchangeError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.ExchangeDeclare("ex-fanout", "fanout", true, false, false, false, nil); err != nil {
+	if err := ch.ExchangeDeclare("ex-fanout"+sfx, "fanout", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	p := New(Config{URL: n.URL(), Exchange: "ex-fanout", Declare: true})
+	p := New(Config{URL: n.URL(), Exchange: "ex-fanout" + sfx, Declare: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = p.Run(ctx)
 	var exErr *ExchangeError
-	if !errors.As(err, &exErr) || exErr.Exchange != "ex-fanout" {
+	if !errors.As(err, &exErr) || exErr.Exchange != "ex-fanout"+sfx {
 		t.Fatalf("Run: %v, want an *ExchangeError naming ex-fanout", err)
 	}
-	if perr := p.Publish(ctx, msg("ex-fanout", 1, "k")); perr == nil {
+	if perr := p.Publish(ctx, msg("ex-fanout"+sfx, 1, "k")); perr == nil {
 		t.Fatal("Publish after Run ended: no error")
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/cdc-relay/cdc-relay/internal/config"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
@@ -414,13 +414,14 @@ func (c *checker) publication(ctx context.Context, conn *pgx.Conn, cfg *Config) 
 }
 
 func (c *checker) kafka(ctx context.Context, cfg *Config) {
-	tr, err := kafkaTransport(cfg)
+	kc, err := checkClient(cfg)
 	if err != nil {
 		c.fail("Kafka: %v", err)
 		return
 	}
-	client := &kafka.Client{Addr: kafka.TCP(cfg.KafkaBrokers...), Timeout: 10 * time.Second, Transport: tr}
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{})
+	defer kc.Close()
+	// Every topic the principal may describe, with its rights on each.
+	md, err := kadm.NewClient(kc).Metadata(kadm.WithAuthorizedOps(ctx))
 	if err != nil {
 		msg := err.Error()
 		switch {
@@ -434,42 +435,25 @@ func (c *checker) kafka(ctx context.Context, cfg *Config) {
 		return
 	}
 	c.ok("Kafka: %d broker(s) reachable via %s", len(md.Brokers), strings.Join(cfg.KafkaBrokers, ","))
-	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
-		ResourceType: kafka.ResourceTypeBroker, ResourceName: fmt.Sprint(md.Controller.ID), ConfigNames: []string{"auto.create.topics.enable"},
-	}}})
+	k := newKafkaView(kc, md)
 	auto := ""
-	if err == nil && len(res.Resources) == 1 {
-		for _, e := range res.Resources[0].ConfigEntries {
-			if e.ConfigName == "auto.create.topics.enable" {
-				auto = e.ConfigValue
-			}
-		}
-	}
-	topics := map[string]bool{}
-	for _, t := range md.Topics {
-		topics[t.Name] = true
+	if conf, err := k.brokerConfigs(ctx, md.Controller); err == nil {
+		auto = conf["auto.create.topics.enable"]
 	}
 	switch {
 	case auto == "true":
 		c.ok("Kafka: broker auto-creation is on: topics are created on first use")
-	case topics[cfg.DLQTopic]:
+	case md.Topics.Has(cfg.DLQTopic):
 		c.ok("Kafka: auto-creation is %s; dead-letter topic %s exists (create every %s topic before its first event)", orUnknown(auto), cfg.DLQTopic, cfg.TopicTemplate)
 	default:
 		c.fail("Kafka: auto-creation is %s and dead-letter topic %s does not exist: create it (and every %s topic) or enable auto.create.topics.enable", orUnknown(auto), cfg.DLQTopic, cfg.TopicTemplate)
 	}
-	kc, err := checkClient(cfg)
-	if err != nil {
-		c.warn("Kafka: %v: retention, replication and ACLs not checked", err)
-		return
-	}
-	defer kc.Close()
-	k, err := metadataView(ctx, kc, []string{cfg.DLQTopic, cfg.CheckpointTopic})
-	if err != nil {
+	if err := k.describe(ctx, cfg.DLQTopic, cfg.CheckpointTopic); err != nil {
 		c.warn("Kafka: cannot read the topics' metadata with the principal's rights (%v): retention, replication and ACLs not checked", err)
 		return
 	}
-	c.dlqRetention(ctx, cfg, k, md.Controller.ID)
-	c.checkpointReplicas(ctx, cfg, k, md.Controller.ID)
+	c.dlqRetention(ctx, cfg, k, md.Controller)
+	c.checkpointReplicas(ctx, cfg, k, md.Controller)
 	c.acls(ctx, cfg, k)
 }
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 )
@@ -230,17 +230,16 @@ func TestCheckpointTopicNotCompacted(t *testing.T) {
 	f := newFixture(t, "")
 	byHand := "t" + f.name + ".ckpt-delete"
 	auto := "t" + f.name + ".ckpt-auto"
-	cl := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 30 * time.Second}
-	ctx := context.Background()
-	res, err := cl.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: byHand, NumPartitions: 1, ReplicationFactor: 1,
-		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "delete"}}}}})
-	if err != nil || res.Errors[byHand] != nil {
-		t.Fatalf("create %s: %v %v", byHand, err, res)
-	}
+	createTopic(t, broker.Addr(), byHand, map[string]string{"cleanup.policy": "delete"})
 	// A topic the broker auto-created has the broker's default, delete.
-	w := &kafka.Writer{Addr: kafka.TCP(broker.Addr()), Topic: auto, AllowAutoTopicCreation: true}
+	w, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr()), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, 60*time.Second, "the broker to auto-create "+auto, func() bool {
-		return w.WriteMessages(ctx, kafka.Message{Key: []byte("k"), Value: []byte("{}")}) == nil
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return w.ProduceSync(ctx, &kgo.Record{Topic: auto, Key: []byte("k"), Value: []byte("{}")}).FirstErr() == nil
 	})
 	w.Close()
 	for _, topic := range []string{byHand, auto} {

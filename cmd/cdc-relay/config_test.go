@@ -265,7 +265,7 @@ func TestKafkaSecuritySettings(t *testing.T) {
 	if c.KafkaSASLPassword != "from-file" {
 		t.Fatalf("password from the _FILE env = %q", c.KafkaSASLPassword)
 	}
-	if _, err := kafkaTransport(c); err != nil {
+	if _, err := checkedKgoSecurity(c); err != nil {
 		t.Fatal(err)
 	}
 	bad := []struct {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -254,14 +253,7 @@ func TestBrokerRefusesTimestamp(t *testing.T) {
 	for _, delivery := range []string{"at-least-once", "exactly-once"} {
 		t.Run(delivery, func(t *testing.T) {
 			f := newFixture(t, formatsDDL)
-			cl := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 10 * time.Second}
-			res, err := cl.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-				Topic: f.topic("Customer"), NumPartitions: 1, ReplicationFactor: 1,
-				ConfigEntries: []kafka.ConfigEntry{{ConfigName: "message.timestamp.after.max.ms", ConfigValue: "3600000"}},
-			}}})
-			if err != nil || res.Errors[f.topic("Customer")] != nil {
-				t.Fatalf("create topic: %v %v", err, res)
-			}
+			createTopic(t, broker.Addr(), f.topic("Customer"), map[string]string{"message.timestamp.after.max.ms": "3600000"})
 			c := consume(t, "^"+f.topicPrefix+`\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 			r := startRelay(t, f.args("--value-format", "json", "--timestamp-column", "occurred_at", "--delivery", delivery))
 			r.waitStreaming(60 * time.Second)

@@ -18,9 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 )
@@ -316,20 +315,10 @@ func createLogAppendTimeTopic(t *testing.T, name string) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	topic := kmsg.NewCreateTopicsRequestTopic()
-	topic.Topic, topic.NumPartitions, topic.ReplicationFactor = name, 3, 1
-	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
-	cfg.Name, cfg.Value = "message.timestamp.type", kmsg.StringPtr("LogAppendTime")
-	topic.Configs = append(topic.Configs, cfg)
-	req.Topics = append(req.Topics, topic)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+	configs := map[string]*string{"message.timestamp.type": kadm.StringPtr("LogAppendTime")}
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, configs, name); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
 }

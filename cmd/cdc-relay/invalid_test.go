@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
@@ -262,14 +261,7 @@ func TestBrokerRejectsTooLargeRecord(t *testing.T) {
 		mode := tc.mode
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, "")
-			cl := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 10 * time.Second}
-			res, err := cl.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-				Topic: f.topic("Order"), NumPartitions: 1, ReplicationFactor: 1,
-				ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: "20000"}},
-			}}})
-			if err != nil || res.Errors[f.topic("Order")] != nil {
-				t.Fatalf("create topic: %v %v", err, res)
-			}
+			createTopic(t, broker.Addr(), f.topic("Order"), map[string]string{"max.message.bytes": "20000"})
 			c := consume(t, "^"+f.topicPrefix+`\..*`, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 			r := startRelay(t, f.args("--on-invalid", mode, "--halt-linger", "0s", "--delivery", tc.delivery))
 			r.waitStreaming(60 * time.Second)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -88,27 +89,18 @@ type aclProbe func(ctx context.Context, k *kafkaView, needs []aclNeed) []aclVerd
 var aclProbes = map[aclResource]aclProbe{topicResource: probeTopicACLs, transactionalIDResource: probeTransactionalIDACLs}
 
 // kafkaView is what the metadata with the principal's authorized
-// operations told about the cluster, and the client to ask more. It is a
-// franz-go client: kafka-go answers metadata requests from its cache,
-// without authorized operations.
+// operations told about the cluster, and the clients to ask more.
 type kafkaView struct {
 	client  *kgo.Client
+	adm     *kadm.Client
 	brokers int
-	topics  map[string]kmsg.MetadataResponseTopic
+	topics  kadm.TopicDetails
 }
 
-// Kafka error codes the checks tell apart.
-const (
-	kafkaUnknownTopic          = 3
-	kafkaTopicAuthorizationErr = 29
-	// authorizedOpsOmitted is what a broker answers for authorized
-	// operations it was not asked for or does not report (INT32_MIN).
-	authorizedOpsOmitted = -2147483648
-)
-
-// checkClient is a franz-go client with the relay's TLS and SASL settings.
+// checkClient is a franz-go client with the relay's TLS and SASL settings,
+// refusing at once a SCRAM username the mechanism cannot use, as run does.
 func checkClient(cfg *Config) (*kgo.Client, error) {
-	sec, err := kgoSecurity(cfg)
+	sec, err := checkedKgoSecurity(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -116,39 +108,36 @@ func checkClient(cfg *Config) (*kgo.Client, error) {
 		kgo.RequestRetries(2), kgo.RetryTimeout(10 * time.Second)}, sec...)...)
 }
 
-// metadataView asks for the metadata of every topic the principal may
-// describe and of names (which need not be among them: an unknown or
-// forbidden name comes back with its error), with authorized operations.
-func metadataView(ctx context.Context, client *kgo.Client, names []string) (*kafkaView, error) {
-	k := &kafkaView{client: client, topics: map[string]kmsg.MetadataResponseTopic{}}
-	all := kmsg.NewPtrMetadataRequest()
-	all.Topics = nil // every topic
-	all.IncludeTopicAuthorizedOperations = true
-	named := kmsg.NewPtrMetadataRequest()
+// newKafkaView holds md, the metadata of every topic the principal may
+// describe, asked for with kadm.WithAuthorizedOps.
+func newKafkaView(client *kgo.Client, md kadm.Metadata) *kafkaView {
+	return &kafkaView{client: client, adm: kadm.NewClient(client), brokers: len(md.Brokers), topics: md.Topics}
+}
+
+// describe adds the metadata of names not in the view yet, which come back
+// unknown or forbidden. No metadata request creates a topic: kadm leaves
+// AllowAutoTopicCreation false, where Kafka's default is true.
+func (k *kafkaView) describe(ctx context.Context, names ...string) error {
 	for _, n := range names {
-		t := kmsg.NewMetadataRequestTopic()
-		t.Topic = kmsg.StringPtr(n)
-		named.Topics = append(named.Topics, t)
-	}
-	named.IncludeTopicAuthorizedOperations = true
-	// Kafka's default is true: the check must create nothing.
-	all.AllowAutoTopicCreation, named.AllowAutoTopicCreation = false, false
-	for _, req := range []*kmsg.MetadataRequest{all, named} {
-		md, err := req.RequestWith(ctx, client)
-		if err != nil {
-			return nil, fmt.Errorf("read metadata: %w", err)
+		if t, seen := k.topics[n]; seen && t.Err == nil {
+			continue
 		}
-		k.brokers = len(md.Brokers)
-		for _, t := range md.Topics {
-			if t.Topic == nil {
-				continue
-			}
-			if old, seen := k.topics[*t.Topic]; !seen || old.ErrorCode != 0 {
-				k.topics[*t.Topic] = t
+		// One topic a request: kadm fails a whole answer that refuses any
+		// topic, and a refusal is what this topic's verdict needs.
+		md, err := k.adm.Metadata(kadm.WithAuthorizedOps(ctx), n)
+		var denied *kadm.AuthError
+		switch {
+		case errors.As(err, &denied):
+			k.topics[n] = kadm.TopicDetail{Topic: n, Err: denied.Err}
+		case err != nil:
+			return fmt.Errorf("read metadata: %w", err)
+		default:
+			if t, ok := md.Topics[n]; ok {
+				k.topics[n] = t
 			}
 		}
 	}
-	return k, nil
+	return nil
 }
 
 // aclNeeds lists the rights the relay's principal needs: WRITE on the
@@ -171,7 +160,7 @@ func aclNeeds(cfg *Config, k *kafkaView, txnID string) []aclNeed {
 		match := rt.Matcher()
 		var names []string
 		for name, t := range k.topics {
-			if t.ErrorCode == 0 && !t.IsInternal && name != cfg.DLQTopic && name != cfg.CheckpointTopic && match(name) {
+			if t.Err == nil && !t.IsInternal && name != cfg.DLQTopic && name != cfg.CheckpointTopic && match(name) {
 				names = append(names, name)
 			}
 		}
@@ -198,10 +187,12 @@ const txnProbeTopic = "cdc-relay check: no such topic"
 
 // Kafka error codes of the transactional-id probes.
 const (
-	kafkaInvalidTopic        = 17
-	kafkaTxnAuthorizationErr = 53
-	kafkaOperationNotTried   = 55
-	kafkaTxnIDNotFound       = 105
+	kafkaUnknownTopic          = 3
+	kafkaTopicAuthorizationErr = 29
+	kafkaInvalidTopic          = 17
+	kafkaTxnAuthorizationErr   = 53
+	kafkaOperationNotTried     = 55
+	kafkaTxnIDNotFound         = 105
 )
 
 // probeTransactionalIDACLs asks the broker's own authorizer, with one
@@ -277,8 +268,9 @@ func probeTxnWrite(ctx context.Context, client *kgo.Client, n aclNeed) aclVerdic
 	t := kmsg.NewAddPartitionsToTxnRequestTopic()
 	t.Topic, t.Partitions = txnProbeTopic, []int32{0}
 	req.Topics = append(req.Topics, t)
-	// kgo sends it to the id's coordinator, pinned to v3: v4+ is the
-	// brokers' own (CLUSTER_ACTION).
+	// kmsg, not kadm: AddPartitionsToTxn is a transactional producer's
+	// request, which kadm does not make. kgo sends it to the id's
+	// coordinator, pinned to v3: v4+ is the brokers' own (CLUSTER_ACTION).
 	resp, err := req.RequestWith(ctx, client)
 	code := int16(-1)
 	if err == nil {
@@ -294,20 +286,18 @@ func probeTxnWrite(ctx context.Context, client *kgo.Client, n aclNeed) aclVerdic
 // probeTxnDescribe is the DESCRIBE probe of probeTransactionalIDACLs.
 func probeTxnDescribe(ctx context.Context, client *kgo.Client, n aclNeed) aclVerdict {
 	v := aclVerdict{need: n}
-	req := kmsg.NewPtrDescribeTransactionsRequest()
-	req.TransactionalIDs = []string{n.name}
-	resp, err := req.RequestWith(ctx, client)
+	described, err := kadm.NewClient(client).DescribeTransactions(ctx, n.name)
 	code := int16(-1)
-	if resp != nil {
-		for _, st := range resp.TransactionStates {
-			if st.TransactionalID == n.name {
-				code = st.ErrorCode
-			}
+	if st, ok := described[n.name]; ok {
+		code = 0
+		var kafkaErr *kerr.Error
+		if errors.As(st.Err, &kafkaErr) {
+			code = kafkaErr.Code
 		}
+		err = nil // the state's own code says more than the request's error
 	}
-	if code != -1 {
-		err = nil // the state's own code says more than the merged error
-	}
+	// kadm returns a state refused for the id as *kadm.AuthError, which
+	// errors.Is matches to TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 	return txnVerdict(v, err, code, 0, kafkaTxnIDNotFound)
 }
 
@@ -349,19 +339,24 @@ func probeTopicACLs(_ context.Context, k *kafkaView, needs []aclNeed) []aclVerdi
 	for _, n := range needs {
 		v := aclVerdict{need: n}
 		t, ok := k.topics[n.name]
+		var kafkaErr *kerr.Error
 		switch {
-		case !ok || t.ErrorCode == kafkaUnknownTopic:
+		case !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition):
 			v.note = "does not exist yet"
-		case t.ErrorCode == kafkaTopicAuthorizationErr:
+		case errors.Is(t.Err, kerr.TopicAuthorizationFailed):
 			v.known, v.has = true, false
 			v.note = "the principal may not even describe it"
-		case t.ErrorCode != 0:
-			v.note = "metadata error " + strconv.Itoa(int(t.ErrorCode))
-		case t.AuthorizedOperations == authorizedOpsOmitted:
+		case errors.As(t.Err, &kafkaErr):
+			v.note = "metadata error " + strconv.Itoa(int(kafkaErr.Code))
+		case t.Err != nil:
+			v.note = "metadata error " + t.Err.Error()
+		case len(t.AuthorizedOperations) == 0:
+			// Any right at all includes DESCRIBE, which the answer needs:
+			// none is the broker's "omitted" (INT32_MIN).
 			v.note = "the broker does not report authorized operations"
 		default:
 			v.known = true
-			v.has = t.AuthorizedOperations&(1<<n.op) != 0
+			v.has = slices.Contains(t.AuthorizedOperations, kadm.ACLOperation(n.op))
 		}
 		out = append(out, v)
 	}
@@ -445,45 +440,49 @@ func aclOpArg(op aclOperation) string {
 	return s[:1] + strings.ToLower(s[1:])
 }
 
-// configs reads the configuration entries keys of one resource.
-func (k *kafkaView) configs(ctx context.Context, rt kmsg.ConfigResourceType, name string, keys ...string) (map[string]string, error) {
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	r := kmsg.NewDescribeConfigsRequestResource()
-	r.ResourceType, r.ResourceName, r.ConfigNames = rt, name, keys
-	req.Resources = append(req.Resources, r)
-	res, err := req.RequestWith(ctx, k.client)
+// topicConfigs reads the configuration of topic.
+func (k *kafkaView) topicConfigs(ctx context.Context, topic string) (map[string]string, error) {
+	rcs, err := k.adm.DescribeTopicConfigs(ctx, topic)
+	return configValues(rcs, topic, err)
+}
+
+// brokerConfigs reads the configuration of broker id.
+func (k *kafkaView) brokerConfigs(ctx context.Context, id int32) (map[string]string, error) {
+	rcs, err := k.adm.DescribeBrokerConfigs(ctx, id)
+	return configValues(rcs, strconv.Itoa(int(id)), err)
+}
+
+// configValues is the set values of resource name in rcs, an answer to
+// DescribeConfigs that returned err.
+func configValues(rcs kadm.ResourceConfigs, name string, err error) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(res.Resources) != 1 {
-		return nil, fmt.Errorf("%d resources in the answer", len(res.Resources))
+	rc, err := rcs.On(name, nil)
+	if err == nil {
+		err = rc.Err
 	}
-	if err := kerr.ErrorForCode(res.Resources[0].ErrorCode); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, e := range res.Resources[0].Configs {
-		if e.Value != nil {
-			out[e.Name] = *e.Value
+	for _, c := range rc.Configs {
+		if c.Value != nil {
+			out[c.Key] = *c.Value
 		}
 	}
 	return out, nil
 }
 
-// brokerConfigs reads keys of broker id.
-func (k *kafkaView) brokerConfigs(ctx context.Context, id int, keys ...string) (map[string]string, error) {
-	return k.configs(ctx, kmsg.ConfigResourceTypeBroker, strconv.Itoa(id), keys...)
-}
-
 // dlqRetention warns when the dead-letter topic deletes records: with
 // Kafka's default of 7 days, dead letters nobody redrove are gone.
-func (c *checker) dlqRetention(ctx context.Context, cfg *Config, k *kafkaView, brokerID int) {
+func (c *checker) dlqRetention(ctx context.Context, cfg *Config, k *kafkaView, brokerID int32) {
 	t, exists := k.topics[cfg.DLQTopic]
-	exists = exists && t.ErrorCode == 0
+	exists = exists && t.Err == nil
 	var ms int64
 	var from string
 	if exists {
-		conf, err := k.configs(ctx, kmsg.ConfigResourceTypeTopic, cfg.DLQTopic, "retention.ms")
+		conf, err := k.topicConfigs(ctx, cfg.DLQTopic)
 		if err != nil {
 			c.warn("Kafka: cannot read the retention of dead-letter topic %s (%v): the principal needs DESCRIBE_CONFIGS on it; keep dead letters until they are redriven (retention.ms=-1)", cfg.DLQTopic, err)
 			return
@@ -495,7 +494,7 @@ func (c *checker) dlqRetention(ctx context.Context, cfg *Config, k *kafkaView, b
 		}
 		ms, from = v, fmt.Sprintf("retention.ms=%d", v)
 	} else {
-		conf, err := k.brokerConfigs(ctx, brokerID, "log.retention.ms", "log.retention.minutes", "log.retention.hours")
+		conf, err := k.brokerConfigs(ctx, brokerID)
 		if err != nil {
 			c.warn("Kafka: dead-letter topic %s does not exist and the broker's log.retention.* cannot be read (%v): create it with retention.ms=-1, so dead letters stay until they are redriven", cfg.DLQTopic, err)
 			return
@@ -546,12 +545,12 @@ const minCheckpointReplicas = 3
 
 // checkpointReplicas warns when the checkpoint topic has (or will be
 // created with) fewer than 3 replicas on a cluster of 3 or more brokers.
-func (c *checker) checkpointReplicas(ctx context.Context, cfg *Config, k *kafkaView, brokerID int) {
+func (c *checker) checkpointReplicas(ctx context.Context, cfg *Config, k *kafkaView, brokerID int32) {
 	if k.brokers < minCheckpointReplicas {
 		return
 	}
 	t, exists := k.topics[cfg.CheckpointTopic]
-	if exists && t.ErrorCode == 0 {
+	if exists && t.Err == nil {
 		rf := 0
 		for _, p := range t.Partitions {
 			rf = max(rf, len(p.Replicas))
@@ -564,7 +563,7 @@ func (c *checker) checkpointReplicas(ctx context.Context, cfg *Config, k *kafkaV
 		}
 		return
 	}
-	conf, err := k.brokerConfigs(ctx, brokerID, "default.replication.factor")
+	conf, err := k.brokerConfigs(ctx, brokerID)
 	rf, perr := strconv.Atoi(conf["default.replication.factor"])
 	if err != nil || perr != nil {
 		c.warn("Kafka: checkpoint topic %s does not exist and the broker's default.replication.factor cannot be read (%v): create it with %d replicas before the relay does",

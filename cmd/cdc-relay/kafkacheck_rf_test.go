@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestCheckCheckpointReplicasThreeBrokers: on a cluster of three brokers,
@@ -49,7 +48,8 @@ func TestCheckCheckpointReplicasThreeBrokers(t *testing.T) {
 	}
 }
 
-// createTopicRF creates a one-partition topic with rf replicas.
+// createTopicRF creates a one-partition topic with rf replicas and configs
+// through an independent client (kadm) on the broker at addr.
 func createTopicRF(t *testing.T, addr, name string, rf int16, configs map[string]string) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
@@ -57,22 +57,13 @@ func createTopicRF(t *testing.T, addr, name string, rf int16, configs map[string
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	topic := kmsg.NewCreateTopicsRequestTopic()
-	topic.Topic, topic.NumPartitions, topic.ReplicationFactor = name, 1, rf
+	values := map[string]*string{}
 	for k, v := range configs {
-		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
-		cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
-		topic.Configs = append(topic.Configs, cfg)
+		values[k] = &v
 	}
-	req.Topics = append(req.Topics, topic)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, rf, values, name); err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
 }

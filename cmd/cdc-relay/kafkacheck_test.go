@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -15,7 +16,7 @@ import (
 )
 
 // createTopic creates a one-partition topic with configs through an
-// independent client (franz-go) on the broker at addr.
+// independent client (kadm) on the broker at addr.
 func createTopic(t *testing.T, addr, name string, configs map[string]string) {
 	t.Helper()
 	createTopicRF(t, addr, name, 1, configs)
@@ -135,7 +136,7 @@ func TestCheckACLs(t *testing.T) {
 type aclBroker struct {
 	*kafkatest.Broker
 	t     *testing.T
-	admin *kgo.Client
+	admin *kadm.Client
 }
 
 // startACLBroker starts an aclBroker with users (name → password), closed
@@ -161,35 +162,39 @@ func startACLBroker(t *testing.T, users map[string]string) *aclBroker {
 		}
 		sb.Close()
 	})
-	admin, err := kgo.NewClient(kgo.SeedBrokers(sb.Addr()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(sb.Addr()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(admin.Close)
-	return &aclBroker{Broker: sb, t: t, admin: admin}
+	t.Cleanup(cl.Close)
+	return &aclBroker{Broker: sb, t: t, admin: kadm.NewClient(cl)}
 }
 
 // allow grants principal ops on the literal resource name, from any host.
 // The broker's authorizer learns them through the metadata log, a moment
 // later: poll for their effect.
-func (b *aclBroker) allow(principal string, resource kmsg.ACLResourceType, name string, ops ...kmsg.ACLOperation) {
+func (b *aclBroker) allow(principal string, resource kmsg.ACLResourceType, name string, ops ...kadm.ACLOperation) {
 	b.t.Helper()
-	req := kmsg.NewPtrCreateACLsRequest()
-	for _, op := range ops {
-		c := kmsg.NewCreateACLsRequestCreation()
-		c.ResourceType, c.ResourceName, c.ResourcePatternType = resource, name, kmsg.ACLResourcePatternTypeLiteral
-		c.Principal, c.Host, c.Operation, c.PermissionType = principal, "*", op, kmsg.ACLPermissionTypeAllow
-		req.Creations = append(req.Creations, c)
+	acl := kadm.NewACLs().Allow(principal).AllowHosts("*").Operations(ops...).ResourcePatternType(kadm.ACLPatternLiteral)
+	switch resource {
+	case kmsg.ACLResourceTypeTopic:
+		acl.Topics(name)
+	case kmsg.ACLResourceTypeTransactionalId:
+		acl.TransactionalIDs(name)
+	case kmsg.ACLResourceTypeCluster:
+		acl.Clusters()
+	default:
+		b.t.Fatalf("allow: no ACLs on %s here", resource)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, b.admin)
+	results, err := b.admin.CreateACLs(ctx, acl)
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	for _, r := range resp.Results {
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			b.t.Fatalf("create ACL for %s on %s: %v", principal, name, err)
+	for _, r := range results {
+		if r.Err != nil {
+			b.t.Fatalf("create ACL for %s on %s: %v", principal, name, r.Err)
 		}
 	}
 }

@@ -4,12 +4,7 @@ import (
 	"crypto/tls"
 	"net/http"
 	"os"
-	"time"
 
-	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/sasl"
-	"github.com/segmentio/kafka-go/sasl/plain"
-	"github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kgo"
 	fsasl "github.com/twmb/franz-go/pkg/sasl"
 
@@ -51,44 +46,6 @@ func kafkaSecurity(c *Config, v *config.Values) error {
 	return nil
 }
 
-// kafkaTransport builds the kafka-go transport for the configured TLS and SASL.
-func kafkaTransport(c *Config) (*kafka.Transport, error) {
-	tr := &kafka.Transport{DialTimeout: 10 * time.Second, ClientID: "cdc-relay", MetadataTTL: 5 * time.Second}
-	if c.KafkaTLS {
-		tlsCfg, err := tlsConfig(c.KafkaTLSCAFile, c.KafkaTLSCertFile, c.KafkaTLSKeyFile)
-		if err != nil {
-			return nil, err
-		}
-		tr.TLS = tlsCfg
-	}
-	mech, err := saslMechanism(c)
-	if err != nil {
-		return nil, err
-	}
-	tr.SASL = mech
-	return tr, nil
-}
-
-func saslMechanism(c *Config) (sasl.Mechanism, error) {
-	switch c.KafkaSASL {
-	case "plain":
-		return plain.Mechanism{Username: c.KafkaSASLUser, Password: c.KafkaSASLPassword}, nil
-	case "scram-sha-256":
-		m, err := scram.Mechanism(scram.SHA256, c.KafkaSASLUser, c.KafkaSASLPassword)
-		if err != nil {
-			return nil, cfgErr("kafka-sasl-username", "%v", err)
-		}
-		return m, nil
-	case "scram-sha-512":
-		m, err := scram.Mechanism(scram.SHA512, c.KafkaSASLUser, c.KafkaSASLPassword)
-		if err != nil {
-			return nil, cfgErr("kafka-sasl-username", "%v", err)
-		}
-		return m, nil
-	}
-	return nil, nil
-}
-
 // tlsConfig loads a CA bundle (nil: system roots) and an optional client pair.
 func tlsConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 	return kafkasec.TLSConfig(caFile, certFile, keyFile)
@@ -124,17 +81,16 @@ func kafkaClientSecurity(c *Config) (*tls.Config, fsasl.Mechanism, []kgo.Opt, er
 }
 
 // kgoSecurity is kafkaClientSecurity's kgo options: the franz-go client
-// options for the Kafka TLS and SASL settings (the same ones kafkaTransport
-// gives kafka-go).
+// options for the Kafka TLS and SASL settings.
 func kgoSecurity(c *Config) ([]kgo.Opt, error) {
 	_, _, opts, err := kafkaClientSecurity(c)
 	return opts, err
 }
 
-// checkedKgoSecurity is kgoSecurity for run and slot recreate, which also
-// refuse at start a SCRAM username the mechanism cannot use (a
-// *ConfigError naming --kafka-sasl-username), as they did before the
-// checkpoint moved to franz-go.
+// checkedKgoSecurity is kgoSecurity for run, slot recreate, replay, dlq
+// redrive and check, which also refuse at start a SCRAM username the
+// mechanism cannot use (a *ConfigError naming --kafka-sasl-username), as
+// they did when kafka-go built the SCRAM mechanism.
 func checkedKgoSecurity(c *Config) ([]kgo.Opt, error) {
 	if c.KafkaSASL == kafkasec.ScramSHA256 || c.KafkaSASL == kafkasec.ScramSHA512 {
 		if err := kafkasec.CheckSCRAM(c.KafkaSASLUser, c.KafkaSASLPassword); err != nil {

@@ -116,6 +116,7 @@ func TestKafkaSecurity(t *testing.T) {
 			f := newFixture(t, "")
 			args := f.args(tc.flags...)
 			setFlag(args, "--kafka-brokers", tc.addr)
+			checkRefusal(t, args, tc.env, tc.addr, tc.wantLog, relayPassword, wrongPassword)
 			if tc.wantLog != "" {
 				// Nothing can be acknowledged: do not wait the default 30 s
 				// for in-flight events at shutdown.
@@ -219,6 +220,30 @@ func TestKafkaSecurity(t *testing.T) {
 			}
 			t.Logf("case took %s", time.Since(caseBegan).Round(time.Millisecond))
 		})
+	}
+}
+
+// checkRefusal runs check with the relay's args and env: it reaches the
+// broker at addr, or names what refused it (wantLog, the relay's word for
+// it: SASL is the credentials, anything else TLS). No password shows.
+func checkRefusal(t *testing.T, args []string, envs map[string]string, addr, wantLog string, passwords ...string) {
+	t.Helper()
+	want, wantCode := "ok    Kafka: 1 broker(s) reachable via "+addr+"\n", exitOK
+	switch {
+	case strings.Contains(wantLog, "SASL"):
+		want, wantCode = "FAIL  Kafka: authentication failed (", exitFailed
+	case wantLog != "":
+		want, wantCode = "FAIL  Kafka: TLS failed (", exitFailed
+	}
+	var out strings.Builder
+	code := run(commandArgs("check", args), env(envs), &out, &out)
+	if code != wantCode || !strings.Contains(out.String(), want) {
+		t.Errorf("check = %d, want %d and %q:\n%s", code, wantCode, want, out.String())
+	}
+	for _, pw := range passwords {
+		if strings.Contains(out.String(), pw) {
+			t.Errorf("a SASL password appears in check's output")
+		}
 	}
 }
 

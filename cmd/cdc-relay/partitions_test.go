@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/publisher"
@@ -21,7 +21,7 @@ var _ publisher.Acker = (*countingAcker)(nil)
 func (a *countingAcker) Ack(upTo uint64, _ int, _ int64) { a.upTo.Store(upTo) }
 
 // TestPartitionCountRefresh, against the real broker: a topic made with one
-// partition gets three more (kafka-go's CreatePartitions) while a publisher
+// partition gets three more (kadm's UpdatePartitions) while a publisher
 // session, the relay's, publishes; after MetadataMaxAge (shortened here, an
 // internal knob; 5 min in the relay) the session uses all four, and every
 // key moves once, at one sequence number, from partition 0 to
@@ -29,15 +29,7 @@ func (a *countingAcker) Ack(upTo uint64, _ int, _ int64) { a.upTo.Store(upTo) }
 // MetadataMaxAge) it fails at its 90 s deadline.
 func TestPartitionCountRefresh(t *testing.T) {
 	topic := "refresh-" + randSuffix()
-	admin := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 30 * time.Second}
-	created, err := admin.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{
-		Topics: []kafka.TopicConfig{{Topic: topic, NumPartitions: 1, ReplicationFactor: 1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := created.Errors[topic]; err != nil {
-		t.Fatal(err)
-	}
+	createTopic(t, broker.Addr(), topic, nil)
 	p, err := publisher.New(publisher.Config{Brokers: []string{broker.Addr()}, MetadataMaxAge: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -101,13 +93,14 @@ func TestPartitionCountRefresh(t *testing.T) {
 		}
 	}
 
-	res, err := admin.CreatePartitions(context.Background(), &kafka.CreatePartitionsRequest{
-		Topics: []kafka.TopicPartitionsConfig{{Name: topic, Count: 4}}})
-	if err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	res, err := kadm.NewClient(cl).UpdatePartitions(ctx, 4, topic)
+	cancel()
+	if err == nil {
+		err = res.Error()
 	}
-	if err := res.Errors[topic]; err != nil {
-		t.Fatal(err)
+	if err != nil {
+		t.Fatalf("add partitions to %s: %v", topic, err)
 	}
 	added := seq // records after this one may go to the new partitions
 

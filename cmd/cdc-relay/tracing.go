@@ -19,8 +19,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
@@ -248,7 +246,7 @@ func (c headerCarrier) Set(key, value string) {
 			return
 		}
 	}
-	c.rec.Headers = append(c.rec.Headers, kafka.Header{Key: key, Value: []byte(value)})
+	c.rec.Headers = appendHeader(c.rec.Headers, key, []byte(value))
 }
 
 func (c headerCarrier) Keys() []string {

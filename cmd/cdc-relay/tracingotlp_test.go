@@ -30,8 +30,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
@@ -470,14 +468,7 @@ func TestTracingOffKeepsHeaders(t *testing.T) {
 // writer's, with error.type too_large and the letter's partition and offset.
 func TestTracingRefusedRecord(t *testing.T) {
 	f := newFixture(t, "")
-	cl := &kafka.Client{Addr: kafka.TCP(broker.Addr()), Timeout: 10 * time.Second}
-	res, err := cl.CreateTopics(context.Background(), &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{
-		Topic: f.topic("Order"), NumPartitions: 1, ReplicationFactor: 1,
-		ConfigEntries: []kafka.ConfigEntry{{ConfigName: "max.message.bytes", ConfigValue: "20000"}},
-	}}})
-	if err != nil || res.Errors[f.topic("Order")] != nil {
-		t.Fatalf("create topic: %v %v", err, res)
-	}
+	createTopic(t, broker.Addr(), f.topic("Order"), map[string]string{"max.message.bytes": "20000"})
 	o, url := otlpHTTP(t)
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelayEnv(t, f.args("--tracing"), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + url, "OTEL_BSP_SCHEDULE_DELAY=100"})

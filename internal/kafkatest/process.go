@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,9 +15,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/segmentio/kafka-go/protocol"
-	"github.com/segmentio/kafka-go/protocol/metadata"
-	"github.com/segmentio/kafka-go/protocol/saslhandshake"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // process is one running java process and its exit status.
@@ -103,74 +103,69 @@ func waitReady(p *process, timeout time.Duration, ready func() error) error {
 	}
 }
 
-// probe sends one Metadata request (v8, which Kafka 4 still serves) on a
-// fresh connection to addr.
+// probe asks addr for its metadata (kadm, on a client of its own) and
+// fails unless the answer lists a broker.
 func probe(addr string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	cl, err := probeClient(addr, nil)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	deadline, _ := ctx.Deadline()
-	if err := conn.SetDeadline(deadline); err != nil {
-		return err
-	}
-	msg, err := protocol.RoundTrip(conn, 8, 1, "kafkatest", &metadata.Request{TopicNames: []string{}})
+	defer cl.Close()
+	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
 	if err != nil {
 		return err
 	}
-	res, ok := msg.(*metadata.Response)
-	if !ok || len(res.Brokers) == 0 {
+	if len(md.Brokers) == 0 {
 		return errors.New("metadata response lists no broker")
 	}
 	return nil
 }
 
-// probeSASL sends one SaslHandshake request (v1) on a fresh connection to
-// addr, over TLS when useTLS is set, and checks that the answer lists every
-// one of Mechanisms. It does not authenticate.
+// probeSASL sends one SaslHandshake request to addr, over TLS when useTLS
+// is set, and checks that the answer lists every one of Mechanisms. It
+// does not authenticate. The request is kmsg's: kadm has none, as a client
+// sends SaslHandshake only while it authenticates.
 func probeSASL(addr string, useTLS bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var d net.Dialer
-	var conn net.Conn
-	var err error
+	var tlsCfg *tls.Config
 	if useTLS {
 		// A readiness probe: whether the certificate verifies is the
 		// client's business (and the test's), not the helper's.
-		td := tls.Dialer{NetDialer: &d, Config: &tls.Config{InsecureSkipVerify: true}}
-		conn, err = td.DialContext(ctx, "tcp", addr)
-	} else {
-		conn, err = d.DialContext(ctx, "tcp", addr)
+		tlsCfg = &tls.Config{InsecureSkipVerify: true}
 	}
+	cl, err := probeClient(addr, tlsCfg)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	deadline, _ := ctx.Deadline()
-	if err := conn.SetDeadline(deadline); err != nil {
-		return err
-	}
-	msg, err := protocol.RoundTrip(conn, 1, 1, "kafkatest", &saslhandshake.Request{Mechanism: Mechanisms[0]})
+	defer cl.Close()
+	req := kmsg.NewPtrSASLHandshakeRequest()
+	req.Mechanism = Mechanisms[0]
+	res, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		return err
-	}
-	res, ok := msg.(*saslhandshake.Response)
-	if !ok {
-		return fmt.Errorf("SaslHandshake answered with %T", msg)
 	}
 	if res.ErrorCode != 0 {
-		return fmt.Errorf("SaslHandshake: error code %d, mechanisms %v", res.ErrorCode, res.Mechanisms)
+		return fmt.Errorf("SaslHandshake: %v, mechanisms %v", kerr.ErrorForCode(res.ErrorCode), res.SupportedMechanisms)
 	}
 	for _, m := range Mechanisms {
-		if !slices.Contains(res.Mechanisms, m) {
-			return fmt.Errorf("SaslHandshake lists %v, not %s", res.Mechanisms, m)
+		if !slices.Contains(res.SupportedMechanisms, m) {
+			return fmt.Errorf("SaslHandshake lists %v, not %s", res.SupportedMechanisms, m)
 		}
 	}
 	return nil
+}
+
+// probeClient is a franz-go client for one probe of addr (TLS with tlsCfg
+// unless nil), which gives up at its context's deadline.
+func probeClient(addr string, tlsCfg *tls.Config) (*kgo.Client, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ClientID("kafkatest"), kgo.DialTimeout(2 * time.Second)}
+	if tlsCfg != nil {
+		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	}
+	return kgo.NewClient(opts...)
 }
 
 // tail returns about the last n lines of the file at path.
