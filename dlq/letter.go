@@ -203,8 +203,8 @@ func (r *redriver) rejected(rec *publisher.Record, err error) (*publisher.Record
 		}
 	}
 	hs = withAttempts(hs, it.attempt)
-	hs = appendHeader(hs, recordpkg.HeaderErrorKind, []byte(inv.Kind))
-	dl.Headers = appendHeader(hs, recordpkg.HeaderError, []byte(inv.Reason))
+	hs = relay.AppendHeader(hs, recordpkg.HeaderErrorKind, []byte(inv.Kind))
+	dl.Headers = relay.AppendHeader(hs, recordpkg.HeaderError, []byte(inv.Reason))
 	dl.Seq, dl.Reserved = rec.Seq, rec.Reserved
 	return dl, nil
 }
@@ -215,18 +215,18 @@ func copyLetter(src *kgo.Record, topic string) *publisher.Record {
 	rec.Topic, rec.Time = topic, src.Timestamp
 	rec.Key, rec.Value = src.Key, src.Value
 	for _, h := range src.Headers {
-		rec.Headers = appendHeader(rec.Headers, h.Key, h.Value)
+		rec.Headers = relay.AppendHeader(rec.Headers, h.Key, h.Value)
 	}
 	return rec
 }
 
 // withAttempts sets the redrive_attempts header to n: in the place of an
 // existing one, else just before outbox_row (or at the end).
-func withAttempts[H ~kafkaHeader](hs []H, n int) []H {
+func withAttempts[H ~relay.Header](hs []H, n int) []H {
 	v := []byte(strconv.Itoa(n))
 	at := len(hs)
 	for i := range hs {
-		switch h := kafkaHeader(hs[i]); h.Key {
+		switch h := relay.Header(hs[i]); h.Key {
 		case recordpkg.HeaderRedriveAttempts:
 			hs[i] = H{Key: h.Key, Value: v}
 			return hs
@@ -235,18 +235,6 @@ func withAttempts[H ~kafkaHeader](hs []H, n int) []H {
 		}
 	}
 	return slices.Insert(hs, at, H{Key: recordpkg.HeaderRedriveAttempts, Value: v})
-}
-
-// kafkaHeader is a header's key and value.
-type kafkaHeader = struct {
-	Key   string
-	Value []byte
-}
-
-// appendHeader appends one header to hs, whatever the publisher's header
-// type, as long as it is a key and a value.
-func appendHeader[H ~kafkaHeader](hs []H, key string, value []byte) []H {
-	return append(hs, H{Key: key, Value: value})
 }
 
 // summary prints the summary line and returns the exit code: 0 when

@@ -14,14 +14,14 @@ import (
 // in place, or added just before outbox_row, so that the letter's headers
 // keep their order (error_kind and error last).
 func TestWithAttempts(t *testing.T) {
-	keys := func(hs []kafkaHeader) string {
+	keys := func(hs []relay.Header) string {
 		var ks []string
 		for _, h := range hs {
 			ks = append(ks, h.Key+"="+string(h.Value))
 		}
 		return strings.Join(ks, ",")
 	}
-	hs := []kafkaHeader{{Key: "id", Value: []byte("1")}, {Key: recordpkg.HeaderRow, Value: []byte("{}")},
+	hs := []relay.Header{{Key: "id", Value: []byte("1")}, {Key: recordpkg.HeaderRow, Value: []byte("{}")},
 		{Key: recordpkg.HeaderErrorKind, Value: []byte("no_schema")}, {Key: recordpkg.HeaderError, Value: []byte("e")}}
 	hs = withAttempts(hs, 1)
 	if got, want := keys(hs), "id=1,redrive_attempts=1,outbox_row={},error_kind=no_schema,error=e"; got != want {
@@ -31,7 +31,7 @@ func TestWithAttempts(t *testing.T) {
 	if got, want := keys(hs), "id=1,redrive_attempts=2,outbox_row={},error_kind=no_schema,error=e"; got != want {
 		t.Errorf("raised: %s, want %s", got, want)
 	}
-	if got := keys(withAttempts([]kafkaHeader{{Key: "table", Value: []byte("t")}}, 1)); got != "table=t,redrive_attempts=1" {
+	if got := keys(withAttempts([]relay.Header{{Key: "table", Value: []byte("t")}}, 1)); got != "table=t,redrive_attempts=1" {
 		t.Errorf("without outbox_row: %s", got)
 	}
 }

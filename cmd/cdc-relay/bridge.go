@@ -16,12 +16,3 @@ func tableNames(tables []decoder.Table) []string { return relaypkg.TableNames(ta
 
 // newLogger is relaypkg.NewLogger.
 func newLogger(cfg *Config, w io.Writer) *slog.Logger { return relaypkg.NewLogger(cfg, w) }
-
-// appendHeader appends one header to hs, whatever the publisher's header
-// type (tracing's carrier; dlq has redrive's).
-func appendHeader[H ~struct {
-	Key   string
-	Value []byte
-}](hs []H, key string, value []byte) []H {
-	return append(hs, H{Key: key, Value: value})
-}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/config"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
@@ -167,7 +168,7 @@ func (c *checker) checkpoint(ctx context.Context, cfg *Config, info replication.
 		c.fail("--kafka-tls: %v", err)
 		return false
 	}
-	g := newGuard(cfg, kopts, discardLogger(), true)
+	g := relaypkg.NewGuard(cfg, kopts, discardLogger(), true)
 	defer g.Close()
 	in := replication.GuardInput{Server: server, Slot: cfg.Slot, Info: info, Exists: slotExists, First: true,
 		History: func(ctx context.Context) ([]replication.TimelineSwitch, error) {

@@ -4,13 +4,14 @@ import (
 	"strings"
 
 	"github.com/cdc-relay/cdc-relay/catalog"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 )
 
 // integerID says whether an id column's type is an integer (smallint,
 // integer, bigint and their domains: bigserial's bigint).
 func integerID(col catalog.Column) bool {
 	switch col.BaseOID {
-	case oidInt2, oidInt4, oidInt8:
+	case relaypkg.OIDInt2, relaypkg.OIDInt4, relaypkg.OIDInt8:
 		return true
 	}
 	return false

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/router"
 )
 
@@ -423,7 +424,7 @@ func (c *checker) transactionalID(cfg *Config) string {
 	default:
 		return unknownTxnID
 	}
-	return transactionalID(cfg, relayID)
+	return relaypkg.TransactionalID(cfg, relayID)
 }
 
 // aclPrincipalArg is the --allow-principal argument for principal.

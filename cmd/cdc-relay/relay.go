@@ -10,17 +10,11 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/internal/config"
-	"github.com/cdc-relay/cdc-relay/publisher"
 	relaypkg "github.com/cdc-relay/cdc-relay/relay"
+	replaypkg "github.com/cdc-relay/cdc-relay/replay"
 	"github.com/cdc-relay/cdc-relay/replication"
-	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
 
 // runRelay is `cdc-relay run`: configure, build, stream, shut down.
@@ -32,193 +26,43 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	log := newLogger(cfg, stderr)
 	setMemoryLimit(cfg, getenv, log)
 
-	su, err := relaypkg.NewSetup(cfg, log, false)
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
-		return exitConfig
-	}
-	kopts := su.Kafka.Opts
-	stats, lag, m := su.Stats, su.Lag, su.Metrics
-
 	ctx, stop := signalContext(log)
 	defer stop()
+	err := relaypkg.Run(ctx, cfg, relaypkg.Options{Logger: log, Getenv: getenv, InitialReplay: replaypkg.Initial,
+		Halted: func(err error) { fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error())) }})
+	return runExit(err, stderr)
+}
 
-	guard := newGuard(cfg, kopts, log, false)
-	defer guard.Close()
-	tr, err := newTracing(ctx, cfg.Tracing, getenv, log)
-	if err != nil {
+// runExit is the exit code of run's error, which it reports on stderr
+// unless Run did (a halt) or the stream logged it (an unrecoverable error).
+func runExit(err error, stderr io.Writer) int {
+	var start *relaypkg.StartError
+	var unrecoverable *replication.UnrecoverableError
+	var halt *relaypkg.HaltError
+	if err == nil {
+		return exitOK
+	}
+	if errors.As(err, &start) {
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 		return exitConfig
 	}
-	defer tr.shutdown(log) // after the publisher's flush, below
-	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log, tracing: tr, unconfigured: &rateLog{},
-		dead: &deadLetters{count: func(reason string) { m.DeadLetter(reason) }}}
-	pub, err := su.NewPublisher(base.rejected, func(end, commitEnd uint64, commit time.Time) (*publisher.Record, error) {
-		server := stats.Server()
-		if server == nil {
-			return nil, errors.New("no server identified yet")
-		}
-		topic, key, value, err := guard.TxnRecord(*server, replication.LSN(end), replication.LSN(commitEnd), commit)
-		if err != nil {
-			return nil, err
-		}
-		return &publisher.Record{Topic: topic, Key: key, Value: value, Time: time.Now()}, nil
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+	if text, ok := configExit(err); ok {
+		fmt.Fprintf(stderr, "cdc-relay: %s\n", text)
 		return exitConfig
 	}
-	defer pub.Close()
-	base.dead.exactlyOnce = pub.Transactional()
-	m.SetHealth(pub.Health, guard.WriteHealth)
-
-	stream := replication.NewStream(replication.Config{
-		URL:               cfg.PGURL,
-		Slot:              cfg.Slot,
-		Publication:       cfg.Publication,
-		Tables:            cfg.Tables,
-		StatusInterval:    cfg.StatusInterval,
-		ReadTimeout:       cfg.ReadTimeout,
-		DrainTimeout:      cfg.ShutdownTimeout,
-		MaxInFlightEvents: cfg.MaxInFlightEvents,
-		MaxInFlightBytes:  cfg.MaxInFlightBytes,
-		RecreateLostSlot:  cfg.RecreateLostSlot,
-		SlotFailover:      cfg.SlotFailover,
-		AllowExtraTables:  cfg.AllowExtraTables,
-		ExactlyOnce:       cfg.ExactlyOnce,
-		IsConfigError:     isConfigExit,
-		Logger:            log,
-	}, replication.Deps{
-		// On its first connection the stream reads the server version and
-		// the tables from the catalog; the row → record step is built from
-		// them and handed to every session.
-		Inspect: func(ctx context.Context, conn *pgx.Conn) (replication.Inspected, error) {
-			in, err := relaypkg.Inspect(ctx, conn, cfg)
-			if err != nil {
-				return replication.Inspected{}, err
-			}
-			if err := checkInitialReplay(cfg, in); err != nil {
-				return replication.Inspected{}, replication.Fatal(err)
-			}
-			builder, err := su.NewBuilder(in)
-			if err != nil {
-				return replication.Inspected{}, replication.Fatal(err) // a *FlagError
-			}
-			prefix := ""
-			if in.Major >= replication.MessagesMinMajor {
-				prefix = cfg.MessagePrefix
-			}
-			return replication.Inspected{ExtraColumns: builder.ExtraColumns(), MessagePrefix: prefix,
-				NewSession: func(sctx context.Context, tr *replication.Tracker) (replication.Session, error) {
-					if !cfg.ExactlyOnce {
-						return base.session(builder, pub.NewSession(sctx, tr)), nil
-					}
-					skip, err := exactlyOnceStart(sctx, cfg, pub, guard, stats, tr.Confirmed(), log)
-					if err != nil {
-						return nil, markFenced(err)
-					}
-					// The checkpoint at skip is durable: a checkpoint-only
-					// transaction must never write one behind it.
-					tr.Checkpointed(skip, 0, time.Time{})
-					base.dead.begin()
-					h := base.session(builder, pub.NewSession(sctx, commitAcker{tr, base.dead}))
-					h.skipBelow = skip
-					return h, nil
-				}}, nil
-		},
-		Guard:         guard,
-		InitialReplay: initialReplay(cfg, log),
-		OnSkippedRow:  skippedRows(m, log, cfg.Publication),
-		Stats:         stats,
-	})
-
-	srv, err := relaypkg.NewHTTPServer(cfg.MetricsAddr, m, stats, cfg.ReadTimeout, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: --metrics-addr: cannot listen on %s: %v\n", cfg.MetricsAddr, err)
-		return exitConfig
-	}
-	defer srv.Shutdown()
-
-	log.Info("start", "version", version, "pg_url", Redact(cfg.PGURL), "slot", cfg.Slot, "publication", cfg.Publication,
-		"tables", relaypkg.TableNames(cfg.Tables), "kafka_brokers", cfg.KafkaBrokers, "schemas", len(su.Schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
-
-	if err := su.Preflight(ctx); err != nil {
-		if ctx.Err() != nil {
-			return exitOK
-		}
-		var incompatible *schemaregistry.IncompatibleError
-		if errors.As(err, &incompatible) {
-			fmt.Fprintf(stderr, "cdc-relay: refusing to start: %v\n", err)
-			log.Error("refusing to start: incompatible schema", "err", err.Error())
-			return exitConfig
-		}
-		fmt.Fprintf(stderr, "cdc-relay: schema registry: %v\n", err)
+	if errors.As(err, &unrecoverable) {
+		// The stream logged the cause and the fix. Exit at once, no
+		// --halt-linger: a supervisor's restarts show the crash loop.
 		return exitFailed
 	}
-
-	// Say early when Kafka is unreachable or refuses the credentials: the
-	// publisher would otherwise only find out at the first event. The relay
-	// starts anyway and retries, as Kafka may come up later.
-	pingDone := make(chan struct{})
-	go func() {
-		defer close(pingDone)
-		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-		defer pcancel()
-		if err := pub.Ping(pctx); err != nil && ctx.Err() == nil {
-			log.Error("kafka not reachable at startup: the relay waits for Kafka and the checkpoint topic (--checkpoint-topic) before it streams; nothing is read from the slot meanwhile",
-				"kafka_brokers", cfg.KafkaBrokers, "checkpoint_topic", cfg.CheckpointTopic, "err", err.Error())
-		}
-	}()
-	defer func() { <-pingDone }()
-
-	lagCtx, stopLag := context.WithCancel(context.Background())
-	defer stopLag()
-	go lag.Run(lagCtx)
-	pollDone := make(chan struct{})
-	go func() {
-		defer close(pollDone)
-		poller := &replication.SlotPoller{URL: cfg.PGURL, Slot: cfg.Slot, Interval: cfg.SlotPollInterval, Stats: stats, Logger: log}
-		poller.Run(lagCtx)
-	}()
-	defer func() { stopLag(); <-pollDone }()
-
-	// The checkpoint writer: nothing is confirmed to PostgreSQL that a
-	// durable checkpoint does not cover. Under exactly-once the checkpoint
-	// is written inside the Kafka transactions instead, and Run returns at
-	// once: a plain write could land after a transactional one that
-	// commits later, and hide it. The stream writes the final checkpoint
-	// itself, before its final confirm (Guard.Checkpoint).
-	ckptCtx, stopCkpt := context.WithCancel(context.Background())
-	ckptDone := make(chan struct{})
-	go func() {
-		defer close(ckptDone)
-		guard.Run(ckptCtx, stats)
-	}()
-	err = stream.Run(ctx)
-	if err == nil {
-		relaypkg.LogUndrained(log, stats, cfg.ShutdownTimeout, cfg.ExactlyOnce)
-	}
-	stopCkpt()
-	<-ckptDone
-	if err != nil {
-		if text, ok := configExit(err); ok {
-			fmt.Fprintf(stderr, "cdc-relay: %s\n", text)
-			return exitConfig
-		}
-		var unrecoverable *replication.UnrecoverableError
-		if errors.As(err, &unrecoverable) {
-			// The stream logged the cause and the fix. Exit at once, no
-			// --halt-linger: a supervisor's restarts show the crash loop.
-			return exitFailed
-		}
-		fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error()))
-		lingerHalted(ctx, cfg.HaltLinger, log)
+	if errors.As(err, &halt) {
 		if isGap(err) {
 			return exitGap
 		}
 		return exitFailed
 	}
-	return exitOK
+	fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+	return exitFailed
 }
 
 // isConfigExit is relaypkg.IsConfigExit.
@@ -226,25 +70,6 @@ func isConfigExit(err error) bool { return relaypkg.IsConfigExit(err) }
 
 // configExit is relaypkg.ConfigExit.
 func configExit(err error) (string, bool) { return relaypkg.ConfigExit(err) }
-
-// lingerHalted keeps a halted relay up for linger, or until a signal, so
-// that probes and scrapes see why it stopped: /readyz answers 503 with the
-// cause and cdc_relay_halted is 1. Streaming has ended and the slot is
-// released by then; a standby may take it (and meets the same event). The
-// exit that follows lets a supervisor restart the relay, which picks up a fix
-// such as a new .avsc or a restored column.
-func lingerHalted(ctx context.Context, linger time.Duration, log *slog.Logger) {
-	if linger <= 0 || ctx.Err() != nil {
-		return
-	}
-	log.Info("halted: serving /readyz (503) and /metrics until exit; SIGTERM exits now", "exit_in", linger.String())
-	t := time.NewTimer(linger)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
 
 // setMemoryLimit gives the Go runtime a soft memory limit that follows the
 // in-flight bound, unless GOMEMLIMIT sets one: the heap is mostly the events
@@ -279,50 +104,6 @@ func signalContext(log *slog.Logger) (context.Context, func()) {
 		os.Exit(exitFailed)
 	}()
 	return ctx, func() { signal.Stop(ch); cancel() }
-}
-
-// exactlyOnceStart runs once the stream holds the slot, before the session
-// reads it: fence every older instance with the transactional id (which
-// settles what they left open), then read the checkpoint with
-// read_committed. It returns the LSN up to which transactions are in Kafka
-// already.
-//
-// It is also where the slot, confirmed at slotConfirmed when this instance
-// took it, is compared with the checkpoint (checkpoint.Guard.SkipBelow).
-func exactlyOnceStart(ctx context.Context, cfg *Config, pub *publisher.Publisher, guard *checkpoint.Guard, stats *replication.Stats, slotConfirmed replication.LSN, log *slog.Logger) (replication.LSN, error) {
-	server := stats.Server()
-	if server == nil {
-		return 0, errors.New("exactly-once: no server identified")
-	}
-	id := transactionalID(cfg, guard.RelayID())
-	pub.SetTransactionalID(id)
-	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := pub.Fence(fctx); err != nil {
-		switch {
-		case errors.Is(err, kerr.InvalidTransactionTimeout):
-			return 0, replication.Fatal(cfgErr("txn-timeout", "%s is more than the broker's transaction.max.timeout.ms (15 min by default): lower --txn-timeout, or raise the broker's setting", cfg.TxnTimeout))
-		case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
-			return 0, replication.Fatal(fmt.Errorf("exactly-once: the relay's principal may not use transactional id %s: grant it WRITE and DESCRIBE on TRANSACTIONAL_ID %s (kafka-acls.sh --transactional-id), or set --transactional-id to one it may use: %w", id, id, err))
-		}
-		return 0, err
-	}
-	skip, err := guard.SkipBelow(fctx, replication.GuardInput{Server: *server, Slot: cfg.Slot, Exists: true}, slotConfirmed)
-	if err != nil {
-		return 0, err
-	}
-	log.Info("exactly-once: fenced older instances and read the checkpoint", "transactional_id", id, "checkpoint_lsn", skip.String())
-	return skip, nil
-}
-
-// transactionalID is the Kafka transactional id of exactly-once delivery:
-// --transactional-id, else cdc-relay-<relay id>, so that every replica of
-// one relay (one slot) shares it.
-func transactionalID(cfg *Config, relayID string) string {
-	if cfg.TransactionalID != "" {
-		return cfg.TransactionalID
-	}
-	return "cdc-relay-" + relayID
 }
 
 // isGap is relaypkg.IsGap.

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/internal/config"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
@@ -53,7 +53,7 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	guard := newGuard(cfg, kopts, log, false)
+	guard := relaypkg.NewGuard(cfg, kopts, log, false)
 	defer guard.Close()
 	if err := recreateSlot(ctx, cfg, guard, reason, stdout, log); err != nil {
 		var pe *checkpoint.PolicyError
@@ -65,15 +65,6 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return exitFailed
 	}
 	return exitOK
-}
-
-// newGuard is the relay's checkpoint for cfg, reached with kopts (the
-// Kafka TLS and SASL: kgoSecurity); readOnly creates nothing (check). The
-// caller closes it when done.
-func newGuard(cfg *Config, kopts []kgo.Opt, log *slog.Logger, readOnly bool) *checkpoint.Guard {
-	return checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, kopts, cfg.CheckpointTopic), RelayID: cfg.RelayID,
-		Slot: cfg.Slot, Publication: cfg.Publication, Tables: tableNames(cfg.Tables), Version: version, RecreateInvalidated: cfg.RecreateLostSlot,
-		ExactlyOnce: cfg.ExactlyOnce, ReadOnly: readOnly, InitialReplay: cfg.InitialReplay && !readOnly, Logger: log})
 }
 
 // recreateSlot creates the slot (dropping an invalidated one), or keeps a

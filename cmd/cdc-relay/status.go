@@ -12,6 +12,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/internal/config"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
@@ -199,7 +200,7 @@ func runVerdict(pgURL string, cfg *Config, slot string, info replication.SlotInf
 	if err != nil {
 		return verdictText(slot, cfg.CheckpointTopic, 0, fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err), exists, true)
 	}
-	g := newGuard(cfg, kopts, discardLogger(), true)
+	g := relaypkg.NewGuard(cfg, kopts, discardLogger(), true)
 	defer g.Close()
 	verdict, _, err := g.Decide(ctx, replication.GuardInput{Server: server, Slot: slot, Info: info, Exists: exists, First: true,
 		History: func(ctx context.Context) ([]replication.TimelineSwitch, error) {

@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
-	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
@@ -25,7 +24,7 @@ type handler struct {
 	pub     recordSink
 	halt    bool   // --on-invalid halt
 	dlq     string // --dlq-topic: for logs, and the dead letter of a refused record
-	metrics *relaypkg.Metrics
+	metrics *Metrics
 	// dead counts the dead letters; nil counts each in metrics at once.
 	dead *deadLetters
 	log  *slog.Logger
@@ -199,7 +198,7 @@ func (h *handler) SkipBelow() replication.LSN { return h.skipBelow }
 // skippedRows counts the rows of other tables skipped under
 // --allow-extra-tables (replication.Deps.OnSkippedRow) and logs the first
 // of each table at INFO. It runs on the reader goroutine only.
-func skippedRows(m *relaypkg.Metrics, log *slog.Logger, publication string) func(table string) {
+func skippedRows(m *Metrics, log *slog.Logger, publication string) func(table string) {
 	seen := map[string]bool{}
 	return func(table string) {
 		m.Skipped(table)
@@ -269,4 +268,29 @@ func (r *rateLog) allow(key string, now time.Time) (int64, bool) {
 	n := k.n
 	k.last, k.n = now, 0
 	return n, true
+}
+
+// Invalids handles the invalid events of a tool that publishes rows
+// outside the stream (replay) as run does: each is counted in the metrics
+// and logged, and a record the broker refuses becomes a dead letter; under
+// --on-invalid halt, Halt says so and the tool stops.
+type Invalids struct{ h handler }
+
+// Invalids are the set-up's: --on-invalid and --dlq-topic, its metrics and
+// log.
+func (s *Setup) Invalids() *Invalids {
+	return &Invalids{h: handler{halt: s.Config.OnInvalid == "halt", dlq: s.Config.DLQTopic, metrics: s.Metrics, log: s.log}}
+}
+
+// Halt reports whether an invalid event stops the tool (--on-invalid halt).
+func (v *Invalids) Halt() bool { return v.h.halt }
+
+// Add counts and logs inv, sent to the dead-letter topic as the record of
+// seq.
+func (v *Invalids) Add(inv *recordpkg.Invalid, seq uint64) { v.h.invalid(inv, seq) }
+
+// Rejected is a publisher.Config.Reject: the dead letter of a record the
+// broker refused, or under --on-invalid halt a fatal error naming it.
+func (v *Invalids) Rejected(r *publisher.Record, err error) (*publisher.Record, error) {
+	return v.h.rejected(r, err)
 }

@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestHandlerMarksRegistryRefusalFatal(t *testing.T) {
 	}{{422, true}, {503, false}} {
 		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
 			url := registrytest.Refusing(t, tc.status)
-			schemas, err := schemaregistry.LoadDir("../../testdata/schemas")
+			schemas, err := schemaregistry.LoadDir("../testdata/schemas")
 			if err != nil {
 				t.Fatal(err)
 			}

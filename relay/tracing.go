@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"context"
@@ -114,7 +114,7 @@ func newTracing(ctx context.Context, flag bool, getenv func(string) string, log 
 	// service.name defaults to cdc-relay; OTEL_RESOURCE_ATTRIBUTES and
 	// OTEL_SERVICE_NAME (read last) override it.
 	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", "cdc-relay"), attribute.String("service.version", version)),
+		resource.WithAttributes(attribute.String("service.name", "cdc-relay"), attribute.String("service.version", Version)),
 		resource.WithTelemetrySDK(), resource.WithFromEnv())
 	if err != nil {
 		exporter.Shutdown(ctx)
@@ -129,7 +129,7 @@ func newTracing(ctx context.Context, flag bool, getenv func(string) string, log 
 	// default: a row's span is sampled when its traceparent says so.
 	provider := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
 	log.Info("tracing on: each event gets a span, exported over OTLP", "protocol", cmpOr(proto, "http/protobuf"), "service_name", serviceName(res))
-	return &tracing{provider: provider, tracer: provider.Tracer("github.com/cdc-relay/cdc-relay", trace.WithInstrumentationVersion(version))}, nil
+	return &tracing{provider: provider, tracer: provider.Tracer("github.com/cdc-relay/cdc-relay", trace.WithInstrumentationVersion(Version))}, nil
 }
 
 func cmpOr(s, def string) string {
@@ -246,7 +246,7 @@ func (c headerCarrier) Set(key, value string) {
 			return
 		}
 	}
-	c.rec.Headers = appendHeader(c.rec.Headers, key, []byte(value))
+	c.rec.Headers = AppendHeader(c.rec.Headers, key, []byte(value))
 }
 
 func (c headerCarrier) Keys() []string {

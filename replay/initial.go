@@ -1,4 +1,4 @@
-package main
+package replay
 
 import (
 	"bytes"
@@ -9,57 +9,40 @@ import (
 	"sync"
 	"time"
 
-	relaypkg "github.com/cdc-relay/cdc-relay/relay"
+	"github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
-// initialReplay is replication.Deps.InitialReplay under --initial-replay
+// Initial is replication.Deps.InitialReplay (relay.Options.InitialReplay) under --initial-replay
 // (nil without it): it publishes through the replay path (the engine of
 // cdc-relay replay, with run's settings) the rows of every configured table
 // created before until, and returns once Kafka acknowledged all of them.
 // A setting that does not fit the tables halts the relay (exit 2); any
 // other failure is retried with the next connection, which replays again.
-func initialReplay(cfg *Config, log *slog.Logger) func(ctx context.Context, until time.Time) error {
+func Initial(cfg *relay.Config, log *slog.Logger) func(ctx context.Context, until time.Time) error {
 	if !cfg.InitialReplay {
 		return nil
 	}
 	return func(ctx context.Context, until time.Time) error {
 		stdout, stderr := &tailWriter{max: 4096}, &tailWriter{max: 4096}
-		r := &replayer{cfg: cfg, rf: replayFlags{since: replication.ReplaySince, until: until.UTC().Format(time.RFC3339Nano)},
+		r := &replayer{cfg: cfg, rf: Flags{Since: replication.ReplaySince, Until: until.UTC().Format(time.RFC3339Nano)},
 			log: log, stdout: stdout, stderr: stderr}
 		code := r.run(ctx)
 		text := strings.TrimSpace(stderr.String())
 		text = strings.TrimPrefix(strings.TrimPrefix(text, "cdc-relay: "), "replay failed: ")
 		switch code {
-		case exitOK:
+		case relay.ExitOK:
 			for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
 				if strings.HasPrefix(line, "replayed ") {
 					log.Info("initial replay: "+line, "until", until.Format(time.RFC3339Nano))
 				}
 			}
 			return nil
-		case exitConfig:
-			return replication.Fatal(cfgErr("initial-replay", "%s", text))
+		case relay.ExitConfig:
+			return replication.Fatal(relay.ConfigErr("initial-replay", "%s", text))
 		}
 		return fmt.Errorf("initial replay: %s", text)
 	}
-}
-
-// checkInitialReplay refuses --initial-replay for a table without a
-// created_at column of a timestamp type: its rows cannot be chosen by
-// creation time.
-func checkInitialReplay(cfg *Config, in *relaypkg.Inspection) error {
-	if !cfg.InitialReplay {
-		return nil
-	}
-	for i, t := range in.Tables {
-		name := cfg.Tables[i].Columns.CreatedAt
-		col, ok := t.Columns[name]
-		if name == "" || !ok || (col.BaseOID != oidTimestamptz && col.BaseOID != oidTimestamp) {
-			return cfgErr("initial-replay", "table %s has no created_at column of type timestamptz or timestamp (%q; YAML columns: created_at: names it): the initial replay chooses the rows created before the slot by it; add one, or remove --initial-replay and publish the rows with cdc-relay replay --from-id", t.Name, name)
-		}
-	}
-	return nil
 }
 
 // tailWriter keeps the last max bytes written to it.
