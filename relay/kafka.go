@@ -37,7 +37,13 @@ func KafkaOptions(c *Config) ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append([]kgo.Opt{kgo.SeedBrokers(c.KafkaBrokers...), kgo.ClientID("cdc-relay"), kgo.DialTimeout(10 * time.Second)}, sec.Opts...), nil
+	return ClientOptions(c, sec), nil
+}
+
+// ClientOptions are KafkaOptions with the TLS and SASL of sec, built
+// already (CheckedKafkaSecurity).
+func ClientOptions(c *Config, sec kafkasec.Client) []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(c.KafkaBrokers...), kgo.ClientID("cdc-relay"), kgo.DialTimeout(10 * time.Second)}, sec.Opts...)
 }
 
 // RegistryHTTPClient is the schema registry's HTTP client: nil (the

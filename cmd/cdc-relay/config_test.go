@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/router"
 )
 
@@ -265,7 +266,7 @@ func TestKafkaSecuritySettings(t *testing.T) {
 	if c.KafkaSASLPassword != "from-file" {
 		t.Fatalf("password from the _FILE env = %q", c.KafkaSASLPassword)
 	}
-	if _, err := checkedKgoSecurity(c); err != nil {
+	if _, err := relaypkg.CheckedKafkaSecurity(c); err != nil {
 		t.Fatal(err)
 	}
 	bad := []struct {

@@ -43,7 +43,7 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return exitConfig
 	}
 	reason, _ := v.Action("reason")
-	kopts, err := checkedKgoSecurity(cfg)
+	sec, err := relaypkg.CheckedKafkaSecurity(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --kafka-tls: %v\n", err)
 		return exitConfig
@@ -53,7 +53,7 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	guard := relaypkg.NewGuard(cfg, kopts, log, false)
+	guard := relaypkg.NewGuard(cfg, sec.Opts, log, false)
 	defer guard.Close()
 	if err := recreateSlot(ctx, cfg, guard, reason, stdout, log); err != nil {
 		var pe *checkpoint.PolicyError

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -187,7 +188,7 @@ func runVerdict(pgURL string, cfg *Config, slot string, info replication.SlotInf
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	kopts, err := kgoSecurity(cfg)
+	sec, err := cfg.KafkaSettings().Build()
 	if err != nil {
 		return verdictText(slot, cfg.CheckpointTopic, 0, fmt.Errorf("%w: --kafka-tls: %w", replication.ErrCheckpointUnavailable, err), exists, true)
 	}
@@ -200,7 +201,7 @@ func runVerdict(pgURL string, cfg *Config, slot string, info replication.SlotInf
 	if err != nil {
 		return verdictText(slot, cfg.CheckpointTopic, 0, fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err), exists, true)
 	}
-	g := relaypkg.NewGuard(cfg, kopts, discardLogger(), true)
+	g := relaypkg.NewGuard(cfg, sec.Opts, slog.New(slog.DiscardHandler), true)
 	defer g.Close()
 	verdict, _, err := g.Decide(ctx, replication.GuardInput{Server: server, Slot: slot, Info: info, Exists: exists, First: true,
 		History: func(ctx context.Context) ([]replication.TimelineSwitch, error) {

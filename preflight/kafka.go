@@ -1,4 +1,4 @@
-package main
+package preflight
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
-	relaypkg "github.com/cdc-relay/cdc-relay/relay"
+	"github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/router"
 )
 
@@ -100,13 +100,12 @@ type kafkaView struct {
 
 // checkClient is a franz-go client with the relay's TLS and SASL settings,
 // refusing at once a SCRAM username the mechanism cannot use, as run does.
-func checkClient(cfg *Config) (*kgo.Client, error) {
-	sec, err := checkedKgoSecurity(cfg)
+func checkClient(cfg *relay.Config) (*kgo.Client, error) {
+	sec, err := relay.CheckedKafkaSecurity(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...), kgo.ClientID("cdc-relay"), kgo.DialTimeout(10 * time.Second),
-		kgo.RequestRetries(2), kgo.RetryTimeout(10 * time.Second)}, sec...)...)
+	return kgo.NewClient(append(relay.ClientOptions(cfg, sec), kgo.RequestRetries(2), kgo.RetryTimeout(10*time.Second))...)
 }
 
 // newKafkaView holds md, the metadata of every topic the principal may
@@ -151,7 +150,7 @@ func (k *kafkaView) describe(ctx context.Context, names ...string) error {
 // (KIP-679) an idempotent producer's InitProducerID passes with WRITE on any
 // topic instead, and a transactional one's needs only WRITE on its
 // transactional id; Produce asks for neither.
-func aclNeeds(cfg *Config, k *kafkaView, txnID string) []aclNeed {
+func aclNeeds(cfg *relay.Config, k *kafkaView, txnID string) []aclNeed {
 	needs := []aclNeed{
 		{topicResource, cfg.CheckpointTopic, aclRead, "the relay reads its checkpoint at start"},
 		{topicResource, cfg.CheckpointTopic, aclWrite, "the relay writes its checkpoint as it confirms"},
@@ -365,7 +364,7 @@ func probeTopicACLs(_ context.Context, k *kafkaView, needs []aclNeed) []aclVerdi
 }
 
 // acls reports each right the principal lacks, and in one line what it has.
-func (c *checker) acls(ctx context.Context, cfg *Config, k *kafkaView) {
+func (c *checker) acls(ctx context.Context, cfg *relay.Config, k *kafkaView) {
 	byKind := map[aclResource][]aclNeed{}
 	var kinds []aclResource
 	for _, n := range aclNeeds(cfg, k, c.transactionalID(cfg)) {
@@ -415,7 +414,7 @@ func (c *checker) acls(ctx context.Context, cfg *Config, k *kafkaView) {
 // transactionalID is the transactional id run would use, from
 // --transactional-id, else the relay id (--relay-id, else the one made of
 // the server c identified and --slot); unknownTxnID without either.
-func (c *checker) transactionalID(cfg *Config) string {
+func (c *checker) transactionalID(cfg *relay.Config) string {
 	relayID := cfg.RelayID
 	switch {
 	case cfg.TransactionalID != "" || relayID != "":
@@ -424,7 +423,7 @@ func (c *checker) transactionalID(cfg *Config) string {
 	default:
 		return unknownTxnID
 	}
-	return relaypkg.TransactionalID(cfg, relayID)
+	return relay.TransactionalID(cfg, relayID)
 }
 
 // aclPrincipalArg is the --allow-principal argument for principal.
@@ -477,7 +476,7 @@ func configValues(rcs kadm.ResourceConfigs, name string, err error) (map[string]
 
 // dlqRetention warns when the dead-letter topic deletes records: with
 // Kafka's default of 7 days, dead letters nobody redrove are gone.
-func (c *checker) dlqRetention(ctx context.Context, cfg *Config, k *kafkaView, brokerID int32) {
+func (c *checker) dlqRetention(ctx context.Context, cfg *relay.Config, k *kafkaView, brokerID int32) {
 	t, exists := k.topics[cfg.DLQTopic]
 	exists = exists && t.Err == nil
 	var ms int64
@@ -546,7 +545,7 @@ const minCheckpointReplicas = 3
 
 // checkpointReplicas warns when the checkpoint topic has (or will be
 // created with) fewer than 3 replicas on a cluster of 3 or more brokers.
-func (c *checker) checkpointReplicas(ctx context.Context, cfg *Config, k *kafkaView, brokerID int32) {
+func (c *checker) checkpointReplicas(ctx context.Context, cfg *relay.Config, k *kafkaView, brokerID int32) {
 	if k.brokers < minCheckpointReplicas {
 		return
 	}

@@ -1,4 +1,4 @@
-package main
+package preflight
 
 import (
 	"bytes"
@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
 
@@ -17,6 +19,10 @@ import (
 // incompatible, its FAIL line is not followed by "ok schemas: compatible";
 // when both are compatible, that line counts them.
 func TestCheckCompatibleOnlyWithoutFail(t *testing.T) {
+	schemaDir, err := filepath.Abs("../testdata/schemas")
+	if err != nil {
+		t.Fatal(err)
+	}
 	const (
 		created   = "t.Order-com.example.orders.OrderCreated"
 		cancelled = "t.Order-com.example.orders.OrderCancelled"
@@ -53,7 +59,7 @@ func TestCheckCompatibleOnlyWithoutFail(t *testing.T) {
 			defer srv.Close()
 			var out bytes.Buffer
 			c := &checker{out: &out}
-			cfg := &Config{SchemaRegistryURL: srv.URL, SchemasDir: schemaDir, TopicTemplate: "t.{aggregate_type}", SubjectStrategy: schemaregistry.TopicRecord}
+			cfg := &relay.Config{SchemaRegistryURL: srv.URL, SchemasDir: schemaDir, TopicTemplate: "t.{aggregate_type}", SubjectStrategy: schemaregistry.TopicRecord}
 			c.registry(context.Background(), cfg)
 			t.Logf("check:\n%s", out.String())
 			fails := lines(out.String(), "FAIL  schema ")
@@ -77,4 +83,15 @@ func TestCheckCompatibleOnlyWithoutFail(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lines are the lines of out that start with prefix.
+func lines(out, prefix string) []string {
+	var ls []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			ls = append(ls, l)
+		}
+	}
+	return ls
 }

@@ -1,17 +1,17 @@
-package main
+package preflight
 
 import (
 	"strings"
 
 	"github.com/cdc-relay/cdc-relay/catalog"
-	relaypkg "github.com/cdc-relay/cdc-relay/relay"
+	"github.com/cdc-relay/cdc-relay/relay"
 )
 
 // integerID says whether an id column's type is an integer (smallint,
 // integer, bigint and their domains: bigserial's bigint).
 func integerID(col catalog.Column) bool {
 	switch col.BaseOID {
-	case relaypkg.OIDInt2, relaypkg.OIDInt4, relaypkg.OIDInt8:
+	case relay.OIDInt2, relay.OIDInt4, relay.OIDInt8:
 		return true
 	}
 	return false
@@ -23,7 +23,7 @@ func integerID(col catalog.Column) bool {
 // events with the same id in one topic, where consumers that deduplicate on
 // id (processed_messages) take the second for a duplicate and drop it.
 // tables are "schema.table (column type)".
-func (c *checker) integerIDs(cfg *Config, tables []string) {
+func (c *checker) integerIDs(cfg *relay.Config, tables []string) {
 	if len(tables) < 2 {
 		return
 	}
