@@ -48,7 +48,7 @@ UNIT_GO := CDC_RELAY_TEST_NO_SERVICES=1 $(GO) test -count=1
 UNIT_PKGS := ./decoder/ ./router/ ./record/ ./replication/ ./publisher/ ./checkpoint/ ./catalog/ \
 	./internal/config/ ./internal/backoff/ ./internal/civil/ ./internal/jsontext/ ./internal/debeziumjson/ \
 	./internal/relaytest/ ./internal/tcpproxy/ ./internal/testca/ ./internal/freeport/ \
-	./relay/ ./replay/ ./dlq/ ./tail/ ./preflight/
+	./relay/ ./replay/ ./dlq/ ./tail/ ./preflight/ ./slot/
 # internal/registrytest: only how it finds a Java 21+ (its other tests start registries).
 UNIT_RUN_REGISTRYTEST := ^TestJava21$$
 # schemaregistry: every test but those against the real registry.
