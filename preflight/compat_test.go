@@ -85,12 +85,13 @@ func TestCheckCompatibleOnlyWithoutFail(t *testing.T) {
 	}
 }
 
-// lines are the lines of out that start with prefix.
+// lines are the lines of out that start with prefix, without their
+// newline.
 func lines(out, prefix string) []string {
 	var ls []string
-	for _, l := range strings.Split(out, "\n") {
+	for l := range strings.Lines(out) {
 		if strings.HasPrefix(l, prefix) {
-			ls = append(ls, l)
+			ls = append(ls, strings.TrimSuffix(l, "\n"))
 		}
 	}
 	return ls

@@ -85,11 +85,11 @@ func TestSeveralTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(tableNames(c.Tables), ","); got != "public.outbox,billing.events" {
+	if got := strings.Join(relaypkg.TableNames(c.Tables), ","); got != "public.outbox,billing.events" {
 		t.Fatalf("tables %s", got)
 	}
 	c, err = LoadConfig(required, env(map[string]string{"CDC_RELAY_TABLE": "a.x, b.y"}), &bytes.Buffer{})
-	if err != nil || strings.Join(tableNames(c.Tables), ",") != "a.x,b.y" {
+	if err != nil || strings.Join(relaypkg.TableNames(c.Tables), ",") != "a.x,b.y" {
 		t.Fatalf("env list: %v %v", c, err)
 	}
 	path := filepath.Join(t.TempDir(), "relay.yaml")

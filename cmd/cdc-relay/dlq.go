@@ -81,7 +81,7 @@ func dlqKafkaCommand(cmd *config.Command, args []string, getenv func(string) str
 // dlqContext is the context of a dlq verb that reads Kafka: it ends on
 // SIGTERM or SIGINT, or after 10 minutes.
 func dlqContext(cfg *Config, stderr io.Writer) (context.Context, context.CancelFunc) {
-	ctx, stop := signalContext(newLogger(cfg, stderr))
+	ctx, stop := signalContext(relaypkg.NewLogger(cfg, stderr))
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	return ctx, func() { cancel(); stop() }
 }
@@ -156,7 +156,7 @@ func dlqRedrive(args []string, getenv func(string) string, stdout, stderr io.Wri
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 		return exitConfig
 	}
-	log := newLogger(cfg, stderr)
+	log := relaypkg.NewLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return dlqpkg.Redrive(ctx, dlqpkg.RedriveOptions{Config: cfg, Filters: rf, Group: v.String("group"), RetiredTopic: v.String("dlq-retired-topic"),

@@ -23,7 +23,7 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	if !ok {
 		return code
 	}
-	log := newLogger(cfg, stderr)
+	log := relaypkg.NewLogger(cfg, stderr)
 	setMemoryLimit(cfg, getenv, log)
 
 	ctx, stop := signalContext(log)

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/cdc-relay/cdc-relay/internal/config"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	replaypkg "github.com/cdc-relay/cdc-relay/replay"
 )
 
@@ -42,7 +43,7 @@ func replay(args []string, getenv func(string) string, stdout, stderr io.Writer)
 		fmt.Fprintln(stderr, "cdc-relay: --table: is empty (a table-less outbox of logical messages): such events are kept in no table, so there is nothing to read back; replay needs an outbox table (--table schema.table)")
 		return exitConfig
 	}
-	log := newLogger(cfg, stderr)
+	log := relaypkg.NewLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return replaypkg.Run(ctx, cfg, rf, log, stdout, stderr)

@@ -45,7 +45,7 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 		fmt.Fprintf(stderr, "cdc-relay: --kafka-tls: %v\n", err)
 		return exitConfig
 	}
-	log := newLogger(cfg, stderr)
+	log := relaypkg.NewLogger(cfg, stderr)
 	ctx, stop := signalContext(log)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
