@@ -34,10 +34,20 @@ type Options struct {
 }
 
 // StartError is a setting, a schema or the metrics address that kept the
-// relay from starting; the command exits 2 and prints it.
-type StartError struct{ Err error }
+// relay from starting; the command exits 2 and prints it. Refused is a
+// schema the registry finds incompatible (Err is its
+// *schemaregistry.IncompatibleError).
+type StartError struct {
+	Err     error
+	Refused bool
+}
 
-func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Error() string {
+	if e.Refused {
+		return "refusing to start: " + e.Err.Error()
+	}
+	return e.Err.Error()
+}
 func (e *StartError) Unwrap() error { return e.Err }
 
 // HaltError is the error a halted stream ended with, after the relay
@@ -179,8 +189,7 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 		}
 		var incompatible *schemaregistry.IncompatibleError
 		if errors.As(err, &incompatible) {
-			log.Error("refusing to start: incompatible schema", "err", err.Error())
-			return &StartError{Err: fmt.Errorf("refusing to start: %w", err)}
+			return &StartError{Err: err, Refused: true}
 		}
 		return fmt.Errorf("schema registry: %w", err)
 	}

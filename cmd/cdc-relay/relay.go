@@ -30,12 +30,12 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	defer stop()
 	err := relaypkg.Run(ctx, cfg, relaypkg.Options{Logger: log, Getenv: getenv, InitialReplay: replaypkg.Initial,
 		Halted: func(err error) { fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error())) }})
-	return runExit(err, stderr)
+	return runExit(err, stderr, log)
 }
 
 // runExit is the exit code of run's error, which it reports on stderr
 // unless Run did (a halt) or the stream logged it (an unrecoverable error).
-func runExit(err error, stderr io.Writer) int {
+func runExit(err error, stderr io.Writer, log *slog.Logger) int {
 	var start *relaypkg.StartError
 	var unrecoverable *replication.UnrecoverableError
 	var halt *relaypkg.HaltError
@@ -44,9 +44,12 @@ func runExit(err error, stderr io.Writer) int {
 	}
 	if errors.As(err, &start) {
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		if start.Refused {
+			log.Error("refusing to start: incompatible schema", "err", start.Err.Error())
+		}
 		return exitConfig
 	}
-	if text, ok := configExit(err); ok {
+	if text, ok := relaypkg.ConfigExit(err); ok {
 		fmt.Fprintf(stderr, "cdc-relay: %s\n", text)
 		return exitConfig
 	}
@@ -56,7 +59,7 @@ func runExit(err error, stderr io.Writer) int {
 		return exitFailed
 	}
 	if errors.As(err, &halt) {
-		if isGap(err) {
+		if relaypkg.IsGap(err) {
 			return exitGap
 		}
 		return exitFailed
@@ -64,12 +67,6 @@ func runExit(err error, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 	return exitFailed
 }
-
-// isConfigExit is relaypkg.IsConfigExit.
-func isConfigExit(err error) bool { return relaypkg.IsConfigExit(err) }
-
-// configExit is relaypkg.ConfigExit.
-func configExit(err error) (string, bool) { return relaypkg.ConfigExit(err) }
 
 // setMemoryLimit gives the Go runtime a soft memory limit that follows the
 // in-flight bound, unless GOMEMLIMIT sets one: the heap is mostly the events
@@ -105,6 +102,3 @@ func signalContext(log *slog.Logger) (context.Context, func()) {
 	}()
 	return ctx, func() { signal.Stop(ch); cancel() }
 }
-
-// isGap is relaypkg.IsGap.
-func isGap(err error) bool { return relaypkg.IsGap(err) }
