@@ -125,7 +125,7 @@ func TestRecordRoundTrip(t *testing.T) {
 			t.Errorf("record JSON %s lacks %s", b, key)
 		}
 	}
-	got, err := parseRecord(b)
+	got, err := ParseRecord(b)
 	if err != nil || got.Position() != 0x10000002A || got.Key() != "sys1/app/cdc_relay" {
 		t.Fatalf("parsed %+v (%v)", got, err)
 	}
@@ -133,7 +133,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if gap.Key() != "sys1/app/cdc_relay#gap@0/300" {
 		t.Fatalf("gap key %q", gap.Key())
 	}
-	if _, err := parseRecord([]byte(`{"confirmed_lsn":"0/1"}`)); err == nil {
+	if _, err := ParseRecord([]byte(`{"confirmed_lsn":"0/1"}`)); err == nil {
 		t.Fatal("a record without kind and relay id was accepted")
 	}
 }

@@ -112,7 +112,12 @@ func (r *Record) Key() string {
 
 func (r *Record) marshal() ([]byte, error) { return json.Marshal(r) }
 
-func parseRecord(b []byte) (*Record, error) {
+// Marshal is the record's JSON value, as a Backend stores it.
+func (r *Record) Marshal() ([]byte, error) { return r.marshal() }
+
+// ParseRecord reads a record's JSON value; a value that is not a
+// checkpoint record is an error (a Backend skips it).
+func ParseRecord(b []byte) (*Record, error) {
 	var r Record
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("checkpoint record: %w", err)
@@ -134,6 +139,20 @@ func DefaultRelayID(s replication.Server, slot string) string {
 type State struct {
 	Checkpoints map[string]*Record // by relay id
 	Gaps        []*Record
+}
+
+// NewState is the State of the newest record of each key.
+func NewState(byKey map[string]*Record) *State {
+	st := &State{Checkpoints: map[string]*Record{}}
+	for _, r := range byKey {
+		switch r.Kind {
+		case KindCheckpoint:
+			st.Checkpoints[r.RelayID] = r
+		case KindGap:
+			st.Gaps = append(st.Gaps, r)
+		}
+	}
+	return st
 }
 
 // SameSlotElsewhere lists the checkpoints of the same database and slot

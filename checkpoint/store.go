@@ -238,7 +238,7 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 						delete(byKey, string(r.Key))
 						continue
 					}
-					if rec, err := parseRecord(r.Value); err == nil {
+					if rec, err := ParseRecord(r.Value); err == nil {
 						byKey[string(r.Key)] = rec
 					}
 				}
@@ -253,16 +253,7 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 			})
 		}
 	}
-	st := &State{Checkpoints: map[string]*Record{}}
-	for _, r := range byKey {
-		switch r.Kind {
-		case KindCheckpoint:
-			st.Checkpoints[r.RelayID] = r
-		case KindGap:
-			st.Gaps = append(st.Gaps, r)
-		}
-	}
-	return st, nil
+	return NewState(byKey), nil
 }
 
 // span is a partition's first offset and last stable offset.

@@ -4,9 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/kafkasec"
 )
 
 // DB begins the transaction each event (or batch) is processed in. A
@@ -35,6 +40,15 @@ const (
 	KeyAvro       = "avro"        // 0x00, a 4-byte schema id, an Avro string
 )
 
+// SASL mechanisms of Config.SASLMechanism: the relay's
+// --kafka-sasl-mechanism.
+const (
+	SASLNone        = kafkasec.None        // no SASL (the default)
+	SASLPlain       = kafkasec.Plain       // PLAIN: the password as it is; use TLS
+	SASLScramSHA256 = kafkasec.ScramSHA256 // SCRAM-SHA-256
+	SASLScramSHA512 = kafkasec.ScramSHA512 // SCRAM-SHA-512
+)
+
 // Config configures a Consumer. Consumer, Brokers, Topics, RegistryURL and
 // either DB and Handler (pgx) or SQLDB and SQLHandler (database/sql) are
 // required.
@@ -47,11 +61,37 @@ type Config[T any] struct {
 	GroupID string
 	// Brokers is the Kafka bootstrap list. Required.
 	Brokers []string
+	// TLS turns on TLS to the brokers (the relay's --kafka-tls), verified
+	// against TLSCAFile or, when it is "", the system roots; TLS 1.2 at
+	// least. Default false: plain text. Java client: security.protocol SSL
+	// or SASL_SSL.
+	TLS bool
+	// TLSCAFile is a PEM bundle of the CAs that sign the brokers'
+	// certificates (--kafka-tls-ca-file); needs TLS. Default "": the system
+	// roots. Java client: ssl.truststore.location.
+	TLSCAFile string
+	// TLSCertFile and TLSKeyFile are a PEM client certificate and its key,
+	// for brokers that want mutual TLS (--kafka-tls-cert-file,
+	// --kafka-tls-key-file); both or neither, and they need TLS. Default
+	// "": no client certificate. Java client: ssl.keystore.location.
+	TLSCertFile, TLSKeyFile string
+	// SASLMechanism authenticates to the brokers (--kafka-sasl-mechanism):
+	// SASLNone (the default, also ""), SASLPlain, SASLScramSHA256 or
+	// SASLScramSHA512. Use TLS with SASLPlain, which sends the password as
+	// it is. Java client: sasl.mechanism.
+	SASLMechanism string
+	// SASLUsername and SASLPassword are the SASL credentials
+	// (--kafka-sasl-username, --kafka-sasl-password); required with a
+	// mechanism other than none. SCRAM needs both to pass SASLprep. The
+	// password is never logged. Java client: sasl.jaas.config.
+	SASLUsername, SASLPassword string
 	// Topics are read from their committed offsets (from the start when the
 	// group has none). Required.
 	Topics []string
 	// RegistryURL is the Confluent-compatible schema registry the writer
-	// schemas are fetched from by id (cached). Required.
+	// schemas are fetched from by id (cached), http(s)://host:port[/path];
+	// credentials in it (https://user:pass@host) are sent as HTTP basic
+	// auth and never logged. Required.
 	RegistryURL string
 	// DB begins the per-event transactions (pgx). DB and Handler, or
 	// SQLDB and SQLHandler, are required.
@@ -163,6 +203,9 @@ func (c *Config[T]) validate() error {
 	case c.Workers < 0:
 		return &ConfigError{"Workers", "negative"}
 	}
+	if err := c.validateSecurity(); err != nil {
+		return err
+	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 5
 	}
@@ -212,4 +255,59 @@ func (c *Config[T]) validate() error {
 		c.Logger = slog.Default()
 	}
 	return nil
+}
+
+// validateSecurity checks the TLS and SASL settings as the relay checks
+// its --kafka-tls and --kafka-sasl-* flags.
+func (c *Config[T]) validateSecurity() error {
+	for _, f := range []struct{ field, path string }{{"TLSCAFile", c.TLSCAFile}, {"TLSCertFile", c.TLSCertFile}, {"TLSKeyFile", c.TLSKeyFile}} {
+		if f.path == "" {
+			continue
+		}
+		if !c.TLS {
+			return &ConfigError{f.field, "is set but TLS is false: set TLS true"}
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return &ConfigError{f.field, err.Error()}
+		}
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return &ConfigError{"TLSCertFile", "a client certificate needs both TLSCertFile and TLSKeyFile"}
+	}
+	if c.TLS {
+		if _, err := kafkasec.TLSConfig(c.TLSCAFile, "", ""); err != nil {
+			return &ConfigError{"TLSCAFile", err.Error()}
+		}
+		if _, err := kafkasec.TLSConfig("", c.TLSCertFile, c.TLSKeyFile); err != nil {
+			return &ConfigError{"TLSCertFile", err.Error()}
+		}
+	}
+	switch c.SASLMechanism {
+	case "", SASLNone:
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if c.SASLUsername == "" {
+			return &ConfigError{"SASLUsername", "empty: required with SASLMechanism " + c.SASLMechanism}
+		}
+		if c.SASLPassword == "" {
+			return &ConfigError{"SASLPassword", "empty: required with SASLMechanism " + c.SASLMechanism}
+		}
+		if c.SASLMechanism != SASLPlain {
+			if err := kafkasec.CheckSCRAM(c.SASLUsername, c.SASLPassword); err != nil {
+				return &ConfigError{"SASLUsername", err.Error()}
+			}
+		}
+	default:
+		return &ConfigError{"SASLMechanism", strconv.Quote(c.SASLMechanism) + " is not none, plain, scram-sha-256 or scram-sha-512"}
+	}
+	return nil
+}
+
+// security builds the kgo options of the TLS and SASL settings.
+func (c *Config[T]) security() ([]kgo.Opt, error) {
+	cl, err := kafkasec.Settings{TLS: c.TLS, CAFile: c.TLSCAFile, CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile,
+		Mechanism: c.SASLMechanism, Username: c.SASLUsername, Password: c.SASLPassword}.Build()
+	if err != nil {
+		return nil, &ConfigError{"TLS", err.Error()}
+	}
+	return cl.Opts, nil
 }

@@ -5,14 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
 )
@@ -28,6 +29,8 @@ type Consumer[T any] struct {
 	// the new ones.
 	markBatchSQL string
 	table        string
+	// security are the kgo options of Config's TLS and SASL settings.
+	security []kgo.Opt
 
 	processed, duplicates, retries, transientRetries, deadLettered, batches atomic.Int64
 }
@@ -60,12 +63,22 @@ func New[T any](cfg Config[T]) (*Consumer[T], error) {
 	if err != nil {
 		return nil, err
 	}
+	security, err := cfg.security()
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("consumer", cfg.Consumer)
+	schemas, err := newSchemas(cfg.RegistryURL, log)
+	if err != nil {
+		return nil, err
+	}
 	return &Consumer[T]{
-		cfg:     cfg,
-		log:     cfg.Logger.With("consumer", cfg.Consumer),
-		schemas: newSchemas(cfg.RegistryURL),
-		table:   table,
-		markSQL: "INSERT INTO " + table + " (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+		security: security,
+		cfg:      cfg,
+		log:      log,
+		schemas:  schemas,
+		table:    table,
+		markSQL:  "INSERT INTO " + table + " (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
 		markBatchSQL: "INSERT INTO " + table + " (consumer, message_id) SELECT $1, m FROM unnest($2::text[]) AS m " +
 			"ON CONFLICT DO NOTHING RETURNING message_id",
 	}, nil
@@ -79,7 +92,7 @@ func (c *Consumer[T]) Stats() Stats {
 
 // job is one fetched record on its way through a worker.
 type job struct {
-	msg   kafka.Message
+	rec   *kgo.Record
 	epoch uint64
 }
 
@@ -94,48 +107,27 @@ type job struct {
 // return the done prefix has been committed (within 10 s).
 func (c *Consumer[T]) Run(ctx context.Context) error {
 	cfg := &c.cfg
-	isolation := kafka.ReadCommitted
-	if cfg.ReadUncommitted {
-		isolation = kafka.ReadUncommitted
-	}
-	reader := kafka.NewReader(kafka.ReaderConfig{
-		IsolationLevel:         isolation,
-		Brokers:                cfg.Brokers,
-		GroupID:                cfg.GroupID,
-		GroupTopics:            cfg.Topics,
-		StartOffset:            kafka.FirstOffset,
-		CommitInterval:         0, // synchronous commits, only of done offsets
-		MinBytes:               1,
-		MaxBytes:               10 << 20,
-		MaxWait:                250 * time.Millisecond,
-		SessionTimeout:         cfg.SessionTimeout,
-		RebalanceTimeout:       cfg.SessionTimeout,
-		HeartbeatInterval:      cfg.SessionTimeout / 10,
-		JoinGroupBackoff:       time.Second,
-		ReadBackoffMax:         time.Second,
-		WatchPartitionChanges:  true,
-		PartitionWatchInterval: 2 * time.Second,
-		Logger: kafka.LoggerFunc(func(msg string, args ...any) {
-			c.readerLog(fmt.Sprintf(msg, args...))
-		}),
-		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			c.log.Warn("kafka reader: " + fmt.Sprintf(msg, args...))
-		}),
-	})
-	dlq := &kafka.Writer{
-		Addr:                   kafka.TCP(cfg.Brokers...),
-		Topic:                  cfg.DLQTopic,
-		Balancer:               &kafka.Hash{},
-		RequiredAcks:           kafka.RequireAll,
-		BatchTimeout:           5 * time.Millisecond,
-		AllowAutoTopicCreation: true,
-		MaxAttempts:            3,
-	}
 	offs := newOffsets()
+	reader, err := c.groupClient(offs)
+	if err != nil {
+		return fmt.Errorf("inbox: kafka client: %w", err)
+	}
+	defer reader.Close()
+	dlq, err := c.dlqClient()
+	if err != nil {
+		return fmt.Errorf("inbox: kafka client: %w", err)
+	}
+	defer dlq.Close()
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
 	wake := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
 	queues := make([]chan job, cfg.Workers)
 	var workers sync.WaitGroup
 	for i := range queues {
@@ -144,11 +136,8 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		go func(q <-chan job) {
 			defer workers.Done()
 			done := func(j job) {
-				if offs.done(tp{j.msg.Topic, j.msg.Partition}, j.epoch, j.msg.Offset) {
-					select {
-					case wake <- struct{}{}:
-					default:
-					}
+				if offs.done(tp{j.rec.Topic, int(j.rec.Partition)}, j.epoch, j.rec.Offset) {
+					signal()
 				}
 			}
 			batch := make([]job, 0, cfg.BatchSize)
@@ -189,49 +178,47 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		}()
 	}
 
-	filter := newTxnFilter(cfg.Brokers, cfg.ReadUncommitted)
 	var runErr error
 	fb := backoff.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax}
+fetch:
 	for {
-		m, err := reader.FetchMessage(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
-				runErr = fmt.Errorf("inbox: fetch: %w", err)
-				break
-			}
-			// The brokers or the group coordinator are unreachable: the
-			// reader reconnects on its own; wait and fetch again.
-			c.log.Warn("kafka fetch failed; retrying", "error", err, "consecutive_errors", fb.Attempts()+1)
-			if fb.Wait(ctx) != nil {
-				break
-			}
-			continue
-		}
-		fb.Reset()
-		hide, err := c.hidden(ctx, filter, m)
-		if err != nil {
-			break // ctx ended
-		}
-		if hide { // an aborted transaction's record or a marker: done at once
-			k := tp{m.Topic, m.Partition}
-			if offs.done(k, offs.fetched(k, m.Offset), m.Offset) {
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
-			}
-			continue
-		}
-		j := job{msg: m, epoch: offs.fetched(tp{m.Topic, m.Partition}, m.Offset)}
-		q := queues[c.worker(m)]
-		select {
-		case q <- j:
-		case <-ctx.Done():
-		}
+		fs := reader.PollRecords(ctx, 1000)
 		if ctx.Err() != nil {
+			break // what was fetched is not done: fetched again later
+		}
+		if fs.IsClientClosed() {
+			runErr = errors.New("inbox: fetch: the Kafka client was closed")
+			break
+		}
+		for _, r := range fs.Records() {
+			k := tp{r.Topic, int(r.Partition)}
+			epoch := offs.fetched(k, r.Offset)
+			if r.Attrs.IsControl() { // a transaction marker: done at once
+				if offs.done(k, epoch, r.Offset) {
+					signal()
+				}
+				continue
+			}
+			select {
+			case queues[c.worker(r)] <- job{rec: r, epoch: epoch}:
+			case <-ctx.Done():
+				break fetch
+			}
+		}
+		var fetchErr error
+		fs.EachError(func(topic string, partition int32, err error) {
+			if fetchErr == nil && !errors.Is(err, context.Canceled) {
+				fetchErr = fmt.Errorf("%s/%d: %w", topic, partition, err)
+			}
+		})
+		if fetchErr == nil {
+			fb.Reset()
+			continue
+		}
+		// The brokers or the group coordinator are unreachable, or refuse
+		// us: the client reconnects on its own; wait and fetch again.
+		c.log.Warn("kafka fetch failed; retrying", "error", fetchErr, "consecutive_errors", fb.Attempts()+1)
+		if fb.Wait(ctx) != nil {
 			break
 		}
 	}
@@ -255,46 +242,24 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 		c.log.Warn("final offset commit failed; the events after the last commit will be skipped as duplicates", "error", err)
 	}
 	cancel()
-	reader.Close()
-	dlq.Close()
 	return runErr
-}
-
-// hidden asks filter whether m is hidden from a read_committed consumer,
-// retrying until it knows; an error means ctx ended.
-func (c *Consumer[T]) hidden(ctx context.Context, filter *txnFilter, m kafka.Message) (bool, error) {
-	b := backoff.Backoff{Min: c.cfg.RetryMin, Max: c.cfg.RetryMax}
-	for {
-		hide, err := filter.skip(ctx, m)
-		if err == nil {
-			return hide, nil
-		}
-		if ctx.Err() != nil {
-			return false, ctx.Err()
-		}
-		c.log.Warn("kafka transaction filter failed; retrying", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset,
-			"error", err, "consecutive_errors", b.Attempts()+1)
-		if err := b.Wait(ctx); err != nil {
-			return false, err
-		}
-	}
 }
 
 // worker picks the worker for a record: hash(key) % Workers, so an
 // aggregate's events are applied in order by one goroutine.
-func (c *Consumer[T]) worker(m kafka.Message) int {
+func (c *Consumer[T]) worker(r *kgo.Record) int {
 	h := fnv.New32a()
-	if len(m.Key) > 0 {
-		h.Write(m.Key)
+	if len(r.Key) > 0 {
+		h.Write(r.Key)
 	} else {
-		h.Write([]byte(m.Topic + "/" + strconv.Itoa(m.Partition)))
+		h.Write([]byte(r.Topic + "/" + strconv.Itoa(int(r.Partition))))
 	}
 	return int(h.Sum32() % uint32(c.cfg.Workers))
 }
 
 // commitLoop commits the done prefix after progress (at most every
 // CommitInterval) and retries failed commits every second.
-func (c *Consumer[T]) commitLoop(ctx context.Context, reader *kafka.Reader, offs *offsets, wake <-chan struct{}) {
+func (c *Consumer[T]) commitLoop(ctx context.Context, reader *kgo.Client, offs *offsets, wake <-chan struct{}) {
 	retry := time.NewTicker(time.Second)
 	defer retry.Stop()
 	for {
@@ -317,17 +282,36 @@ func (c *Consumer[T]) commitLoop(ctx context.Context, reader *kafka.Reader, offs
 	}
 }
 
-func (c *Consumer[T]) commit(ctx context.Context, reader *kafka.Reader, offs *offsets) error {
+// commit commits the done prefix of every partition that moved since the
+// last commit: the next offset to read, one past the last one done.
+func (c *Consumer[T]) commit(ctx context.Context, reader *kgo.Client, offs *offsets) error {
 	m := offs.toCommit()
 	if len(m) == 0 {
 		return nil
 	}
-	msgs := make([]kafka.Message, 0, len(m))
+	req := map[string]map[int32]kgo.EpochOffset{}
 	for k, off := range m {
-		msgs = append(msgs, kafka.Message{Topic: k.topic, Partition: k.partition, Offset: off}) // kafka-go commits off+1
+		if req[k.topic] == nil {
+			req[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		req[k.topic][int32(k.partition)] = kgo.EpochOffset{Epoch: -1, Offset: off + 1}
 	}
-	if err := reader.CommitMessages(ctx, msgs...); err != nil {
-		return err
+	var cerr error
+	reader.CommitOffsetsSync(ctx, req, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil && cerr == nil {
+					cerr = fmt.Errorf("%s/%d: %w", t.Topic, p.Partition, err)
+				}
+			}
+		}
+	})
+	if cerr != nil {
+		return cerr
 	}
 	offs.committed(m)
 	return nil

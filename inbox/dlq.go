@@ -4,7 +4,7 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
 )
@@ -26,22 +26,23 @@ const maxReason = 2000
 // deadLetter writes the original record, with the reason, to the DLQ
 // topic, retrying until Kafka takes it: nothing is dropped silently. It
 // returns false only when ctx ended first.
-func (c *Consumer[T]) deadLetter(ctx context.Context, w *kafka.Writer, ev *Event[T], m kafka.Message, reason string, attempts int) bool {
+func (c *Consumer[T]) deadLetter(ctx context.Context, w *kgo.Client, ev *Event[T], m *kgo.Record, reason string, attempts int) bool {
 	if len(reason) > maxReason {
 		reason = reason[:maxReason] + "..."
 	}
-	headers := append(append([]kafka.Header(nil), m.Headers...),
-		kafka.Header{Key: HeaderConsumer, Value: []byte(c.cfg.Consumer)},
-		kafka.Header{Key: HeaderTopic, Value: []byte(m.Topic)},
-		kafka.Header{Key: HeaderPartition, Value: []byte(strconv.Itoa(m.Partition))},
-		kafka.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(m.Offset, 10))},
-		kafka.Header{Key: HeaderAttempts, Value: []byte(strconv.Itoa(attempts))},
-		kafka.Header{Key: HeaderError, Value: []byte(reason)},
+	headers := append(append([]kgo.RecordHeader(nil), m.Headers...),
+		kgo.RecordHeader{Key: HeaderConsumer, Value: []byte(c.cfg.Consumer)},
+		kgo.RecordHeader{Key: HeaderTopic, Value: []byte(m.Topic)},
+		kgo.RecordHeader{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(m.Partition)))},
+		kgo.RecordHeader{Key: HeaderOffset, Value: []byte(strconv.FormatInt(m.Offset, 10))},
+		kgo.RecordHeader{Key: HeaderAttempts, Value: []byte(strconv.Itoa(attempts))},
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(reason)},
 	)
-	rec := kafka.Message{Key: m.Key, Value: m.Value, Headers: headers}
+	rec := kgo.Record{Topic: c.cfg.DLQTopic, Key: m.Key, Value: m.Value, Headers: headers}
 	b := backoff.Backoff{Min: c.cfg.RetryMin, Max: c.cfg.RetryMax}
 	for {
-		err := w.WriteMessages(ctx, rec)
+		r := rec // a record of its own for each try
+		err := w.ProduceSync(ctx, &r).FirstErr()
 		if err == nil {
 			break
 		}

@@ -1,12 +1,18 @@
 // Package inbox is the consumer half of the outbox pattern: an idempotent
 // Kafka consumer for the topics cdc-relay writes.
 //
-// In: records from a kafka-go consumer group (FetchMessage, explicit
-// commits, never auto-commit), read_committed by default (the records of
-// aborted Kafka transactions and the markers are hidden), their keys
-// decoded as the relay's --key-format says (Config.KeyFormat), their
-// Confluent-framed Avro values decoded with the writer schema that srclient
-// fetches by id (cached) into the caller's Go type or a map (hamba/avro).
+// In: records from a franz-go (kgo) consumer group (explicit commits,
+// never auto-commit; the range or roundrobin protocol, which the kafka-go
+// members of earlier versions speak too, so a rolling upgrade keeps one
+// group), over plain text or TLS, with SASL PLAIN or SCRAM or none, as the
+// relay's --kafka-tls and --kafka-sasl-* settings allow (Config.TLS...,
+// Config.SASL...; internal/kafkasec builds them for both). read_committed
+// by default: franz-go drops the records of aborted Kafka transactions;
+// the markers never reach the handler, their offsets are done at once.
+// Keys are decoded as the relay's --key-format says (Config.KeyFormat),
+// Confluent-framed Avro values with the writer schema that the project's
+// schemaregistry package fetches by id (cached), into the caller's Go type
+// or a map (hamba/avro).
 // Out: one database transaction per event, or per batch of queued events
 // (Config.BatchSize), pgx or database/sql, with Config.TxOptions, holding
 // the mark INSERT INTO processed_messages (consumer, message_id) ON
@@ -27,6 +33,6 @@
 // consumer's own dead letters again through the same path. Cleanup deletes
 // old marks in bounded batches. The DDL is docs/inbox.sql.
 //
-// The package owns the reader, the dead-letter writer and its goroutines
-// for the duration of Run; the caller owns the DB pool.
+// The package owns the group client, the dead-letter producer and its
+// goroutines for the duration of Run; the caller owns the DB pool.
 package inbox

@@ -220,7 +220,13 @@ type record struct {
 // produce writes records in order, synchronously.
 func produce(t testing.TB, topic string, recs []record) {
 	t.Helper()
-	cl := kafkaClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(100000))
+	produceWith(t, kafkaClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(100000)), topic, recs)
+}
+
+// produceWith writes records in order, synchronously, with cl, a client
+// with the manual partitioner.
+func produceWith(t testing.TB, cl *kgo.Client, topic string, recs []record) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	krs := make([]*kgo.Record, len(recs))
@@ -359,9 +365,14 @@ func start(t testing.TB, name, bin string, args ...string) *proc {
 
 // relayArgs are the flags of a relay for database url and topic prefix.
 func relayArgs(url, s, topicPrefix, dlq string) []string {
+	return relayArgsOn(broker.Addr(), url, s, topicPrefix, dlq)
+}
+
+// relayArgsOn is relayArgs for another Kafka.
+func relayArgsOn(brokers, url, s, topicPrefix, dlq string) []string {
 	port, _ := freeport.Get()
 	return []string{"run", "--pg-url", url, "--slot", "slot_" + s, "--publication", "pub_" + s, "--table", "public.outbox",
-		"--kafka-brokers", broker.Addr(), "--topic-template", topicPrefix + ".{aggregate_type}",
+		"--kafka-brokers", brokers, "--topic-template", topicPrefix + ".{aggregate_type}",
 		"--schema-registry-url", registry.URL(), "--schemas-dir", filepath.Join(root, "testdata", "schemas"),
 		"--dlq-topic", dlq, "--metrics-addr", "127.0.0.1:" + strconv.Itoa(port), "--halt-linger", "0s"}
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/testca"
 )
 
 // running is a Consumer running in the test process.
@@ -278,9 +282,24 @@ func TestNewConfigErrors(t *testing.T) {
 	if err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
+	ca := testca.New(t)
+	cert, key := ca.Issue(t, "inbox")
+	dir := t.TempDir()
+	caFile, certFile, keyFile, notPEM := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "not.pem")
+	for path, data := range map[string][]byte{caFile: ca.PEM, certFile: cert, keyFile: key, notPEM: []byte("not PEM")} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if got := c.cfg; got.MaxAttempts != 5 || got.BatchSize != 1 || got.TransientTimeout != 10*time.Minute || got.KeyFormat != KeyString || got.ReadUncommitted {
 		t.Errorf("defaults: MaxAttempts %d, BatchSize %d, TransientTimeout %s, KeyFormat %q, ReadUncommitted %v; want 5, 1, 10m, string, false",
 			got.MaxAttempts, got.BatchSize, got.TransientTimeout, got.KeyFormat, got.ReadUncommitted)
+	}
+	secured := valid
+	secured.TLS, secured.TLSCAFile, secured.TLSCertFile, secured.TLSKeyFile = true, caFile, certFile, keyFile
+	secured.SASLMechanism, secured.SASLUsername, secured.SASLPassword = SASLScramSHA512, "inbox", "pw"
+	if _, err := New(secured); err != nil {
+		t.Errorf("TLS with a CA and a client certificate, SCRAM-SHA-512: %v", err)
 	}
 	for _, c := range []struct {
 		field string
@@ -303,6 +322,22 @@ func TestNewConfigErrors(t *testing.T) {
 		{"RegistryURL", func(c *Config[map[string]any]) { c.RegistryURL = "" }},
 		{"DB", func(c *Config[map[string]any]) { c.DB = nil }},
 		{"Table", func(c *Config[map[string]any]) { c.Table = "a.b.c" }},
+		{"RegistryURL", func(c *Config[map[string]any]) { c.RegistryURL = "registry:8081" }},
+		{"TLSCAFile", func(c *Config[map[string]any]) { c.TLSCAFile = caFile }},
+		{"TLSCAFile", func(c *Config[map[string]any]) { c.TLS, c.TLSCAFile = true, filepath.Join(dir, "missing.pem") }},
+		{"TLSCAFile", func(c *Config[map[string]any]) { c.TLS, c.TLSCAFile = true, notPEM }},
+		{"TLSCertFile", func(c *Config[map[string]any]) { c.TLS, c.TLSCertFile = true, certFile }},
+		{"TLSCertFile", func(c *Config[map[string]any]) { c.TLS, c.TLSCertFile, c.TLSKeyFile = true, notPEM, keyFile }},
+		{"TLSCertFile", func(c *Config[map[string]any]) { c.TLSCertFile, c.TLSKeyFile = certFile, keyFile }},
+		{"TLSKeyFile", func(c *Config[map[string]any]) {
+			c.TLS, c.TLSCertFile, c.TLSKeyFile = true, certFile, filepath.Join(dir, "missing-key.pem")
+		}},
+		{"SASLMechanism", func(c *Config[map[string]any]) { c.SASLMechanism = "gssapi" }},
+		{"SASLUsername", func(c *Config[map[string]any]) { c.SASLMechanism, c.SASLPassword = SASLScramSHA256, "pw" }},
+		{"SASLPassword", func(c *Config[map[string]any]) { c.SASLMechanism, c.SASLUsername = SASLPlain, "u" }},
+		{"SASLUsername", func(c *Config[map[string]any]) {
+			c.SASLMechanism, c.SASLUsername, c.SASLPassword = SASLScramSHA512, "bell\a", "pw"
+		}},
 	} {
 		cfg := valid
 		c.mod(&cfg)

@@ -95,8 +95,9 @@ func TestReadCommitted(t *testing.T) {
 	waitFor(t, 60*time.Second, "every record applied by the read_uncommitted consumer", func() bool {
 		return ids("uncommitted") == "id-0,id-1,id-2,id-3,id-4,id-5,id-6,id-7,id-8"
 	})
-	// kafka-go hands the three transaction markers over as records; the
-	// consumer hides them in both modes, so none is dead-lettered.
+	// The three transaction markers come as records (their offsets must be
+	// committed past); the consumer hides them from the handler in both
+	// modes, so none is dead-lettered.
 	for _, cfg := range []Config[map[string]any]{committedCfg, uncommittedCfg} {
 		if n := r[cfg.Consumer].c.Stats().DeadLettered; n != 0 {
 			t.Errorf("%s dead-lettered %d records: the markers must not reach the DLQ", cfg.Consumer, n)

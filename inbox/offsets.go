@@ -107,3 +107,19 @@ func (o *offsets) committed(m map[tp]int64) {
 		o.commit[k] = off
 	}
 }
+
+// forget drops the partitions the group took away: their completions no
+// longer move a commit point, so this member never commits over the next
+// owner's progress (those events come again and are skipped as
+// duplicates). A partition given back starts a new epoch.
+func (o *offsets) forget(parts map[string][]int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for topic, ps := range parts {
+		for _, p := range ps {
+			k := tp{topic, int(p)}
+			delete(o.parts, k)
+			delete(o.commit, k)
+		}
+	}
+}

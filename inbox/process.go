@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
 )
@@ -20,11 +19,11 @@ const transientWarnAfter = time.Minute
 // work processes a worker's batch of records until each is done (applied,
 // skipped as a duplicate, or dead-lettered), calling done for each; it
 // stops early only when ctx ends.
-func (c *Consumer[T]) work(ctx context.Context, dlq *kafka.Writer, batch []job, done func(job)) {
+func (c *Consumer[T]) work(ctx context.Context, dlq *kgo.Client, batch []job, done func(job)) {
 	evs := make([]*Event[T], 0, len(batch))
 	jobs := make([]job, 0, len(batch))
 	for _, j := range batch {
-		ev, ok := c.prepare(ctx, dlq, j.msg, true)
+		ev, ok := c.prepare(ctx, dlq, j.rec, true)
 		if ctx.Err() != nil {
 			return
 		}
@@ -47,7 +46,7 @@ func (c *Consumer[T]) work(ctx context.Context, dlq *kafka.Writer, batch []job, 
 		}
 	}
 	for i, ev := range evs {
-		if !c.handle(ctx, dlq, ev, jobs[i].msg) {
+		if !c.handle(ctx, dlq, ev, jobs[i].rec) {
 			return
 		}
 		done(jobs[i])
@@ -55,8 +54,8 @@ func (c *Consumer[T]) work(ctx context.Context, dlq *kafka.Writer, batch []job, 
 }
 
 // event builds the handler's view of a record, without its value.
-func (c *Consumer[T]) event(m kafka.Message) *Event[T] {
-	ev := &Event[T]{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, AggregateID: string(m.Key),
+func (c *Consumer[T]) event(m *kgo.Record) *Event[T] {
+	ev := &Event[T]{Topic: m.Topic, Partition: int(m.Partition), Offset: m.Offset, Key: m.Key, AggregateID: string(m.Key),
 		Headers: make(map[string]string, len(m.Headers))}
 	for _, h := range m.Headers {
 		ev.Headers[h.Key] = string(h.Value)
@@ -69,7 +68,7 @@ func (c *Consumer[T]) event(m kafka.Message) *Event[T] {
 // that can never be processed goes to the dead-letter topic (if toDLQ) and
 // prepare returns false; a registry outage is waited out, never
 // dead-lettered.
-func (c *Consumer[T]) prepare(ctx context.Context, dlq *kafka.Writer, m kafka.Message, toDLQ bool) (*Event[T], bool) {
+func (c *Consumer[T]) prepare(ctx context.Context, dlq *kgo.Client, m *kgo.Record, toDLQ bool) (*Event[T], bool) {
 	ev := c.event(m)
 	reject := func(reason string) (*Event[T], bool) {
 		if toDLQ {
@@ -95,7 +94,7 @@ func (c *Consumer[T]) prepare(ctx context.Context, dlq *kafka.Writer, m kafka.Me
 	}
 	b := backoff.Backoff{Min: c.cfg.RetryMin, Max: c.cfg.RetryMax}
 	for {
-		id, err := decode(c.schemas, m.Value, &ev.Value)
+		id, err := decode(ctx, c.schemas, m.Value, &ev.Value)
 		if err == nil {
 			ev.SchemaID = int(id)
 			return ev, true
@@ -113,7 +112,7 @@ func (c *Consumer[T]) prepare(ctx context.Context, dlq *kafka.Writer, m kafka.Me
 
 // handle processes one event until it is done: applied, skipped as a
 // duplicate, or dead-lettered. It returns false only when ctx ended first.
-func (c *Consumer[T]) handle(ctx context.Context, dlq *kafka.Writer, ev *Event[T], m kafka.Message) bool {
+func (c *Consumer[T]) handle(ctx context.Context, dlq *kgo.Client, ev *Event[T], m *kgo.Record) bool {
 	_, err := c.retry(ctx, ev)
 	switch {
 	case err == nil:
@@ -278,19 +277,6 @@ func (c *Consumer[T]) callHandler(ctx context.Context, tx txn[T], ev *Event[T]) 
 		}
 	}()
 	return tx.handle(ctx, ev)
-}
-
-// readerLog logs kafka-go's reader messages: joining the group (each
-// rebalance) and the partitions assigned at INFO, the chatter at DEBUG.
-// Reader errors go to the ErrorLogger, at WARN.
-func (c *Consumer[T]) readerLog(msg string) {
-	for _, s := range []string{"Joined group", "subscribed to topics and partitions", "rebalanc"} {
-		if strings.Contains(msg, s) {
-			c.log.Info("kafka reader: " + msg)
-			return
-		}
-	}
-	c.log.Debug("kafka reader: " + msg)
 }
 
 const (

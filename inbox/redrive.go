@@ -2,11 +2,13 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Letter is one record of the consumer's dead-letter topic, as a Redrive
@@ -55,18 +57,42 @@ type RedriveStats struct {
 func (c *Consumer[T]) Redrive(ctx context.Context, filter func(Letter) bool) (RedriveStats, error) {
 	var st RedriveStats
 	topic := c.cfg.DLQTopic
-	conn, err := kafka.DialContext(ctx, "tcp", c.cfg.Brokers[0])
+	cl, err := kgo.NewClient(c.clientOpts()...)
 	if err != nil {
-		return st, fmt.Errorf("inbox: redrive: dial: %w", err)
+		return st, fmt.Errorf("inbox: redrive: kafka client: %w", err)
 	}
-	parts, err := conn.ReadPartitions(topic)
-	conn.Close()
+	defer cl.Close()
+	ends, err := letterRange(ctx, cl, topic)
 	if err != nil {
-		return st, fmt.Errorf("inbox: redrive: partitions of %s: %w", topic, err)
+		return st, fmt.Errorf("inbox: redrive: offsets of %s: %w", topic, err)
 	}
-	for _, p := range parts {
-		if err := c.redrivePartition(ctx, topic, p.ID, filter, &st); err != nil {
-			return st, err
+	for len(ends) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if ferr == nil {
+				ferr = fmt.Errorf("inbox: redrive: read %s/%d: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			return st, ferr
+		}
+		for _, r := range fs.Records() {
+			end, left := ends[r.Partition]
+			if !left || r.Offset >= end {
+				continue // past the end at the call
+			}
+			st.Read++
+			c.redriveLetter(ctx, r, filter, &st)
+			if ctx.Err() != nil {
+				return st, ctx.Err()
+			}
+			if r.Offset >= end-1 {
+				delete(ends, r.Partition)
+			}
 		}
 	}
 	c.log.Info("redrive done", "dlq_topic", topic, "read", st.Read, "skipped", st.Skipped, "applied", st.Applied,
@@ -74,43 +100,44 @@ func (c *Consumer[T]) Redrive(ctx context.Context, filter func(Letter) bool) (Re
 	return st, nil
 }
 
-func (c *Consumer[T]) redrivePartition(ctx context.Context, topic string, partition int, filter func(Letter) bool, st *RedriveStats) error {
-	lc, err := kafka.DialLeader(ctx, "tcp", c.cfg.Brokers[0], topic, partition)
+// letterRange lists the partitions of topic that hold letters, with their
+// end offsets, and has cl consume them from their start. A topic that does
+// not exist holds none.
+func letterRange(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64, error) {
+	adm := kadm.NewClient(cl)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil, nil
+	}
 	if err != nil {
-		return fmt.Errorf("inbox: redrive: dial the leader of %s/%d: %w", topic, partition, err)
+		return nil, err
 	}
-	first, last, err := lc.ReadOffsets()
-	lc.Close()
+	endOffsets, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = endOffsets.Error()
+	}
 	if err != nil {
-		return fmt.Errorf("inbox: redrive: offsets of %s/%d: %w", topic, partition, err)
+		return nil, err
 	}
-	if first >= last {
-		return nil
-	}
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: c.cfg.Brokers, Topic: topic, Partition: partition,
-		MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 250 * time.Millisecond})
-	defer r.Close()
-	if err := r.SetOffset(first); err != nil {
-		return fmt.Errorf("inbox: redrive: %w", err)
-	}
-	for {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			return fmt.Errorf("inbox: redrive: read %s/%d: %w", topic, partition, err)
+	ends := map[int32]int64{}
+	from := map[int32]kgo.Offset{}
+	starts.Each(func(o kadm.ListedOffset) {
+		if end, ok := endOffsets.Lookup(o.Topic, o.Partition); ok && o.Offset < end.Offset {
+			ends[o.Partition] = end.Offset
+			from[o.Partition] = kgo.NewOffset().At(o.Offset)
 		}
-		st.Read++
-		c.redriveLetter(ctx, m, filter, st)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if m.Offset >= last-1 {
-			return nil
-		}
+	})
+	if len(from) > 0 {
+		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: from})
 	}
+	return ends, nil
 }
 
 // redriveLetter runs one letter.
-func (c *Consumer[T]) redriveLetter(ctx context.Context, m kafka.Message, filter func(Letter) bool, st *RedriveStats) {
+func (c *Consumer[T]) redriveLetter(ctx context.Context, m *kgo.Record, filter func(Letter) bool, st *RedriveStats) {
 	orig, l, ours := unwrapLetter(m, c.cfg.Consumer)
 	if !ours || (filter != nil && !filter(l)) {
 		st.Skipped++
@@ -144,9 +171,9 @@ func (c *Consumer[T]) redriveLetter(ctx context.Context, m kafka.Message, filter
 // unwrapLetter returns the original record of a dead letter (its headers
 // without those deadLetter added, its topic, partition and offset), the
 // Letter, and whether consumer wrote it.
-func unwrapLetter(m kafka.Message, consumer string) (kafka.Message, Letter, bool) {
-	l := Letter{DLQPartition: m.Partition, DLQOffset: m.Offset}
-	orig := kafka.Message{Key: m.Key, Value: m.Value}
+func unwrapLetter(m *kgo.Record, consumer string) (*kgo.Record, Letter, bool) {
+	l := Letter{DLQPartition: int(m.Partition), DLQOffset: m.Offset}
+	orig := &kgo.Record{Key: m.Key, Value: m.Value}
 	var from string
 	for _, h := range m.Headers {
 		v := string(h.Value)
@@ -174,6 +201,6 @@ func unwrapLetter(m kafka.Message, consumer string) (kafka.Message, Letter, bool
 			}
 		}
 	}
-	orig.Topic, orig.Partition, orig.Offset = l.Topic, l.Partition, l.Offset
+	orig.Topic, orig.Partition, orig.Offset = l.Topic, int32(l.Partition), l.Offset
 	return orig, l, from == consumer
 }

@@ -2,15 +2,8 @@ package publisher
 
 // murmur2 is the hash the Java producer's default partitioner uses for keyed
 // records, so cdc-relay places an aggregate on the partition Debezium would.
-//
-// Kept rather than kafka-go's Murmur2Balancer, measured: both place every
-// key alike (TestPartitionAgreesWithKafkaGo: 30,008 keys and Java's vectors,
-// 1 to 64 partitions), but only in the balancer's Consistent mode (its
-// default sends nil keys to a random partition), and it took 19–20 ns per
-// key against Partition's 11–12 ns (0 allocs both; BenchmarkPartition) as
-// it wants a kafka.Message by value and a slice of partition ids. Which
-// Kafka client the relay uses is for the exactly-once issue (#18) to
-// decide; this choice should be looked at again with it.
+// TestMurmur2MatchesJava checks it, and Partition, against vectors taken
+// from the Java client itself.
 func murmur2(data []byte) int32 {
 	const (
 		seed uint32 = 0x9747b28c

@@ -8,16 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl"
 )
 
@@ -170,44 +166,6 @@ type Publisher struct {
 	completedWait  time.Duration // completedWait; tests lengthen it
 }
 
-// noDescribeTxn turns Session.awaitCompleted off, and makes the clients
-// made after it of transaction version 1 (transactionPacing), saying why
-// once. A session's client stays as it is: Fence makes the next one.
-func (p *Publisher) noDescribeTxn(err error) {
-	if p.describeTxnOff.Swap(true) {
-		return
-	}
-	p.log.Info("exactly-once: the broker does not answer DescribeTransactions for the transactional id, so the relay cannot wait for each commit's markers before it produces again; "+
-		"its transactions add their partitions themselves (transaction version 1) and retry after 2 ms, and follow each other a little slower",
-		"transactional_id", p.txnID, "err", err.Error())
-}
-
-// describeTxn asks the coordinator for the state of transactional id id.
-// A coordinator that does not know the id yet answers: "" and no error.
-func describeTxn(ctx context.Context, cl *kgo.Client, id string) (string, error) {
-	req := kmsg.NewPtrDescribeTransactionsRequest()
-	req.TransactionalIDs = []string{id}
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return "", err
-	}
-	if len(resp.TransactionStates) != 1 {
-		return "", fmt.Errorf("DescribeTransactions answered %d states for one transactional id", len(resp.TransactionStates))
-	}
-	st := resp.TransactionStates[0]
-	if err := kerr.ErrorForCode(st.ErrorCode); err != nil && !errors.Is(err, kerr.TransactionalIDNotFound) {
-		return "", err
-	}
-	return st.State, nil
-}
-
-// retriable reports whether a failed request may succeed when sent again:
-// an error of the connection, or one the broker marks retriable.
-func retriable(err error) bool {
-	var ke *kerr.Error
-	return !errors.As(err, &ke) || ke.Retriable
-}
-
 // Health is what the publisher knows of Kafka's state, for readiness.
 type Health struct {
 	// FailingSince is when the first request failed after the last
@@ -345,14 +303,6 @@ func (p *Publisher) MaxRecordBytes() int { return p.cfg.MaxRecordBytes }
 // Transactional reports whether the publisher writes in Kafka transactions.
 func (p *Publisher) Transactional() bool { return p.cfg.ExactlyOnce }
 
-// SetTransactionalID sets the transactional id the next session's client
-// uses.
-func (p *Publisher) SetTransactionalID(id string) {
-	p.clMu.Lock()
-	p.txnID = id
-	p.clMu.Unlock()
-}
-
 // client returns the Kafka client: a new one when there is none yet, the
 // last was fenced, or the transactional id changed.
 func (p *Publisher) client() (*kgo.Client, error) {
@@ -377,41 +327,6 @@ func (p *Publisher) client() (*kgo.Client, error) {
 	return cl, nil
 }
 
-// transactionPacing are the transactional client's options that set how
-// soon a new Kafka transaction may follow the last one.
-//
-// After EndTxn returns, the coordinator still writes the commit markers,
-// and until it has, the next transaction cannot add a partition: it is told
-// CONCURRENT_TRANSACTIONS. With transaction.version 2 (KIP-890 part 2, Kafka
-// 4's default) the produce request adds the partition itself and the broker
-// retries for the client after add.partitions.to.txn.retry.backoff.ms, 20 ms
-// by default. The session therefore waits for the coordinator to complete
-// the last commit before it produces again (Session.awaitCompleted, with
-// DescribeTransactions). Where the broker does not answer that (tv1), the
-// client keeps produce requests at v11 and adds partitions itself
-// (AddPartitionsToTxn, transaction version 1, which every Kafka 4 broker
-// serves, verifying each transactional produce since 3.6), and retries
-// after 2 ms, as it does on any broker without transaction version 2.
-// docs/DESIGN.md, "How soon one transaction follows the last", has the
-// figures.
-func transactionPacing(tv1 bool) []kgo.Opt {
-	opts := []kgo.Opt{kgo.ConcurrentTransactionsBackoff(2 * time.Millisecond)}
-	if tv1 {
-		v := kversion.Stable()
-		v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
-		opts = append(opts, kgo.MaxVersions(v))
-	}
-	return opts
-}
-
-// markFenced replaces the client before the next session: another instance
-// took over the transactional id, and this client can no longer produce.
-func (p *Publisher) markFenced() {
-	p.clMu.Lock()
-	p.fenced = true
-	p.clMu.Unlock()
-}
-
 // Close closes the Kafka client.
 func (p *Publisher) Close() {
 	p.clMu.Lock()
@@ -428,129 +343,6 @@ func (p *Publisher) Ping(ctx context.Context) error {
 	return cl.Ping(ctx)
 }
 
-// Fence makes a new client and loads the producer id of the transactional
-// id: the broker bumps its epoch, which fences every older instance with
-// the same id and settles what it left open (commits a transaction it was
-// committing, aborts any other). A relay calls it only once it holds the
-// slot, before each session.
-func (p *Publisher) Fence(ctx context.Context) error {
-	p.clMu.Lock()
-	id := p.txnID
-	// A new client for every session: its InitProducerID also aborts
-	// whatever an earlier session of this process left open, and no state
-	// of a failed session's client carries over.
-	p.fenced = p.cl != nil
-	p.clMu.Unlock()
-	if id == "" {
-		return errors.New("publisher: Fence before SetTransactionalID")
-	}
-	cl, err := p.client()
-	if err != nil {
-		return err
-	}
-	if !p.describeTxnOff.Load() {
-		// Before the producer id is loaded: a client made anew here
-		// fences nothing.
-		if _, err := describeTxn(ctx, cl, id); err != nil && !retriable(err) {
-			p.noDescribeTxn(err)
-			p.markFenced() // replaced by a client of transaction version 1
-			if cl, err = p.client(); err != nil {
-				return err
-			}
-		}
-	}
-	if _, _, err := cl.ProducerID(ctx); err != nil {
-		if isFenced(err) {
-			p.markFenced()
-		}
-		return fmt.Errorf("init producer id for transactional id %s: %w", id, err)
-	}
-	return nil
-}
-
-// topicLimit is a topic's max.message.bytes, as read at.
-type topicLimit struct {
-	bytes int
-	at    time.Time
-}
-
-// limitRetry is how long a failed DescribeConfigs leaves the default limit
-// in place before the next try.
-const limitRetry = 10 * time.Second
-
-// recordLimit is the largest record the topic takes: MaxRecordBytes, or the
-// topic's max.message.bytes when smaller, read with DescribeConfigs and
-// cached for MetadataMaxAge. A failed read uses MaxRecordBytes (the broker
-// still refuses what is too large) and tries again after limitRetry.
-func (p *Publisher) recordLimit(ctx context.Context, cl *kgo.Client, topic string) int {
-	p.limitsMu.Lock()
-	l, ok := p.limits[topic]
-	p.limitsMu.Unlock()
-	if ok && time.Since(l.at) < p.cfg.MetadataMaxAge {
-		return l.bytes
-	}
-	limit, err := describeMaxMessageBytes(ctx, cl, topic, p.cfg.RequestTimeout)
-	at := time.Now()
-	switch {
-	case err != nil:
-		limit, at = p.cfg.MaxRecordBytes, at.Add(limitRetry-p.cfg.MetadataMaxAge)
-		if ok {
-			limit = l.bytes
-		}
-		p.log.Debug("read max.message.bytes", "topic", topic, "err", err.Error())
-	case limit <= 0 || limit > p.cfg.MaxRecordBytes:
-		limit = p.cfg.MaxRecordBytes
-	}
-	p.limitsMu.Lock()
-	p.limits[topic] = topicLimit{bytes: limit, at: at}
-	p.limitsMu.Unlock()
-	return limit
-}
-
-// batchMaxBytes is kgo's per-topic batch bound: BatchBytes, or less when the
-// topic takes less.
-func (p *Publisher) batchMaxBytes(topic string) int32 {
-	p.limitsMu.Lock()
-	l, ok := p.limits[topic]
-	p.limitsMu.Unlock()
-	if ok && l.bytes < p.cfg.BatchBytes {
-		// The batch framing (61 bytes) is counted against the limit too.
-		return int32(max(l.bytes+128, 1024))
-	}
-	return int32(p.cfg.BatchBytes)
-}
-
-// describeMaxMessageBytes reads a topic's max.message.bytes; 0 when the
-// topic does not exist yet (auto-creation will make it with the broker's).
-func describeMaxMessageBytes(ctx context.Context, cl *kgo.Client, topic string, timeout time.Duration) (int, error) {
-	rctx, cancel := context.WithTimeout(ctx, min(timeout, 10*time.Second))
-	defer cancel()
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	res := kmsg.NewDescribeConfigsRequestResource()
-	res.ResourceType = kmsg.ConfigResourceTypeTopic
-	res.ResourceName = topic
-	res.ConfigNames = []string{"max.message.bytes"}
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(rctx, cl)
-	if err != nil {
-		return 0, err
-	}
-	for _, r := range resp.Resources {
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			if errors.Is(err, kerr.UnknownTopicOrPartition) {
-				return 0, nil
-			}
-			return 0, err
-		}
-		for _, c := range r.Configs {
-			if c.Name == "max.message.bytes" && c.Value != nil {
-				return strconv.Atoi(*c.Value)
-			}
-		}
-	}
-	return 0, nil
-}
-
 // partition places a record as the Java client does: murmur2 of its key,
 // or of its id header when it has no key.
 func partition(r *kgo.Record, n int) int {
@@ -564,46 +356,6 @@ func partition(r *kgo.Record, n int) int {
 		}
 	}
 	return Partition(key, n)
-}
-
-// headerValue is the value of the first header named key.
-func headerValue(hs []kafka.Header, key string) []byte {
-	for _, h := range hs {
-		if h.Key == key {
-			return h.Value
-		}
-	}
-	return nil
-}
-
-// TimestampRefused reports a broker refusal of a record for its timestamp.
-func TimestampRefused(err error) bool { return errors.Is(err, kerr.InvalidTimestamp) }
-
-// refused reports a broker refusal of a record or batch for what it holds:
-// its size, or a record's timestamp.
-func refused(err error) bool {
-	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) || errors.Is(err, kerr.InvalidTimestamp)
-}
-
-// isFenced reports an error meaning another producer took over the
-// transactional id.
-func isFenced(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
-}
-
-// errorKind names an error for the produce-error metric.
-func errorKind(err error) string {
-	var kerrErr *kerr.Error
-	var netErr net.Error
-	switch {
-	case errors.As(err, &kerrErr):
-		return kerrErr.Message
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	case errors.As(err, &netErr), errors.Is(err, net.ErrClosed):
-		return "network"
-	}
-	return "other"
 }
 
 // hooks feed Health, the Observer and the retry log from kgo's events.

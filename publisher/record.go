@@ -4,10 +4,23 @@ import (
 	"context"
 	"sync"
 	"time"
+	"unsafe"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// Header is a record header: a key and a value (nil for a null value).
+//
+// Its fields are kgo.RecordHeader's, so that the Kafka session hands a
+// record's headers to kgo as they are, without a copy (kgoHeaders).
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// A Header converts to a kgo.RecordHeader only while the two have the same
+// fields, in the same order: kgoHeaders relies on it.
+var _ = kgo.RecordHeader(Header{})
 
 // Record is one Kafka record to publish, tagged with the stream sequence
 // number it acknowledges.
@@ -20,7 +33,7 @@ type Record struct {
 	Topic   string
 	Key     []byte
 	Value   []byte
-	Headers []kafka.Header
+	Headers []Header
 	// Time is the record's timestamp (CreateTime); the zero Time lets the
 	// encoder use the time of encoding, which the relay never does.
 	Time time.Time
@@ -42,11 +55,10 @@ type Record struct {
 
 	bytes   int // Size, once computed (size)
 	pooled  bool
-	buf     []byte              // backs Key, Value and header values (Buffer)
-	headers [6]kafka.Header     // backs Headers (HeaderBuffer)
-	kr      kgo.Record          // what kgo produces (kgoRecord)
-	khdrs   [6]kgo.RecordHeader // backs kr.Headers
-	ref     recordRef           // kr.Context
+	buf     []byte     // backs Key, Value and header values (Buffer)
+	headers [6]Header  // backs Headers (HeaderBuffer)
+	kr      kgo.Record // what kgo produces (kgoRecord)
+	ref     recordRef  // kr.Context
 	// sent is when the session handed the record to kgo; replaced marks
 	// a record produced in place of a refused one (Config.Reject).
 	sent     time.Time
@@ -150,7 +162,7 @@ func (r *Record) KeepBuffer(b []byte) {
 // HeaderBuffer returns an empty header slice backed by the record, for up
 // to six headers without an allocation: the relay's three (id, event_type,
 // aggregate_type), a row's traceparent and tracestate, and one more.
-func (r *Record) HeaderBuffer() []kafka.Header { return r.headers[:0] }
+func (r *Record) HeaderBuffer() []Header { return r.headers[:0] }
 
 // Release returns an acknowledged record to the free list. Sessions do it
 // themselves; it is exported for other sinks, such as benchmarks. Records
@@ -171,22 +183,24 @@ func Release(r *Record) {
 	free.mu.Unlock()
 }
 
-// kgoRecord is r as kgo takes it, without an allocation: r's own
-// kgo.Record, its headers copied into the record's header array (and a
-// slice when there are more), and r itself as the Context, through which
-// the promise finds r again (recordOf).
+// kgoRecord is r as kgo takes it, without an allocation or a copy: r's own
+// kgo.Record, r's headers themselves (kgoHeaders), and r as the Context,
+// through which the promise finds r again (recordOf).
 func (r *Record) kgoRecord() *kgo.Record {
 	kr := &r.kr
 	r.ref.r = r
-	*kr = kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Time, Context: &r.ref}
-	if len(r.Headers) > 0 {
-		hs := r.khdrs[:0]
-		for _, h := range r.Headers {
-			hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		kr.Headers = hs
-	}
+	*kr = kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Time, Context: &r.ref, Headers: kgoHeaders(r.Headers)}
 	return kr
+}
+
+// kgoHeaders is hs as kgo's header type, sharing hs's array: a Header is
+// laid out as a kgo.RecordHeader (the conversion above would not compile
+// otherwise). kgo only reads the headers of a record it produces.
+func kgoHeaders(hs []Header) []kgo.RecordHeader {
+	if len(hs) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*kgo.RecordHeader)(unsafe.Pointer(unsafe.SliceData(hs))), len(hs))
 }
 
 // recordOf is the Record a kgo.Record made by kgoRecord belongs to.
@@ -214,7 +228,7 @@ func (r *Record) size() int {
 
 // Size is the record's size as Kafka counts it for limits, approximately:
 // key, value and headers plus per-record overhead.
-func Size(key, value []byte, headers []kafka.Header) int {
+func Size(key, value []byte, headers []Header) int {
 	n := 32 + len(key) + len(value)
 	for _, h := range headers {
 		n += 8 + len(h.Key) + len(h.Value)

@@ -4,19 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// ErrSessionClosed is returned by Enqueue after the session stopped.
-var ErrSessionClosed = errors.New("publisher session closed")
 
 // Session publishes the records of one replication session. kgo keeps each
 // partition's records in order (an idempotent producer, so retries neither
@@ -102,32 +96,6 @@ type slot struct {
 	done     bool
 	reserved int
 }
-
-// TxnAcker is what a transactional session also tells its acker: every seq
-// up to upTo is in a committed Kafka transaction.
-type TxnAcker interface {
-	Committed(upTo uint64)
-}
-
-// Checkpointer is a TxnAcker whose confirms follow the checkpoint: it
-// learns which position each committed checkpoint covers (Checkpointed),
-// and names the progress that no record carries (Unwritten: idle positions,
-// PostgreSQL transactions without outbox rows). An idle session commits
-// that progress in a Kafka transaction of its own, holding only the
-// checkpoint, at most once per busyCheckpointGap while transactions end and
-// once per idleCheckpointGap while only idle positions move.
-type Checkpointer interface {
-	Checkpointed(end, commitEnd uint64, commitTime time.Time)
-	Unwritten() (end, commitEnd uint64, commitTime time.Time, ok bool)
-}
-
-// The least time between two checkpoints of a transactional session that
-// carry no record: while PostgreSQL transactions end, and while only idle
-// positions move.
-const (
-	busyCheckpointGap = 100 * time.Millisecond
-	idleCheckpointGap = time.Second
-)
 
 // NewSession starts a session; its goroutine runs until Close or a terminal
 // error. A transactional session needs an acker that is also a TxnAcker;
@@ -347,43 +315,6 @@ func (s *Session) run() {
 	}
 }
 
-// boundaryReached records a boundary; false for one whose records are not
-// all produced (cannot happen: boundaries follow their records).
-func (s *Session) boundaryReached(it item) bool {
-	s.boundary = it
-	s.checkTxnAge()
-	return it.seq == s.produced
-}
-
-// commitDue reports whether the open transaction has run long enough, or
-// holds enough records, to commit at this boundary under load.
-func (s *Session) commitDue() bool {
-	return s.inTxn && (s.txnEvents >= s.p.cfg.TxnMaxEvents || time.Since(s.txnStart) >= s.p.cfg.TxnInterval)
-}
-
-// checkTxnAge halts the session when its transaction has been open for the
-// transaction timeout: the coordinator aborts it then, and doing so again
-// on the replay would stall every read_committed consumer in a loop.
-func (s *Session) checkTxnAge() {
-	if !s.inTxn || time.Since(s.txnStart) < s.p.cfg.TransactionTimeout {
-		return
-	}
-	s.fail(&TxnTimeoutError{Events: s.txnEvents, Open: time.Since(s.txnStart).Round(time.Millisecond), Timeout: s.p.cfg.TransactionTimeout})
-}
-
-// TxnTimeoutError is a PostgreSQL transaction that could not be delivered
-// within one Kafka transaction's timeout. It halts the relay.
-type TxnTimeoutError struct {
-	Events  int
-	Open    time.Duration
-	Timeout time.Duration
-}
-
-func (e *TxnTimeoutError) Error() string {
-	return fmt.Sprintf("a Kafka transaction has been open for %s with %d events sent so far and its PostgreSQL transaction has not ended: it cannot be delivered within --txn-timeout %s; "+
-		"raise --txn-timeout (at most the broker's transaction.max.timeout.ms, 15 min by default) or run with --delivery at-least-once", e.Open, e.Events, e.Timeout)
-}
-
 // produce hands one record to kgo, after the checks a record needs before
 // it may be produced: its size against its topic's limit, and whether the
 // broker refused it, or a batch holding it, before.
@@ -412,51 +343,6 @@ func (s *Session) produce(r *Record) {
 		return
 	}
 	s.send(r)
-}
-
-// limitCheck is how long a session uses a topic's limit before it asks the
-// publisher's cache again.
-const limitCheck = time.Second
-
-// sendAlone sends a suspect record in a request of its own and waits for
-// the answer: refused alone, it is at fault.
-func (s *Session) sendAlone(r *Record) {
-	if err := s.cl.Flush(s.ctx); err != nil {
-		return
-	}
-	r.alone = true
-	s.send(r)
-	if err := s.cl.Flush(s.ctx); err != nil || !s.allAnswered() {
-		return
-	}
-	if r.err == nil {
-		return
-	}
-	err := r.err
-	s.p.resolve(r, err)
-	if s.txn != nil {
-		s.fail(fmt.Errorf("produce to %s: the broker refused a record (%w); the Kafka transaction is aborted and the record goes to the dead-letter topic on the replay", r.Topic, err))
-		return
-	}
-	s.reject(r, err)
-}
-
-// reject produces what Config.Reject gives in r's place, or fails.
-func (s *Session) reject(r *Record, err error) {
-	if s.p.cfg.Reject == nil || r.replaced {
-		s.fail(fmt.Errorf("produce to %s: %w", r.Topic, err))
-		return
-	}
-	rep, rerr := s.p.cfg.Reject(r, err)
-	if rerr != nil {
-		s.fail(rerr)
-		return
-	}
-	rep.replaced = true
-	s.mu.Lock()
-	s.slots[rep.Seq&uint64(len(s.slots)-1)].rec = rep
-	s.mu.Unlock()
-	s.send(rep)
 }
 
 // send hands r to kgo, in a transaction when the session has them.
@@ -594,141 +480,6 @@ func (s *Session) failedRecord(r *Record, err error) {
 	}
 }
 
-// commit ends the open transaction at the newest boundary: the checkpoint
-// record, every record answered, then EndTxn. Only after it succeeded is
-// anything up to the boundary committed for the acker.
-func (s *Session) commit() {
-	b := s.boundary
-	decided := time.Now()
-	ck, err := s.p.cfg.Checkpoint(b.end, b.cend, b.time)
-	if err != nil {
-		s.fail(fmt.Errorf("checkpoint record: %w", err))
-		return
-	}
-	ck.Seq, ck.Reserved = 0, 0
-	s.send(ck)
-	if err := s.cl.Flush(s.ctx); err != nil {
-		return // the session is closing: finish aborts
-	}
-	// Flush waits for the records kgo buffered; one that failed before it
-	// was buffered (refused by the client itself) is answered on its own.
-	// Every record must be answered, and none failed, before the commit.
-	if !s.allAnswered() || s.failed() {
-		return
-	}
-	s.mu.Lock()
-	broken := s.txnBroken
-	s.mu.Unlock()
-	if broken != nil {
-		s.fail(broken)
-		return
-	}
-	if err := s.cl.EndTransaction(s.ctx, kgo.TryCommit); err != nil {
-		// The outcome may be unknown (the connection died during the
-		// commit): finish aborts through a new epoch, which settles it,
-		// and the next session reads the checkpoint to learn which it was.
-		if isFenced(err) {
-			s.p.markFenced()
-			s.mu.Lock()
-			s.fenced = true
-			s.mu.Unlock()
-			err = fmt.Errorf("another relay with transactional id %s took over (fenced): %w", s.txnID, err)
-		}
-		s.fail(fmt.Errorf("commit Kafka transaction: %w", err))
-		return
-	}
-	s.inTxn, s.txnEnded = false, time.Now()
-	s.p.obs.TxnCommitted(s.txnEvents, decided.Sub(s.txnStart), time.Since(decided), s.txnAwait)
-	if s.p.log.Enabled(s.ctx, slog.LevelDebug) {
-		id, epoch, _ := s.cl.ProducerID(s.ctx)
-		s.p.log.Debug("kafka transaction committed", "checkpoint_lsn", fmt.Sprintf("%X", b.end), "up_to_seq", b.seq, "records", s.txnEvents, "producer_id", id, "epoch", epoch)
-	}
-	s.mu.Lock()
-	s.commSeq = b.seq
-	s.txn.Committed(b.seq)
-	s.mu.Unlock()
-	s.ckptAt, s.ckptEnd = time.Now(), b.cend
-	if s.ckpt != nil {
-		s.ckpt.Checkpointed(b.end, b.cend, b.time)
-	}
-	select {
-	case s.ackedCh <- struct{}{}:
-	default:
-	}
-}
-
-// checkpointOnly commits, in a Kafka transaction of its own, the progress
-// past the last checkpoint that no record carries, when it is due: every
-// record produced is committed (the session is idle), so the acknowledged
-// prefix is in Kafka up to that position.
-func (s *Session) checkpointOnly() {
-	end, cend, ct, ok := s.ckpt.Unwritten()
-	if !ok {
-		return
-	}
-	gap := idleCheckpointGap
-	if cend > s.ckptEnd {
-		gap = busyCheckpointGap
-	}
-	if time.Since(s.ckptAt) < gap {
-		return // the next boundary or tick comes back
-	}
-	s.boundary = item{seq: s.produced, end: end, cend: cend, time: ct}
-	s.commit()
-}
-
-// completedWait bounds awaitCompleted: the broker itself retries a
-// partition's addition to a transaction for 100 ms by default
-// (add.partitions.to.txn.retry.backoff.max.ms), and kgo after that.
-const completedWait = 100 * time.Millisecond
-
-// completedPoll is the pause between two DescribeTransactions requests of
-// awaitCompleted.
-const completedPoll = 250 * time.Microsecond
-
-// awaitCompleted waits, before the first record of a Kafka transaction,
-// until the coordinator has completed the previous commit: EndTxn returns
-// once the coordinator has logged PrepareCommit, and it writes the commit
-// markers after that. A record produced in the meantime finds the
-// transactional id busy (CONCURRENT_TRANSACTIONS), and the broker retries
-// adding its partition only after add.partitions.to.txn.retry.backoff.ms
-// (20 ms by default), which back-to-back transactions hit most of the time.
-// Asking the coordinator (DescribeTransactions) until the state leaves
-// Prepare*, completedPoll apart, costs about one marker write instead.
-// It returns how long it waited: 0 when it asked nothing.
-func (s *Session) awaitCompleted() (waited time.Duration) {
-	if s.txnEnded.IsZero() || s.p.describeTxnOff.Load() {
-		return 0
-	}
-	began := time.Now()
-	defer func() { waited = time.Since(began) }()
-	deadline := s.txnEnded.Add(s.p.completedWait)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithDeadline(s.ctx, deadline)
-		state, err := describeTxn(ctx, s.cl, s.txnID)
-		cancel()
-		if err != nil {
-			// A broker older than Kafka 3.0 fails it without a round
-			// trip, and one refusing it refuses it each time; a slow or
-			// failed answer leaves the broker's retry.
-			if s.describeFails++; (!retriable(err) || s.describeFails >= 3) && s.ctx.Err() == nil {
-				s.p.noDescribeTxn(err)
-			}
-			return
-		}
-		s.describeFails = 0
-		if !strings.HasPrefix(state, "Prepare") {
-			return
-		}
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-time.After(completedPoll):
-		}
-	}
-	return
-}
-
 // allAnswered waits until kgo has answered every record handed to it; false
 // when the session is closing.
 func (s *Session) allAnswered() bool {
@@ -806,74 +557,4 @@ func (s *Session) pendingTopics() []string {
 		}
 	}
 	return topics
-}
-
-// refusalState is what the publisher knows of a record the broker refused.
-type refusalState uint8
-
-const (
-	notRefused   refusalState = iota
-	suspect                   // in a refused batch: send it alone
-	refusedAlone              // refused alone: dead-letter it up front
-)
-
-// refusal is a refused record remembered across sessions.
-type refusal struct {
-	state refusalState
-	err   error
-}
-
-// refusalKey names a record across sessions: a hash of its topic, key,
-// value and headers (the records of a replay are built again alike).
-func refusalKey(r *Record) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(r.Topic))
-	h.Write([]byte{0})
-	h.Write(r.Key)
-	h.Write([]byte{0})
-	h.Write(r.Value)
-	for _, hd := range r.Headers {
-		h.Write([]byte(hd.Key))
-		h.Write(hd.Value)
-	}
-	return h.Sum64()
-}
-
-// suspectRecord remembers a record of a refused batch.
-func (p *Publisher) suspectRecord(r *Record, err error) {
-	p.refusedMu.Lock()
-	defer p.refusedMu.Unlock()
-	k := refusalKey(r)
-	if p.refused[k].state == notRefused {
-		p.refused[k] = refusal{state: suspect, err: err}
-		p.refusedN.Store(int32(len(p.refused)))
-	}
-}
-
-// resolve records that r was refused alone.
-func (p *Publisher) resolve(r *Record, err error) {
-	p.refusedMu.Lock()
-	p.refused[refusalKey(r)] = refusal{state: refusedAlone, err: err}
-	p.refusedN.Store(int32(len(p.refused)))
-	p.refusedMu.Unlock()
-}
-
-// refusal says whether the broker refused r before; one map lookup only
-// while some record was refused.
-func (p *Publisher) refusal(r *Record) refusalState {
-	if p.refusedN.Load() == 0 {
-		return notRefused
-	}
-	p.refusedMu.Lock()
-	defer p.refusedMu.Unlock()
-	if len(p.refused) == 0 {
-		return notRefused
-	}
-	return p.refused[refusalKey(r)].state
-}
-
-func (p *Publisher) refusedErr(r *Record) error {
-	p.refusedMu.Lock()
-	defer p.refusedMu.Unlock()
-	return p.refused[refusalKey(r)].err
 }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/cdc-relay/cdc-relay/catalog"
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
@@ -62,7 +60,7 @@ var outboxTable = map[string]catalog.Column{
 	"span":           {TypeOID: 1186, BaseOID: 1186, Type: "interval"},
 }
 
-func header(hs []kafka.Header, key string) (string, bool) {
+func header(hs []publisher.Header, key string) (string, bool) {
 	for _, h := range hs {
 		if h.Key == key {
 			return string(h.Value), true

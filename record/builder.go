@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/cdc-relay/cdc-relay/catalog"
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
@@ -392,7 +390,7 @@ func (b *Builder) build(ctx context.Context, rec *publisher.Record, r *row, aren
 		h := &b.heads[i]
 		v := src.Extra[h.extra]
 		if v == nil {
-			headers = append(headers, kafka.Header{Key: h.name})
+			headers = append(headers, publisher.Header{Key: h.name})
 			continue
 		}
 		conv, reason := b.headerConv(h, src)
@@ -403,7 +401,7 @@ func (b *Builder) build(ctx context.Context, rec *publisher.Record, r *row, aren
 		if arena, err = conv(arena, v, src.ExtraTypmods[h.extra]); err != nil {
 			return fmt.Sprintf("header column %s: %v", h.column, err), ReasonColumn, nil
 		}
-		headers = append(headers, kafka.Header{Key: h.name, Value: arena[start:len(arena):len(arena)]})
+		headers = append(headers, publisher.Header{Key: h.name, Value: arena[start:len(arena):len(arena)]})
 	}
 	if b.ce.on {
 		headers, arena = b.ce.append(headers, arena, r)

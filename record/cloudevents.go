@@ -3,7 +3,7 @@ package record
 import (
 	"fmt"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/cdc-relay/cdc-relay/publisher"
 )
 
 // The CloudEvents Kafka protocol binding, binary content mode: attributes
@@ -37,17 +37,17 @@ func newCloudEvents(source string, vf ValueFormat) cloudEvents {
 // append appends the CloudEvents headers of an event: id, type and subject
 // from the row, time from the transaction's commit (RFC 3339 with
 // milliseconds, UTC), written into arena.
-func (c *cloudEvents) append(headers []kafka.Header, arena []byte, r *row) ([]kafka.Header, []byte) {
+func (c *cloudEvents) append(headers []publisher.Header, arena []byte, r *row) ([]publisher.Header, []byte) {
 	start := len(arena)
 	arena = r.commitTime.UTC().AppendFormat(arena, ceTime)
 	return append(headers,
-		kafka.Header{Key: HeaderCESpecVersion, Value: specVersion},
-		kafka.Header{Key: HeaderCEID, Value: r.id},
-		kafka.Header{Key: HeaderCESource, Value: c.source},
-		kafka.Header{Key: HeaderCEType, Value: r.eventType},
-		kafka.Header{Key: HeaderCESubject, Value: r.aggID},
-		kafka.Header{Key: HeaderCETime, Value: arena[start:len(arena):len(arena)]},
-		kafka.Header{Key: HeaderContentType, Value: c.contentType},
+		publisher.Header{Key: HeaderCESpecVersion, Value: specVersion},
+		publisher.Header{Key: HeaderCEID, Value: r.id},
+		publisher.Header{Key: HeaderCESource, Value: c.source},
+		publisher.Header{Key: HeaderCEType, Value: r.eventType},
+		publisher.Header{Key: HeaderCESubject, Value: r.aggID},
+		publisher.Header{Key: HeaderCETime, Value: arena[start:len(arena):len(arena)]},
+		publisher.Header{Key: HeaderContentType, Value: c.contentType},
 	), arena
 }
 
@@ -56,7 +56,7 @@ var specVersion = []byte("1.0")
 // reserved returns an error when the headers jsonb set a header the
 // CloudEvents binding owns: a second ce_id would let a consumer that reads
 // the last header of a name see the row's value instead of the event's.
-func (c *cloudEvents) reserved(fromJSON []kafka.Header) error {
+func (c *cloudEvents) reserved(fromJSON []publisher.Header) error {
 	for _, h := range fromJSON {
 		switch h.Key {
 		case HeaderCESpecVersion, HeaderCEID, HeaderCESource, HeaderCEType, HeaderCESubject, HeaderCETime, HeaderContentType:

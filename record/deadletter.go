@@ -7,8 +7,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/cdc-relay/cdc-relay/publisher"
 	"github.com/cdc-relay/cdc-relay/router"
 )
@@ -35,7 +33,7 @@ func (b *Builder) deadLetter(rec *publisher.Record, r row, reason, kind string) 
 	payload := append([]byte(nil), raw...)
 	// The row's own headers (traceparent, ...) travel too, when they parse;
 	// the id, event_type and aggregate_type headers come from the row.
-	headers, err := router.AppendHeaders(make([]kafka.Header, 0, 8), r.id, r.eventType, r.aggType, r.headersJSON)
+	headers, err := router.AppendHeaders(make([]publisher.Header, 0, 8), r.id, r.eventType, r.aggType, r.headersJSON)
 	rowHeaders := len(r.headersJSON)
 	if err != nil {
 		headers, rowHeaders = headers[:3], 0
@@ -44,8 +42,8 @@ func (b *Builder) deadLetter(rec *publisher.Record, r row, reason, kind string) 
 	// and error headers last: a row header also named "error" must not
 	// mask the reason for consumers that read the last header of a name
 	// (Java's Headers.lastHeader).
-	headers = append(headers, kafka.Header{Key: HeaderRow, Value: b.letterRow(r, false)},
-		kafka.Header{Key: HeaderErrorKind, Value: []byte(kind)}, kafka.Header{Key: HeaderError, Value: []byte(reason)})
+	headers = append(headers, publisher.Header{Key: HeaderRow, Value: b.letterRow(r, false)},
+		publisher.Header{Key: HeaderErrorKind, Value: []byte(kind)}, publisher.Header{Key: HeaderError, Value: []byte(reason)})
 	key := r.aggID
 	var omitted []string
 	fits := func() bool {
@@ -109,13 +107,13 @@ func Rejected(dlqTopic string, r *publisher.Record, err error) (*publisher.Recor
 	} else {
 		inv.Reason = fmt.Sprintf("the broker refused the %d-byte record for topic %s as too large (%v); the value is omitted", publisher.Size(r.Key, r.Value, r.Headers), r.Topic, err)
 	}
-	headers := make([]kafka.Header, 0, len(r.Headers)+2)
+	headers := make([]publisher.Header, 0, len(r.Headers)+2)
 	for _, h := range r.Headers {
 		if h.Key != HeaderError && h.Key != HeaderErrorKind {
 			headers = append(headers, h)
 		}
 	}
-	headers = append(headers, kafka.Header{Key: HeaderErrorKind, Value: []byte(inv.Kind)}, kafka.Header{Key: HeaderError, Value: []byte(inv.Reason)})
+	headers = append(headers, publisher.Header{Key: HeaderErrorKind, Value: []byte(inv.Kind)}, publisher.Header{Key: HeaderError, Value: []byte(inv.Reason)})
 	return &publisher.Record{Topic: dlqTopic, Key: r.Key, Headers: headers, Time: when, Seq: r.Seq, Reserved: r.Reserved}, inv
 }
 

@@ -5,8 +5,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
 )
@@ -29,7 +27,7 @@ func (b *Builder) unconfigured(rec *publisher.Record, commitTime time.Time, src 
 		src.Table, src.Table)
 	inv := &Invalid{Table: clip(src.Table, maxNameBytes), Reason: clip(reason, maxReasonBytes), Kind: ReasonUnconfigured}
 	value := unconfiguredValue(src.Columns, src.Values, nil)
-	headers := []kafka.Header{{Key: HeaderTable, Value: []byte(src.Table)}, {Key: HeaderErrorKind, Value: []byte(inv.Kind)}, {Key: HeaderError, Value: []byte(inv.Reason)}}
+	headers := []publisher.Header{{Key: HeaderTable, Value: []byte(src.Table)}, {Key: HeaderErrorKind, Value: []byte(inv.Kind)}, {Key: HeaderError, Value: []byte(inv.Reason)}}
 	if publisher.Size(nil, value, headers) > b.cfg.MaxRecordBytes {
 		value, headers = b.unconfiguredFit(src, inv.Reason, len(value))
 	}
@@ -46,7 +44,7 @@ func (b *Builder) unconfigured(rec *publisher.Record, commitTime time.Time, src 
 // omitted_columns and in the error header, with the replay that publishes
 // the row once its table is configured. When no part of the row fits, the
 // value is dropped.
-func (b *Builder) unconfiguredFit(src *decoder.OtherRow, reason string, size int) ([]byte, []kafka.Header) {
+func (b *Builder) unconfiguredFit(src *decoder.OtherRow, reason string, size int) ([]byte, []publisher.Header) {
 	order := make([]int, len(src.Columns))
 	for i := range order {
 		order[i] = i
@@ -64,12 +62,12 @@ func (b *Builder) unconfiguredFit(src *decoder.OtherRow, reason string, size int
 		value := unconfiguredValue(src.Columns, src.Values, omit)
 		why := omittedReason(reason, parts)
 		why = fmt.Appendf(why, " (the row cannot be redriven: once %s is in --table, publish it with cdc-relay replay --table %s --since TIME, then retire this letter with cdc-relay dlq retire)", src.Table, src.Table)
-		headers := []kafka.Header{{Key: HeaderTable, Value: []byte(src.Table)}, {Key: HeaderOmittedColumns, Value: omittedList(names)},
+		headers := []publisher.Header{{Key: HeaderTable, Value: []byte(src.Table)}, {Key: HeaderOmittedColumns, Value: omittedList(names)},
 			{Key: HeaderErrorKind, Value: []byte(ReasonUnconfigured)}, {Key: HeaderError, Value: why}}
 		if publisher.Size(nil, value, headers) <= b.cfg.MaxRecordBytes {
 			return value, headers
 		}
 	}
-	return nil, []kafka.Header{{Key: HeaderTable, Value: []byte(src.Table)}, {Key: HeaderErrorKind, Value: []byte(ReasonUnconfigured)},
+	return nil, []publisher.Header{{Key: HeaderTable, Value: []byte(src.Table)}, {Key: HeaderErrorKind, Value: []byte(ReasonUnconfigured)},
 		{Key: HeaderError, Value: omittedReason(reason, []string{fmt.Sprintf("the %d-byte row", size)})}}
 }

@@ -3,7 +3,7 @@ package router
 import (
 	"testing"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/cdc-relay/cdc-relay/publisher"
 )
 
 func BenchmarkTopic(b *testing.B) {
@@ -20,7 +20,7 @@ func BenchmarkTopic(b *testing.B) {
 func BenchmarkAppendHeaders(b *testing.B) {
 	b.ReportAllocs()
 	headers := []byte(`{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tenant": "acme", "attempt": 1}`)
-	dst := make([]kafka.Header, 0, 8)
+	dst := make([]publisher.Header, 0, 8)
 	id, ev, agg := []byte("42"), []byte("OrderCreated"), []byte("Order")
 	for i := 0; i < b.N; i++ {
 		var err error

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/cdc-relay/cdc-relay/internal/jsontext"
+	"github.com/cdc-relay/cdc-relay/publisher"
 )
 
 // Header names the relay always sets; they match Debezium's EventRouter "id"
@@ -97,21 +96,21 @@ func (b Builtin) Has(name string) bool {
 
 // AppendHeaders appends id, event_type and aggregate_type, then the headers
 // of headersJSON, as AppendBuiltin and AppendJSON do.
-func AppendHeaders(dst []kafka.Header, id, eventType, aggregateType, headersJSON []byte) ([]kafka.Header, error) {
+func AppendHeaders(dst []publisher.Header, id, eventType, aggregateType, headersJSON []byte) ([]publisher.Header, error) {
 	return AppendJSON(AppendBuiltin(dst, AllBuiltin, id, eventType, aggregateType), headersJSON)
 }
 
 // AppendBuiltin appends the builtin headers of set, in the order id,
 // event_type, aggregate_type. Values alias the arguments.
-func AppendBuiltin(dst []kafka.Header, set Builtin, id, eventType, aggregateType []byte) []kafka.Header {
+func AppendBuiltin(dst []publisher.Header, set Builtin, id, eventType, aggregateType []byte) []publisher.Header {
 	if set&BuiltinID != 0 {
-		dst = append(dst, kafka.Header{Key: HeaderID, Value: id})
+		dst = append(dst, publisher.Header{Key: HeaderID, Value: id})
 	}
 	if set&BuiltinEventType != 0 {
-		dst = append(dst, kafka.Header{Key: HeaderEventType, Value: eventType})
+		dst = append(dst, publisher.Header{Key: HeaderEventType, Value: eventType})
 	}
 	if set&BuiltinAggregateType != 0 {
-		dst = append(dst, kafka.Header{Key: HeaderAggregateType, Value: aggregateType})
+		dst = append(dst, publisher.Header{Key: HeaderAggregateType, Value: aggregateType})
 	}
 	return dst
 }
@@ -123,7 +122,7 @@ func AppendBuiltin(dst []kafka.Header, set Builtin, id, eventType, aggregateType
 // event_type or aggregate_type is an error wrapping ErrReservedHeader,
 // whichever builtin headers are written. Values alias headersJSON: copy them
 // before the input is reused.
-func AppendJSON(dst []kafka.Header, headersJSON []byte) ([]kafka.Header, error) {
+func AppendJSON(dst []publisher.Header, headersJSON []byte) ([]publisher.Header, error) {
 	obj, _, err := jsontext.OpenObject(headersJSON)
 	if err != nil {
 		if errors.Is(err, jsontext.ErrSyntax) {
@@ -155,7 +154,7 @@ func AppendJSON(dst []kafka.Header, headersJSON []byte) ([]kafka.Header, error) 
 		default:
 			val = raw
 		}
-		dst = append(dst, kafka.Header{Key: intern(key), Value: val})
+		dst = append(dst, publisher.Header{Key: intern(key), Value: val})
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/segmentio/kafka-go"
+	"github.com/cdc-relay/cdc-relay/publisher"
 )
 
 func TestTopic(t *testing.T) {
@@ -131,7 +131,7 @@ func TestAppendHeaders(t *testing.T) {
 					t.Fatalf("header %q = %q, want %q (all: %v)", k, got[k], v, got)
 				}
 			}
-			wantFixed := []kafka.Header{{Key: "id", Value: []byte("7")}, {Key: "event_type", Value: []byte("OrderCreated")}, {Key: "aggregate_type", Value: []byte("Order")}}
+			wantFixed := []publisher.Header{{Key: "id", Value: []byte("7")}, {Key: "event_type", Value: []byte("OrderCreated")}, {Key: "aggregate_type", Value: []byte("Order")}}
 			for i, h := range wantFixed {
 				if hs[i].Key != h.Key || string(hs[i].Value) != string(h.Value) {
 					t.Fatalf("fixed header %d = %s=%s, want %s=%s", i, hs[i].Key, hs[i].Value, h.Key, h.Value)

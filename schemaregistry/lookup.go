@@ -16,6 +16,10 @@ import (
 // another registry, or is not in the wire format at all.
 var ErrSchemaNotFound = errors.New("the registry has no schema with this id")
 
+// ErrUnparsable is returned (wrapped, with the id and the parser's error)
+// by SchemaByID and ParseWriterSchema when an Avro schema does not parse.
+var ErrUnparsable = errors.New("does not parse as Avro")
+
 // WriterSchema is a schema the registry keeps under an id: what a reader
 // needs to decode a value that names the id.
 type WriterSchema struct {
@@ -43,7 +47,7 @@ func ParseWriterSchema(id int, schemaType, text string, subjects []string) (*Wri
 	if schemaType == "AVRO" {
 		s, err := avro.ParseWithCache(text, "", &avro.SchemaCache{})
 		if err != nil {
-			return nil, fmt.Errorf("schema id %d does not parse as Avro: %w", id, err)
+			return nil, fmt.Errorf("schema id %d %w: %w", id, ErrUnparsable, err)
 		}
 		w.Avro = s
 	}

@@ -9,19 +9,23 @@ import (
 	"strings"
 	"time"
 
-	"github.com/riferrei/srclient"
+	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
 
 // topicRegex matches the relay's default event topics and its DLQ.
 const topicRegex = `^outbox\.(event\..+|dlq)$`
 
 // consumer reads what the relay produced, as any Kafka consumer would:
-// franz-go from the earliest offset, values decoded with the writer schema
-// that srclient fetches from the registry by the id in the 5-byte header.
+// franz-go from the earliest offset, values decoded by hamba/avro with the
+// writer schema that the schemaregistry package fetches from the registry
+// by the id in the 5-byte header.
 type consumer struct {
 	client   *kgo.Client
-	registry *srclient.SchemaRegistryClient
+	registry *schemaregistry.Registry
+	schemas  map[int]*schemaregistry.WriterSchema // by id, as fetched
 
 	seen     map[string]int // id header → records carrying it
 	byTopic  map[string]int // topic → records
@@ -42,9 +46,15 @@ func newConsumer(broker, registryURL string) (*consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
+	reg, err := schemaregistry.New(schemaregistry.Config{URL: registryURL})
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
 	return &consumer{
 		client:   cl,
-		registry: srclient.NewSchemaRegistryClient(registryURL),
+		registry: reg,
+		schemas:  map[int]*schemaregistry.WriterSchema{},
 		seen:     map[string]int{},
 		byTopic:  map[string]int{},
 	}, nil
@@ -66,7 +76,7 @@ func (c *consumer) await(ctx context.Context, want []written) error {
 		fs.EachError(func(topic string, p int32, err error) {
 			fmt.Printf("consumer    fetch %s p%d: %v (retrying)\n", topic, p, err)
 		})
-		fs.EachRecord(func(r *kgo.Record) { c.handle(r, byID) })
+		fs.EachRecord(func(r *kgo.Record) { c.handle(ctx, r, byID) })
 	}
 	if len(c.problems) > 0 {
 		return fmt.Errorf("%d unexpected record(s):\n  %s", len(c.problems), strings.Join(c.problems, "\n  "))
@@ -76,7 +86,7 @@ func (c *consumer) await(ctx context.Context, want []written) error {
 
 // handle prints one record and checks its topic, key and trace header
 // against what was written.
-func (c *consumer) handle(r *kgo.Record, byID map[string]written) {
+func (c *consumer) handle(ctx context.Context, r *kgo.Record, byID map[string]written) {
 	h := headers(r)
 	id := h["id"]
 	c.byTopic[r.Topic]++
@@ -86,7 +96,7 @@ func (c *consumer) handle(r *kgo.Record, byID map[string]written) {
 		body = fmt.Sprintf("error=%s  payload=%s", strconv.Quote(h["error"]), r.Value)
 	} else {
 		var err error
-		if body, err = c.decode(r.Value); err != nil {
+		if body, err = c.decode(ctx, r.Value); err != nil {
 			body = "UNDECODABLE: " + err.Error()
 			c.problems = append(c.problems, fmt.Sprintf("%s off%d id=%s: %v", r.Topic, r.Offset, id, err))
 		}
@@ -115,31 +125,45 @@ func (c *consumer) handle(r *kgo.Record, byID map[string]written) {
 }
 
 // decode turns a Confluent-framed Avro value into JSON text (see render).
-func (c *consumer) decode(value []byte) (string, error) {
+func (c *consumer) decode(ctx context.Context, value []byte) (string, error) {
 	if len(value) < 5 || value[0] != 0 {
 		return "", fmt.Errorf("not in the Confluent wire format: % x", value[:min(len(value), 8)])
 	}
 	id := int(binary.BigEndian.Uint32(value[1:5]))
-	schema, err := c.registry.GetSchema(id)
+	schema, err := c.schema(ctx, id)
 	if err != nil {
-		return "", fmt.Errorf("schema %d: %w", id, err)
+		return "", err
 	}
-	codec := schema.Codec()
-	if codec == nil {
-		return "", fmt.Errorf("schema %d does not compile", id)
+	rd := avro.NewReader(nil, 0).Reset(value[5:])
+	var native any
+	rd.ReadVal(schema.Avro, &native)
+	if rd.Error != nil {
+		return "", fmt.Errorf("schema %d: %w", id, rd.Error)
 	}
-	native, rest, err := codec.NativeFromBinary(value[5:])
-	if err != nil {
-		return "", fmt.Errorf("schema %d: %w", id, err)
+	if rd.Peek(); rd.Error == nil { // Peek sets io.EOF at the end
+		return "", fmt.Errorf("schema %d: bytes left after the record", id)
 	}
-	if len(rest) != 0 {
-		return "", fmt.Errorf("schema %d: %d bytes left after the record", id, len(rest))
-	}
-	text, err := render(schema.Schema(), native)
+	text, err := render(schema.Text, native)
 	if err != nil {
 		return "", fmt.Errorf("schema %d: %w", id, err)
 	}
 	return text, nil
+}
+
+// schema returns the Avro writer schema with id, fetched once.
+func (c *consumer) schema(ctx context.Context, id int) (*schemaregistry.WriterSchema, error) {
+	if s, ok := c.schemas[id]; ok {
+		return s, nil
+	}
+	s, err := c.registry.SchemaByID(ctx, id)
+	if err != nil {
+		return nil, err // it names the id
+	}
+	if s.Avro == nil {
+		return nil, fmt.Errorf("schema %d is %s, not Avro", id, s.Type)
+	}
+	c.schemas[id] = s
+	return s, nil
 }
 
 // allSeen reports whether every written event has arrived.

@@ -4,15 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
 )
 
-// render writes a value goavro decoded with the Avro schema schemaJSON as one
-// line of JSON a human reads easily: record fields in schema order (goavro's
-// own TextualFromNative follows Go's map order), union values unwrapped and
-// timestamps as RFC 3339 text.
+// render writes a value hamba/avro decoded (into an any) with the Avro
+// schema schemaJSON as one line of JSON a human reads easily: record fields
+// in schema order (a decoded record is a Go map, which has none), union
+// values unwrapped, fixed values as base64 like bytes, and timestamps as
+// RFC 3339 text.
 func render(schemaJSON string, native any) (string, error) {
 	var schema any
 	if err := json.Unmarshal([]byte(schemaJSON), &schema); err != nil {
@@ -39,7 +41,9 @@ func (r *renderer) value(s any, ns string, v any) error {
 			return r.value(def, ns, v)
 		}
 		return r.scalar(v)
-	case []any: // a union: goavro gives nil or {"branch name": value}
+	case []any: // a union: hamba/avro gives nil, a primitive or logical branch's
+		// value bare, or {"branch name": value} (a named type, a map, an array,
+		// and every branch of a union that has one of those)
 		m, ok := v.(map[string]any)
 		if v == nil || !ok || len(m) != 1 {
 			return r.scalar(v)
@@ -58,8 +62,16 @@ func (r *renderer) value(s any, ns string, v any) error {
 		case "record", "error":
 			name := r.define(s, ns)
 			return r.record(s, namespaceOf(name), v)
-		case "enum", "fixed":
+		case "enum":
 			r.define(s, ns)
+			return r.scalar(v)
+		case "fixed": // hamba/avro gives a [size]byte array
+			r.define(s, ns)
+			if a := reflect.ValueOf(v); a.Kind() == reflect.Array && a.Type().Elem().Kind() == reflect.Uint8 {
+				b := make([]byte, a.Len())
+				reflect.Copy(reflect.ValueOf(b), a)
+				v = b
+			}
 			return r.scalar(v)
 		case "array":
 			items, ok := v.([]any)
@@ -154,8 +166,9 @@ func (r *renderer) define(s map[string]any, ns string) string {
 	return full
 }
 
-// branchName is the key goavro uses for a union branch: the full name of a
-// named type, else the type's name.
+// branchName is the key hamba/avro uses for a union branch: the full name
+// of a named type, else the type's name (with ".logicalType" when it has
+// one).
 func (r *renderer) branchName(s any, ns string) string {
 	switch s := s.(type) {
 	case string:

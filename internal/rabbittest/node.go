@@ -25,7 +25,13 @@ const startTimeout = 120 * time.Second
 type Options struct {
 	Plugins []string // enabled besides rabbitmq_consistent_hash_exchange
 	Config  []string // rabbitmq.conf lines besides loopback_users = none
+	// TLS, when set, opens an amqps listener (AMQPSURL) with this server
+	// certificate and key and the CA that verifies clients, all PEM files.
+	TLS *TLSFiles
 }
+
+// TLSFiles are the PEM files of an amqps listener.
+type TLSFiles struct{ CA, Cert, Key string }
 
 // Node is a running private RabbitMQ node owned by a test.
 type Node struct {
@@ -33,6 +39,7 @@ type Node struct {
 	dir              string
 	name             string
 	amqp, dist, epmd int
+	amqps            int
 	cmd              *exec.Cmd
 	done             chan struct{}
 	epmdCmd          *exec.Cmd // the node's own epmd, a child of the test
@@ -57,14 +64,20 @@ func Start(opts Options) (*Node, error) {
 	if err := os.WriteFile(filepath.Join(dir, "enabled_plugins"), []byte("["+strings.Join(plugins, ",")+"].\n"), 0o644); err != nil {
 		return nil, n.fail(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "rabbitmq.conf"), []byte(strings.Join(conf, "\n")+"\n"), 0o644); err != nil {
-		return nil, n.fail(err)
-	}
-	ports, err := lowPorts(3)
+	ports, err := lowPorts(4)
 	if err != nil {
 		return nil, n.fail(err)
 	}
 	n.amqp, n.dist, n.epmd = ports[0], ports[1], ports[2]
+	if opts.TLS != nil {
+		n.amqps = ports[3]
+		conf = append(conf, "listeners.ssl.default = 127.0.0.1:"+strconv.Itoa(n.amqps),
+			"ssl_options.cacertfile = "+opts.TLS.CA, "ssl_options.certfile = "+opts.TLS.Cert, "ssl_options.keyfile = "+opts.TLS.Key,
+			"ssl_options.verify = verify_none", "ssl_options.fail_if_no_peer_cert = false")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rabbitmq.conf"), []byte(strings.Join(conf, "\n")+"\n"), 0o644); err != nil {
+		return nil, n.fail(err)
+	}
 	// The node's epmd runs as the test's child, not as the daemon
 	// rabbitmq-server would start (which outlives the test), and dies with
 	// the test binary.
@@ -228,6 +241,15 @@ func (n *Node) Close() {
 
 // URL is the AMQP URL of the default vhost, as guest.
 func (n *Node) URL() string { return "amqp://guest:guest@127.0.0.1:" + strconv.Itoa(n.amqp) + "/" }
+
+// AMQPSURL is the amqps URL of the default vhost, as guest; "" without
+// Options.TLS.
+func (n *Node) AMQPSURL() string {
+	if n.amqps == 0 {
+		return ""
+	}
+	return "amqps://guest:guest@localhost:" + strconv.Itoa(n.amqps) + "/"
+}
 
 // Port is the AMQP port.
 func (n *Node) Port() int { return n.amqp }

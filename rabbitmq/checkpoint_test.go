@@ -1,0 +1,106 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/checkpoint"
+)
+
+func ckpt(relay string, lsn uint64) *checkpoint.Record {
+	return &checkpoint.Record{Kind: checkpoint.KindCheckpoint, RelayID: relay, Format: checkpoint.FormatFollows,
+		LSN: fmt.Sprintf("0/%X", lsn), Timeline: 1, SystemID: "7300000000000000001", Database: "app",
+		Slot: "slot", Publication: "pub", Version: "test", WrittenAt: time.Now().UTC(),
+		// Some weight, so that retention has whole segments to drop.
+		Tables: []string{"public.outbox", strings.Repeat("x", 400)}}
+}
+
+// TestCheckpointStreams: a relay stopped long ago keeps its checkpoint while
+// another writes enough to make its own stream drop segments; gaps stay;
+// everything survives a broker restart and is found by a new store.
+func TestCheckpointStreams(t *testing.T) {
+	sfx := fresh()
+	n := startNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg := CheckpointConfig{URL: n.URL(), Name: "ckpt" + sfx, MaxBytes: 64 << 10, SegmentBytes: 16 << 10}
+	s := NewCheckpointStore(cfg)
+	defer s.Close()
+	if exists, err := s.Ensure(ctx, false); err != nil || exists {
+		t.Fatalf("Ensure(create=false) before any: %v, %v; want false, nil", exists, err)
+	}
+	if _, err := s.Load(ctx); err == nil {
+		t.Fatal("Load of missing streams: no error; unreadable must be unknown, never empty")
+	}
+	if exists, err := s.Ensure(ctx, true); err != nil || !exists {
+		t.Fatalf("Ensure(create=true): %v, %v", exists, err)
+	}
+	st, err := s.Load(ctx)
+	if err != nil || len(st.Checkpoints) != 0 || len(st.Gaps) != 0 {
+		t.Fatalf("Load of new streams: %+v, %v", st, err)
+	}
+	if err := s.Write(ctx, ckpt("quiet/relay", 0x100)); err != nil {
+		t.Fatal(err)
+	}
+	gap := ckpt("quiet/relay", 0x200)
+	gap.Kind, gap.Gap = checkpoint.KindGap, &checkpoint.Gap{FromLSN: "0/100", ToLSN: "0/200", Reason: "test", Via: "slot recreate"}
+	if err := s.Write(ctx, gap); err != nil {
+		t.Fatal(err)
+	}
+	const busy = 1500 // ~750 KB into a stream of at most 64 KB
+	for i := uint64(1); i <= busy; i++ {
+		if err := s.Write(ctx, ckpt("busy", 0x1000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string, s *CheckpointStore) {
+		t.Helper()
+		// Right after a restart the streams come up one by one; until then
+		// Load fails (unknown), as the relay's Guard expects, and is asked
+		// again.
+		st, err := s.Load(ctx)
+		for deadline := time.Now().Add(time.Minute); err != nil && time.Now().Before(deadline); {
+			time.Sleep(200 * time.Millisecond)
+			st, err = s.Load(ctx)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		if r := st.Checkpoints["quiet/relay"]; r == nil || r.LSN != "0/100" {
+			t.Fatalf("%s: the quiet relay's checkpoint is %+v, want 0/100", when, r)
+		}
+		if r := st.Checkpoints["busy"]; r == nil || r.LSN != fmt.Sprintf("0/%X", 0x1000+busy) {
+			t.Fatalf("%s: the busy relay's checkpoint is %+v, want its last", when, r)
+		}
+		if len(st.Gaps) != 1 || st.Gaps[0].Gap.ToLSN != "0/200" {
+			t.Fatalf("%s: gaps %+v", when, st.Gaps)
+		}
+	}
+	check("after the writes", s)
+	out, err := n.Ctl("list_queues", "-q", "--no-table-headers", "name", "messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busyStream := s.relayStream("busy")
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == busyStream {
+			if c, _ := strconv.Atoi(f[1]); c >= busy {
+				t.Fatalf("%s holds %d messages: retention never dropped a segment, so the test shows nothing", busyStream, c)
+			}
+		}
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fresh := NewCheckpointStore(cfg)
+	defer fresh.Close()
+	check("after a broker restart, by a new store", fresh)
+}
