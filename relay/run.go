@@ -42,12 +42,15 @@ type StartError struct {
 	Refused bool
 }
 
+// Error is the line the command prints after "cdc-relay: ".
 func (e *StartError) Error() string {
 	if e.Refused {
 		return "refusing to start: " + e.Err.Error()
 	}
 	return e.Err.Error()
 }
+
+// Unwrap is Err.
 func (e *StartError) Unwrap() error { return e.Err }
 
 // HaltError is the error a halted stream ended with, after the relay
@@ -55,7 +58,10 @@ func (e *StartError) Unwrap() error { return e.Err }
 // told already.
 type HaltError struct{ Err error }
 
+// Error is "halted: " and the stream's error.
 func (e *HaltError) Error() string { return "halted: " + e.Err.Error() }
+
+// Unwrap is Err.
 func (e *HaltError) Unwrap() error { return e.Err }
 
 // Run is `cdc-relay run`: it builds the pipeline from cfg, streams until
