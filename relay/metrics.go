@@ -46,7 +46,7 @@ type Metrics struct {
 	// unknown counts payload fields the schemas lack (UnknownField).
 	unknown *unknownFields
 	// ready decides the degraded state for /readyz and cdc_relay_degraded;
-	// runRelay sets ready.kafka once the publisher exists.
+	// Run sets its kafka and checkpoint (SetHealth) once they exist.
 	ready *readiness
 }
 
