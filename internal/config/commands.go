@@ -6,7 +6,7 @@ package config
 func RelaySettings() []string {
 	var names []string
 	for _, s := range Relay.Settings() {
-		if s.Name != "aggregate-types" && s.Name != "group" && s.Name != "dlq-retired-topic" {
+		if s != AggregateTypes.Setting && s != Group.Setting && s != DLQRetiredTopic.Setting {
 			names = append(names, s.Name)
 		}
 	}
@@ -14,7 +14,7 @@ func RelaySettings() []string {
 }
 
 // relayRequired are the settings run cannot start without.
-var relayRequired = []string{"pg-url", "kafka-brokers"}
+var relayRequired = names(PGURL, KafkaBrokers)
 
 // Run is cdc-relay run.
 var Run = &Command{
@@ -48,9 +48,8 @@ For a missing or lost slot it says what cdc-relay run does: with
 --kafka-brokers it reads the checkpoint topic (creating nothing), and a
 checkpoint for the slot means run exits 3, with the repair (slot recreate
 --accept-gap, then replay --since); no checkpoint means a first start.`,
-	Settings: []string{"config", "pg-url", "slot", "kafka-brokers", "checkpoint-topic", "relay-id",
-		"kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password"},
-	Required: []string{"pg-url"},
+	Settings: names(ConfigFile, PGURL, Slot, KafkaBrokers, CheckpointTopic, RelayID, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword),
+	Required: names(PGURL),
 	Actions:  []Action{{Name: "json", Bool: true, Help: "print JSON on stdout ({\"slot\": ..., \"exists\": false} for a missing slot)"}},
 	Registry: Relay,
 }
@@ -62,8 +61,8 @@ var SchemasCheck = &Command{
 
 A CI gate: tests the local .avsc files against the registry's compatibility
 rules, registering nothing. Exit 1 naming each incompatible subject.`,
-	Settings: []string{"config", "schema-registry-url", "schemas-dir", "subject-strategy", "topic-template", "aggregate-types", "schema-registry-ca-file"},
-	Required: []string{"schema-registry-url", "schemas-dir"},
+	Settings: names(ConfigFile, SchemaRegistryURL, SchemasDir, SubjectStrategy, TopicTemplate, AggregateTypes, SchemaRegistryCAFile),
+	Required: names(SchemaRegistryURL, SchemasDir),
 	Registry: Relay,
 }
 
@@ -74,7 +73,7 @@ var Healthcheck = &Command{
 
 Exits 0 when the relay serving on --metrics-addr answers /healthz (for a
 Docker HEALTHCHECK in an image without a shell); 1 otherwise.`,
-	Settings: []string{"config", "metrics-addr"}, Registry: Relay,
+	Settings: names(ConfigFile, MetricsAddr), Registry: Relay,
 }
 
 // Replay is cdc-relay replay.
@@ -160,8 +159,8 @@ the partitions held when it started and exits, unless --follow keeps it
 reading. --count N stops after N records. Exit codes: 0 done or
 interrupted, 1 Kafka or the registry failed, 2 bad settings.`,
 	Args:     "TOPIC",
-	Settings: []string{"config", "kafka-brokers", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password", "schema-registry-url", "schema-registry-ca-file", "topic-template", "dlq-topic", "key-format"},
-	Required: []string{"kafka-brokers"},
+	Settings: names(ConfigFile, KafkaBrokers, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword, SchemaRegistryURL, SchemaRegistryCAFile, TopicTemplate, DLQTopic, KeyFormat),
+	Required: names(KafkaBrokers),
 	Registry: Relay,
 	Actions: []Action{
 		{Name: "from-beginning", Bool: true, Help: "start at the first record of each partition"},
@@ -174,8 +173,7 @@ interrupted, 1 Kafka or the registry failed, 2 bad settings.`,
 }
 
 // dlqKafkaSettings are the settings that reach Kafka and read the DLQ.
-var dlqKafkaSettings = []string{"config", "kafka-brokers", "dlq-topic", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file",
-	"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password", "log-format", "log-level"}
+var dlqKafkaSettings = names(ConfigFile, KafkaBrokers, DLQTopic, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword, LogFormat, LogLevel)
 
 // DLQStats is cdc-relay dlq stats.
 var DLQStats = &Command{
@@ -191,7 +189,7 @@ is the commit time), and how many of them a redrive re-appended
 (redrive_attempts). A letter retired with cdc-relay dlq retire (its record
 in --dlq-retired-topic) is not pending: it is counted as retired. Exit 0;
 1 when the topic cannot be read.`,
-	Settings: append(append([]string(nil), dlqKafkaSettings...), "group", "dlq-retired-topic"), Required: []string{"kafka-brokers"}, Registry: Relay,
+	Settings: append(append([]string(nil), dlqKafkaSettings...), names(Group, DLQRetiredTopic)...), Required: names(KafkaBrokers), Registry: Relay,
 	Actions: []Action{{Name: "json", Bool: true, Help: "print one JSON object on stdout instead of the table"}},
 }
 
@@ -229,7 +227,7 @@ TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m).
 Prints one line per letter and a summary ("redriven N, still failing M,
 skipped K"). Exit codes: 0 when nothing still fails, 1 when a letter still
 fails or on a runtime failure, 2 bad settings.`,
-	Settings: append(RelaySettings(), "group", "dlq-retired-topic"), Required: relayRequired, Registry: Relay,
+	Settings: append(RelaySettings(), names(Group, DLQRetiredTopic)...), Required: relayRequired, Registry: Relay,
 	Actions: []Action{
 		{Name: "dry-run", Bool: true, Help: "build every letter and print what would become of it; produce and commit nothing"},
 		{Name: "id", Arg: "ID", Help: "only the letters with this id header"},
@@ -259,7 +257,7 @@ TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m).
 Prints one line per letter ("retired id=... partition=... offset=...") and
 a summary ("retire: retired N, already retired M"). Exit codes: 0 done,
 1 a runtime failure, 2 bad settings.`,
-	Settings: append(append([]string(nil), dlqKafkaSettings...), "group", "dlq-retired-topic"), Required: []string{"kafka-brokers"}, Registry: Relay,
+	Settings: append(append([]string(nil), dlqKafkaSettings...), names(Group, DLQRetiredTopic)...), Required: names(KafkaBrokers), Registry: Relay,
 	Actions: []Action{
 		{Name: "reason", Arg: "TEXT", Help: "why the letters need nothing more (an incident id, \"replayed with cdc-relay replay\"), kept in each retirement record (required)"},
 		{Name: "dry-run", Bool: true, Help: "print what would be retired; write nothing"},
