@@ -8,8 +8,8 @@ import (
 
 // kafkaSecurity validates the Kafka TLS and SASL settings into c.
 func kafkaSecurity(c *Config, v *config.Values) error {
-	c.KafkaTLS = v.Bool("kafka-tls")
-	c.KafkaTLSCAFile, c.KafkaTLSCertFile, c.KafkaTLSKeyFile = v.String("kafka-tls-ca-file"), v.String("kafka-tls-cert-file"), v.String("kafka-tls-key-file")
+	c.KafkaTLS = config.KafkaTLS.From(v)
+	c.KafkaTLSCAFile, c.KafkaTLSCertFile, c.KafkaTLSKeyFile = config.KafkaTLSCAFile.From(v), config.KafkaTLSCertFile.From(v), config.KafkaTLSKeyFile.From(v)
 	for key, path := range map[string]string{"kafka-tls-ca-file": c.KafkaTLSCAFile, "kafka-tls-cert-file": c.KafkaTLSCertFile, "kafka-tls-key-file": c.KafkaTLSKeyFile} {
 		if path == "" {
 			continue
@@ -24,7 +24,7 @@ func kafkaSecurity(c *Config, v *config.Values) error {
 	if (c.KafkaTLSCertFile == "") != (c.KafkaTLSKeyFile == "") {
 		return cfgErr("kafka-tls-cert-file", "a client certificate needs both --kafka-tls-cert-file and --kafka-tls-key-file")
 	}
-	c.KafkaSASL, c.KafkaSASLUser, c.KafkaSASLPassword = v.String("kafka-sasl-mechanism"), v.String("kafka-sasl-username"), v.String("kafka-sasl-password")
+	c.KafkaSASL, c.KafkaSASLUser, c.KafkaSASLPassword = config.KafkaSASLMechanism.From(v), config.KafkaSASLUsername.From(v), config.KafkaSASLPassword.From(v)
 	switch c.KafkaSASL {
 	case "none":
 	case "plain", "scram-sha-256", "scram-sha-512":
