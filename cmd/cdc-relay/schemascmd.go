@@ -37,7 +37,7 @@ func schemasCommand(args []string, getenv func(string) string, stdout, stderr io
 	if !ok {
 		return code
 	}
-	strategyName, template, dir := v.String("subject-strategy"), v.String("topic-template"), v.String("schemas-dir")
+	strategyName, template, dir := config.SubjectStrategy.From(v), config.TopicTemplate.From(v), config.SchemasDir.From(v)
 	strategy, err := schemaregistry.ParseStrategy(strategyName)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --subject-strategy: %q is not topic, record or topic_record\n", strategyName)
@@ -53,19 +53,19 @@ func schemasCommand(args []string, getenv func(string) string, stdout, stderr io
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 		return exitConfig
 	}
-	hc, err := relaypkg.RegistryHTTPClient(&Config{RegistryCAFile: v.String("schema-registry-ca-file")})
+	hc, err := relaypkg.RegistryHTTPClient(&Config{RegistryCAFile: config.SchemaRegistryCAFile.From(v)})
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
 		return exitConfig
 	}
-	reg, err := schemaregistry.New(schemaregistry.Config{URL: v.String("schema-registry-url"), Strategy: strategy, Schemas: schemas,
+	reg, err := schemaregistry.New(schemaregistry.Config{URL: config.SchemaRegistryURL.From(v), Strategy: strategy, Schemas: schemas,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HTTPClient: hc})
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-url: %v\n", err)
 		return exitConfig
 	}
 	var topics []string
-	for _, a := range v.List("aggregate-types") {
+	for _, a := range config.AggregateTypes.From(v) {
 		for _, s := range schemas {
 			topic, err := rt.Topic([]byte(a), []byte(s.EventType))
 			if err != nil {

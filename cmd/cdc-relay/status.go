@@ -22,7 +22,7 @@ func status(args []string, getenv func(string) string, stdout, stderr io.Writer)
 		return code
 	}
 	asJSON := v.ActionBool("json")
-	slot := v.String("slot")
+	slot := config.Slot.From(v)
 	ckpt, err := statusCheckpointConfig(v)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
@@ -30,7 +30,7 @@ func status(args []string, getenv func(string) string, stdout, stderr io.Writer)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, v.String("pg-url"))
+	conn, err := pgx.Connect(ctx, config.PGURL.From(v))
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: connect: %s\n", Redact(err.Error()))
 		return exitFailed
@@ -40,7 +40,7 @@ func status(args []string, getenv func(string) string, stdout, stderr io.Writer)
 	if errors.Is(err, slotpkg.ErrNoSlot) {
 		// What run does with a missing slot depends on the checkpoint
 		// topic: a first start, or exit 3.
-		err = fmt.Errorf("%w: %s", err, slotpkg.Verdict(v.String("pg-url"), ckpt, slot, replication.SlotInfo{}, false))
+		err = fmt.Errorf("%w: %s", err, slotpkg.Verdict(config.PGURL.From(v), ckpt, slot, replication.SlotInfo{}, false))
 	}
 	if errors.Is(err, slotpkg.ErrNoSlot) && asJSON {
 		// Still JSON on stdout, for scripts; the exit code says it too.
@@ -63,7 +63,7 @@ func status(args []string, getenv func(string) string, stdout, stderr io.Writer)
 	slotpkg.Print(stdout, st)
 	if st.WALStatus == "lost" {
 		fmt.Fprintln(stdout, "WARNING: the slot is lost: PostgreSQL removed WAL it still needed, events may have been lost")
-		fmt.Fprintln(stdout, slotpkg.Verdict(v.String("pg-url"), ckpt, slot, replication.SlotInfo{WALStatus: st.WALStatus}, true))
+		fmt.Fprintln(stdout, slotpkg.Verdict(config.PGURL.From(v), ckpt, slot, replication.SlotInfo{WALStatus: st.WALStatus}, true))
 		return exitFailed
 	}
 	return exitOK
@@ -74,7 +74,7 @@ func status(args []string, getenv func(string) string, stdout, stderr io.Writer)
 // --relay-id. Without --kafka-brokers it is nil: status then cannot tell a
 // first start from a dropped slot, and says so.
 func statusCheckpointConfig(v *config.Values) (*Config, error) {
-	c := &Config{KafkaBrokers: v.List("kafka-brokers"), CheckpointTopic: v.String("checkpoint-topic"), RelayID: v.String("relay-id"), Slot: v.String("slot")}
+	c := &Config{KafkaBrokers: config.KafkaBrokers.Items(v), CheckpointTopic: config.CheckpointTopic.From(v), RelayID: config.RelayID.From(v), Slot: config.Slot.From(v)}
 	if len(c.KafkaBrokers) == 0 {
 		return nil, nil
 	}
