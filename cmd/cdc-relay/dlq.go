@@ -53,7 +53,7 @@ func dlqCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 // dlqKafkaConfig resolves the settings of a command that only reads the
 // dead-letter topic (config.DLQStats): brokers, topic, TLS, SASL, logs.
 func dlqKafkaConfig(v *config.Values) (*Config, error) {
-	c := &Config{KafkaBrokers: v.List("kafka-brokers"), DLQTopic: v.String("dlq-topic"), LogFormat: v.String("log-format"), LogLevel: v.String("log-level")}
+	c := &Config{KafkaBrokers: config.KafkaBrokers.Items(v), DLQTopic: config.DLQTopic.From(v), LogFormat: config.LogFormat.From(v), LogLevel: config.LogLevel.From(v)}
 	if err := router.ValidTopic(c.DLQTopic); err != nil {
 		return nil, cfgErr("dlq-topic", "%v", err)
 	}
@@ -92,10 +92,10 @@ func dlqStats(args []string, getenv func(string) string, stdout, stderr io.Write
 	if !ok {
 		return code
 	}
-	group := v.String("group")
+	group := config.Group.From(v)
 	ctx, cancel := dlqContext(cfg, stderr)
 	defer cancel()
-	counts, err := dlqpkg.CountLetters(ctx, cfg, group, v.String("dlq-retired-topic"), time.Now())
+	counts, err := dlqpkg.CountLetters(ctx, cfg, group, config.DLQRetiredTopic.From(v), time.Now())
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay dlq stats: %s\n", Redact(err.Error()))
 		return exitFailed
@@ -129,7 +129,7 @@ func dlqRetire(args []string, getenv func(string) string, stdout, stderr io.Writ
 		return exitConfig
 	}
 	reason, _ := v.Action("reason")
-	rt := &dlqpkg.Retirer{Config: cfg, Filters: rf, Group: v.String("group"), Topic: v.String("dlq-retired-topic"), Reason: strings.TrimSpace(reason), Stdout: stdout}
+	rt := &dlqpkg.Retirer{Config: cfg, Filters: rf, Group: config.Group.From(v), Topic: config.DLQRetiredTopic.From(v), Reason: strings.TrimSpace(reason), Stdout: stdout}
 	ctx, cancel := dlqContext(cfg, stderr)
 	defer cancel()
 	if err := rt.Run(ctx); err != nil {
@@ -159,7 +159,7 @@ func dlqRedrive(args []string, getenv func(string) string, stdout, stderr io.Wri
 	log := relaypkg.NewLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return dlqpkg.Redrive(ctx, dlqpkg.RedriveOptions{Config: cfg, Filters: rf, Group: v.String("group"), RetiredTopic: v.String("dlq-retired-topic"),
+	return dlqpkg.Redrive(ctx, dlqpkg.RedriveOptions{Config: cfg, Filters: rf, Group: config.Group.From(v), RetiredTopic: config.DLQRetiredTopic.From(v),
 		Log: log, Stdout: stdout, Stderr: stderr})
 }
 

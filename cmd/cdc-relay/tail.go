@@ -54,11 +54,11 @@ func tailCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 // newTailOptions checks tail's settings, arguments and action flags.
 func newTailOptions(v *config.Values, now time.Time) (*tail.Options, error) {
 	c := &Config{
-		KafkaBrokers:      v.List("kafka-brokers"),
-		SchemaRegistryURL: v.String("schema-registry-url"),
-		RegistryCAFile:    v.String("schema-registry-ca-file"),
-		TopicTemplate:     v.String("topic-template"),
-		DLQTopic:          v.String("dlq-topic"),
+		KafkaBrokers:      config.KafkaBrokers.Items(v),
+		SchemaRegistryURL: config.SchemaRegistryURL.From(v),
+		RegistryCAFile:    config.SchemaRegistryCAFile.From(v),
+		TopicTemplate:     config.TopicTemplate.From(v),
+		DLQTopic:          config.DLQTopic.From(v),
 	}
 	if err := kafkaSecurity(c, v); err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func newTailOptions(v *config.Values, now time.Time) (*tail.Options, error) {
 	}
 	o := &tail.Options{Config: c, Topics: v.Args(), Pretty: v.ActionBool("pretty")}
 	var err error
-	if o.KeyFormat, err = recordpkg.ParseKeyFormat(v.String("key-format")); err != nil {
+	if o.KeyFormat, err = recordpkg.ParseKeyFormat(config.KeyFormat.From(v)); err != nil {
 		return nil, cfgErr("key-format", "%v", err)
 	}
 	for _, t := range o.Topics {
