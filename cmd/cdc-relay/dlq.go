@@ -100,7 +100,7 @@ func dlqStats(args []string, getenv func(string) string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "cdc-relay dlq stats: %s\n", Redact(err.Error()))
 		return exitFailed
 	}
-	if v.ActionBool("json") {
+	if config.FlagJSON.From(v) {
 		enc := json.NewEncoder(stdout)
 		enc.Encode(counts)
 		return exitOK
@@ -117,7 +117,7 @@ func dlqRetire(args []string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	rf, err := filterActions(v, time.Now())
 	if err == nil {
-		reason, given := v.Action("reason")
+		reason, given := config.FlagReason.From(v)
 		if reason = strings.TrimSpace(reason); !given {
 			err = cfgErr("reason", "is required: say why the letters need nothing more (e.g. --reason \"replayed with cdc-relay replay, INC-123\")")
 		} else if reason == "" {
@@ -128,7 +128,7 @@ func dlqRetire(args []string, getenv func(string) string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 		return exitConfig
 	}
-	reason, _ := v.Action("reason")
+	reason, _ := config.FlagReason.From(v)
 	rt := &dlqpkg.Retirer{Config: cfg, Filters: rf, Group: config.Group.From(v), Topic: config.DLQRetiredTopic.From(v), Reason: strings.TrimSpace(reason), Stdout: stdout}
 	ctx, cancel := dlqContext(cfg, stderr)
 	defer cancel()
@@ -166,27 +166,27 @@ func dlqRedrive(args []string, getenv func(string) string, stdout, stderr io.Wri
 // redriveActions reads the action flags; a valued one given empty is an error.
 func redriveActions(v *config.Values, now time.Time) (dlqpkg.Filters, error) {
 	rf, err := filterActions(v, now)
-	rf.Follow = v.ActionBool("follow")
+	rf.Follow = config.FlagFollow.From(v)
 	return rf, err
 }
 
 // filterActions reads --dry-run and the filters (--id, --event-type,
 // --kind, --since) of dlq redrive and dlq retire.
 func filterActions(v *config.Values, now time.Time) (dlqpkg.Filters, error) {
-	rf := dlqpkg.Filters{DryRun: v.ActionBool("dry-run")}
+	rf := dlqpkg.Filters{DryRun: config.FlagDryRun.From(v)}
 	for _, a := range []struct {
-		name string
+		flag config.TextAction
 		dst  *string
 		has  *bool
-	}{{"id", &rf.ID, &rf.HasID}, {"event-type", &rf.EventType, &rf.HasEventType}, {"kind", &rf.Kind, &rf.HasKind}} {
-		if val, given := v.Action(a.name); given {
+	}{{config.FlagID, &rf.ID, &rf.HasID}, {config.FlagEventType, &rf.EventType, &rf.HasEventType}, {config.FlagKind, &rf.Kind, &rf.HasKind}} {
+		if val, given := a.flag.From(v); given {
 			if *a.dst = strings.TrimSpace(val); *a.dst == "" {
-				return rf, cfgErr(a.name, "is empty")
+				return rf, cfgErr(a.flag.Name(), "is empty")
 			}
 			*a.has = true
 		}
 	}
-	if val, given := v.Action("since"); given {
+	if val, given := config.FlagSince.From(v); given {
 		t, err := relaypkg.ParseTime("since", strings.TrimSpace(val), now)
 		if err != nil {
 			return rf, err

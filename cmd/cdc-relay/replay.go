@@ -15,11 +15,14 @@ import (
 
 // replayActions reads the action flags; a valued one given empty is an error.
 func replayActions(v *config.Values) (replaypkg.Flags, error) {
-	rf := replaypkg.Flags{DryRun: v.ActionBool("dry-run")}
-	for name, dst := range map[string]*string{"since": &rf.Since, "until": &rf.Until, "from-id": &rf.FromID, "to-id": &rf.ToID} {
-		if val, given := v.Action(name); given {
-			if *dst = strings.TrimSpace(val); *dst == "" {
-				return rf, cfgErr(name, "is empty")
+	rf := replaypkg.Flags{DryRun: config.FlagDryRun.From(v)}
+	for _, a := range []struct {
+		flag config.TextAction
+		dst  *string
+	}{{config.FlagSince, &rf.Since}, {config.FlagUntil, &rf.Until}, {config.FlagFromID, &rf.FromID}, {config.FlagToID, &rf.ToID}} {
+		if val, given := a.flag.From(v); given {
+			if *a.dst = strings.TrimSpace(val); *a.dst == "" {
+				return rf, cfgErr(a.flag.Name(), "is empty")
 			}
 		}
 	}

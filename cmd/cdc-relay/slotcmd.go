@@ -34,12 +34,12 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	if !ok {
 		return code
 	}
-	if !v.ActionBool("accept-gap") {
+	if !config.FlagAcceptGap.From(v) {
 		fmt.Fprintln(stderr, "cdc-relay slot recreate: --accept-gap is required: a new slot starts now, so events committed after the relay's last checkpoint "+
 			"are never read from it and may be missing from Kafka; add --accept-gap to accept that (and --reason TEXT to record why), then publish them again with cdc-relay replay --since TIME")
 		return exitConfig
 	}
-	reason, _ := v.Action("reason")
+	reason, _ := config.FlagReason.From(v)
 	sec, err := relaypkg.CheckedKafkaSecurity(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --kafka-tls: %v\n", err)

@@ -21,7 +21,7 @@ func status(args []string, getenv func(string) string, stdout, stderr io.Writer)
 	if !ok {
 		return code
 	}
-	asJSON := v.ActionBool("json")
+	asJSON := config.FlagJSON.From(v)
 	slot := config.Slot.From(v)
 	ckpt, err := statusCheckpointConfig(v)
 	if err != nil {

@@ -68,7 +68,7 @@ func newTailOptions(v *config.Values, now time.Time) (*tail.Options, error) {
 			return nil, cfgErr("schema-registry-ca-file", "%v", err)
 		}
 	}
-	o := &tail.Options{Config: c, Topics: v.Args(), Pretty: v.ActionBool("pretty")}
+	o := &tail.Options{Config: c, Topics: v.Args(), Pretty: config.FlagPretty.From(v)}
 	var err error
 	if o.KeyFormat, err = recordpkg.ParseKeyFormat(config.KeyFormat.From(v)); err != nil {
 		return nil, cfgErr("key-format", "%v", err)
@@ -88,18 +88,18 @@ func newTailOptions(v *config.Values, now time.Time) (*tail.Options, error) {
 		o.Match = tail.MatchTemplate(c.TopicTemplate, c.DLQTopic)
 	}
 	var starts []string
-	if v.ActionBool("from-beginning") {
+	if config.FlagFromBeginning.From(v) {
 		o.Start = tail.FromBeginning
 		starts = append(starts, "--from-beginning")
 	}
-	if s, given := v.Action("since"); given {
+	if s, given := config.FlagSince.From(v); given {
 		if o.Since, err = relaypkg.ParseTime("since", strings.TrimSpace(s), now); err != nil {
 			return nil, err
 		}
 		o.Start = tail.FromTime
 		starts = append(starts, "--since")
 	}
-	if s, given := v.Action("offset"); given {
+	if s, given := config.FlagOffset.From(v); given {
 		if o.Offsets, err = parseTailOffsets(s); err != nil {
 			return nil, err
 		}
@@ -109,7 +109,7 @@ func newTailOptions(v *config.Values, now time.Time) (*tail.Options, error) {
 	if len(starts) > 1 {
 		return nil, cfgErr(strings.TrimPrefix(starts[1], "--"), "cannot be given with %s: choose where to start", starts[0])
 	}
-	if s, given := v.Action("count"); given {
+	if s, given := config.FlagCount.From(v); given {
 		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 		if err != nil || n < 1 {
 			return nil, cfgErr("count", "%q is not a whole number of at least 1", s)
@@ -118,8 +118,8 @@ func newTailOptions(v *config.Values, now time.Time) (*tail.Options, error) {
 	}
 	// From the end there is nothing to print but what arrives: follow,
 	// unless --follow false says otherwise.
-	_, followGiven := v.Action("follow")
-	o.Follow = v.ActionBool("follow") || (!followGiven && o.Start == tail.FromEnd)
+	followGiven := config.FlagFollow.Given(v)
+	o.Follow = config.FlagFollow.From(v) || (!followGiven && o.Start == tail.FromEnd)
 	return o, nil
 }
 

@@ -50,7 +50,7 @@ checkpoint for the slot means run exits 3, with the repair (slot recreate
 --accept-gap, then replay --since); no checkpoint means a first start.`,
 	Settings: names(ConfigFile, PGURL, Slot, KafkaBrokers, CheckpointTopic, RelayID, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword),
 	Required: names(PGURL),
-	Actions:  []Action{{Name: "json", Bool: true, Help: "print JSON on stdout ({\"slot\": ..., \"exists\": false} for a missing slot)"}},
+	Actions:  []Action{FlagJSON.With("print JSON on stdout ({\"slot\": ..., \"exists\": false} for a missing slot)")},
 	Registry: Relay,
 }
 
@@ -108,11 +108,11 @@ per table (with several tables, then their total).
 Exit codes: 0 done, 1 a runtime failure, 2 bad settings.`,
 	Settings: RelaySettings(), Required: relayRequired, Registry: Relay,
 	Actions: []Action{
-		{Name: "since", Arg: "TIME", Help: "rows whose created_at column (columns: created_at:) is at or after TIME"},
-		{Name: "until", Arg: "TIME", Help: "and before TIME (default: no end)"},
-		{Name: "from-id", Arg: "ID", Help: "rows whose id is at least ID (an integer, or a UUIDv7: random v4 uuids have no order and are refused)"},
-		{Name: "to-id", Arg: "ID", Help: "and at most ID (default: no end)"},
-		{Name: "dry-run", Bool: true, Help: "build every record, print what would be published, publish nothing"},
+		FlagSince.With("rows whose created_at column (columns: created_at:) is at or after TIME"),
+		FlagUntil.With("and before TIME (default: no end)"),
+		FlagFromID.With("rows whose id is at least ID (an integer, or a UUIDv7: random v4 uuids have no order and are refused)"),
+		FlagToID.With("and at most ID (default: no end)"),
+		FlagDryRun.With("build every record, print what would be published, publish nothing"),
 	},
 }
 
@@ -130,8 +130,8 @@ publish them again with cdc-relay replay --since TIME. Then start the relay
 resolves as there; the relay must be stopped, so that the slot is not in use.`,
 	Settings: RelaySettings(), Required: relayRequired, Registry: Relay,
 	Actions: []Action{
-		{Name: "accept-gap", Bool: true, Help: "say that events committed after the last checkpoint may be missing from Kafka until replayed (required)"},
-		{Name: "reason", Arg: "TEXT", Help: "why, recorded with the gap (e.g. an incident id)"},
+		FlagAcceptGap.With("say that events committed after the last checkpoint may be missing from Kafka until replayed (required)"),
+		FlagReason.With("why, recorded with the gap (e.g. an incident id)"),
 	},
 }
 
@@ -163,12 +163,12 @@ interrupted, 1 Kafka or the registry failed, 2 bad settings.`,
 	Required: names(KafkaBrokers),
 	Registry: Relay,
 	Actions: []Action{
-		{Name: "from-beginning", Bool: true, Help: "start at the first record of each partition"},
-		{Name: "since", Arg: "TIME", Help: "start at the first record whose timestamp is at or after TIME: RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m)"},
-		{Name: "offset", Arg: "P:O[,P:O...]", Help: "read only partition P, from offset O (for each TOPIC)"},
-		{Name: "count", Arg: "N", Help: "stop after N records"},
-		{Name: "follow", Bool: true, Help: "keep reading new records (and new topics and partitions) until SIGINT or SIGTERM"},
-		{Name: "pretty", Bool: true, Help: "a layout for people: a line per record, then its key, headers and indented value"},
+		FlagFromBeginning.With("start at the first record of each partition"),
+		FlagSince.With("start at the first record whose timestamp is at or after TIME: RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m)"),
+		FlagOffset.With("read only partition P, from offset O (for each TOPIC)"),
+		FlagCount.With("stop after N records"),
+		FlagFollow.With("keep reading new records (and new topics and partitions) until SIGINT or SIGTERM"),
+		FlagPretty.With("a layout for people: a line per record, then its key, headers and indented value"),
 	},
 }
 
@@ -190,7 +190,7 @@ is the commit time), and how many of them a redrive re-appended
 in --dlq-retired-topic) is not pending: it is counted as retired. Exit 0;
 1 when the topic cannot be read.`,
 	Settings: append(append([]string(nil), dlqKafkaSettings...), names(Group, DLQRetiredTopic)...), Required: names(KafkaBrokers), Registry: Relay,
-	Actions: []Action{{Name: "json", Bool: true, Help: "print one JSON object on stdout instead of the table"}},
+	Actions: []Action{FlagJSON.With("print one JSON object on stdout instead of the table")},
 }
 
 // DLQRedrive is cdc-relay dlq redrive.
@@ -229,12 +229,12 @@ skipped K"). Exit codes: 0 when nothing still fails, 1 when a letter still
 fails or on a runtime failure, 2 bad settings.`,
 	Settings: append(RelaySettings(), names(Group, DLQRetiredTopic)...), Required: relayRequired, Registry: Relay,
 	Actions: []Action{
-		{Name: "dry-run", Bool: true, Help: "build every letter and print what would become of it; produce and commit nothing"},
-		{Name: "id", Arg: "ID", Help: "only the letters with this id header"},
-		{Name: "event-type", Arg: "TYPE", Help: "only the letters of this event type"},
-		{Name: "kind", Arg: "KIND", Help: "only the letters whose error_kind is KIND (schema_mismatch, no_schema, unknown_field, ...)"},
-		{Name: "since", Arg: "TIME", Help: "only the letters whose timestamp (the commit time) is at or after TIME"},
-		{Name: "follow", Bool: true, Help: "keep running after the end offsets of the start, redriving letters as they arrive, until SIGTERM or SIGINT"},
+		FlagDryRun.With("build every letter and print what would become of it; produce and commit nothing"),
+		FlagID.With("only the letters with this id header"),
+		FlagEventType.With("only the letters of this event type"),
+		FlagKind.With("only the letters whose error_kind is KIND (schema_mismatch, no_schema, unknown_field, ...)"),
+		FlagSince.With("only the letters whose timestamp (the commit time) is at or after TIME"),
+		FlagFollow.With("keep running after the end offsets of the start, redriving letters as they arrive, until SIGTERM or SIGINT"),
 	},
 }
 
@@ -259,12 +259,12 @@ a summary ("retire: retired N, already retired M"). Exit codes: 0 done,
 1 a runtime failure, 2 bad settings.`,
 	Settings: append(append([]string(nil), dlqKafkaSettings...), names(Group, DLQRetiredTopic)...), Required: names(KafkaBrokers), Registry: Relay,
 	Actions: []Action{
-		{Name: "reason", Arg: "TEXT", Help: "why the letters need nothing more (an incident id, \"replayed with cdc-relay replay\"), kept in each retirement record (required)"},
-		{Name: "dry-run", Bool: true, Help: "print what would be retired; write nothing"},
-		{Name: "id", Arg: "ID", Help: "only the letters with this id header"},
-		{Name: "event-type", Arg: "TYPE", Help: "only the letters of this event type"},
-		{Name: "kind", Arg: "KIND", Help: "only the letters whose error_kind is KIND (schema_mismatch, unconfigured_table, ...)"},
-		{Name: "since", Arg: "TIME", Help: "only the letters whose timestamp (the commit time) is at or after TIME"},
+		FlagReason.With("why the letters need nothing more (an incident id, \"replayed with cdc-relay replay\"), kept in each retirement record (required)"),
+		FlagDryRun.With("print what would be retired; write nothing"),
+		FlagID.With("only the letters with this id header"),
+		FlagEventType.With("only the letters of this event type"),
+		FlagKind.With("only the letters whose error_kind is KIND (schema_mismatch, unconfigured_table, ...)"),
+		FlagSince.With("only the letters whose timestamp (the commit time) is at or after TIME"),
 	},
 }
 

@@ -77,3 +77,52 @@ func names(settings ...Declared) []string {
 	}
 	return out
 }
+
+// BoolAction is a declared true/false action flag (--dry-run): commands
+// take it through With, and code reads it through From.
+type BoolAction struct{ name string }
+
+// Name is the flag's name, without dashes.
+func (a BoolAction) Name() string { return a.name }
+
+// With is the flag as a Command's action, with its --help text there.
+func (a BoolAction) With(help string) Action { return Action{Name: a.name, Bool: true, Help: help} }
+
+// From reports whether the flag is true in v.
+func (a BoolAction) From(v *Values) bool { return v.ActionBool(a.name) }
+
+// Given reports whether the flag was given at all (--follow false is).
+func (a BoolAction) Given(v *Values) bool { _, given := v.Action(a.name); return given }
+
+// TextAction is a declared action flag that takes a value (--since TIME).
+type TextAction struct{ name, arg string }
+
+// Name is the flag's name, without dashes.
+func (a TextAction) Name() string { return a.name }
+
+// With is the flag as a Command's action, with its --help text there.
+func (a TextAction) With(help string) Action { return Action{Name: a.name, Arg: a.arg, Help: help} }
+
+// From returns the flag's value in v and whether it was given.
+func (a TextAction) From(v *Values) (string, bool) { return v.Action(a.name) }
+
+// The action flags: the command line only, never env or YAML. A command
+// lists the ones it takes in its Actions.
+var (
+	FlagJSON          = BoolAction{"json"}
+	FlagDryRun        = BoolAction{"dry-run"}
+	FlagAcceptGap     = BoolAction{"accept-gap"}
+	FlagFromBeginning = BoolAction{"from-beginning"}
+	FlagFollow        = BoolAction{"follow"}
+	FlagPretty        = BoolAction{"pretty"}
+	FlagSince         = TextAction{"since", "TIME"}
+	FlagUntil         = TextAction{"until", "TIME"}
+	FlagFromID        = TextAction{"from-id", "ID"}
+	FlagToID          = TextAction{"to-id", "ID"}
+	FlagReason        = TextAction{"reason", "TEXT"}
+	FlagOffset        = TextAction{"offset", "P:O[,P:O...]"}
+	FlagCount         = TextAction{"count", "N"}
+	FlagID            = TextAction{"id", "ID"}
+	FlagEventType     = TextAction{"event-type", "TYPE"}
+	FlagKind          = TextAction{"kind", "KIND"}
+)

@@ -50,3 +50,30 @@ func TestTypedFrom(t *testing.T) {
 		t.Errorf("Publication.Text = %q, want the default cdc_relay", got)
 	}
 }
+
+// TestTypedActions: an action flag declared with With is read through its
+// variable: a bool one given or not, a valued one with its value.
+func TestTypedActions(t *testing.T) {
+	v, err := load(t, Tail, []string{"--kafka-brokers", "k:9092", "--follow", "false", "--since", "90m", "orders"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if FlagFollow.From(v) || !FlagFollow.Given(v) {
+		t.Errorf("--follow false: From %v, Given %v, want false, true", FlagFollow.From(v), FlagFollow.Given(v))
+	}
+	if FlagPretty.From(v) || FlagPretty.Given(v) {
+		t.Errorf("no --pretty: From %v, Given %v, want false, false", FlagPretty.From(v), FlagPretty.Given(v))
+	}
+	if got, given := FlagSince.From(v); got != "90m" || !given {
+		t.Errorf("--since 90m: From = %q, %v", got, given)
+	}
+	if _, given := FlagCount.From(v); given {
+		t.Error("no --count: given")
+	}
+	if a := FlagOffset.With("help"); a.Name != "offset" || a.Bool || a.Arg != "P:O[,P:O...]" || a.Help != "help" {
+		t.Errorf("FlagOffset.With = %+v", a)
+	}
+	if a := FlagDryRun.With("h"); a.Name != "dry-run" || !a.Bool {
+		t.Errorf("FlagDryRun.With = %+v", a)
+	}
+}
