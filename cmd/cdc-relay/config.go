@@ -9,106 +9,28 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/internal/config"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
 
-// Config is everything `cdc-relay run` needs. Every field is a setting
-// declared in internal/config (config.Relay): a flag, an env var
-// CDC_RELAY_<FLAG_IN_UPPER_SNAKE> (or its _FILE) and a key of the --config
-// YAML file; precedence is flag > env > YAML > default.
-type Config struct {
-	PGURL             string
-	Slot              string
-	Publication       string
-	Tables            []decoder.Table
-	KafkaBrokers      []string
-	TopicTemplate     string
-	SchemaRegistryURL string
-	SchemasDir        string
-	SubjectStrategy   schemaregistry.Strategy
-	DLQTopic          string
-	OnInvalid         string
-	MetricsAddr       string
-	LogFormat         string
-	LogLevel          string
-	MaxInFlightEvents int
-	MaxInFlightBytes  int64
-	MaxRecordBytes    int
-	KafkaBatchBytes   int
-	KafkaCompression  string
-	// ExactlyOnce is --delivery exactly-once, with --transactional-id
-	// ("" until the relay id is known: cdc-relay-<relay id>), and the
-	// transaction bounds --txn-interval, --txn-max-events and --txn-timeout.
-	ExactlyOnce      bool
-	TransactionalID  string
-	TxnInterval      time.Duration
-	TxnMaxEvents     int
-	TxnTimeout       time.Duration
-	StatusInterval   time.Duration
-	ReadTimeout      time.Duration
-	ShutdownTimeout  time.Duration
-	HaltLinger       time.Duration
-	KafkaLinger      time.Duration
-	RecreateLostSlot bool
-	// AllowExtraTables accepts a publication that publishes tables besides
-	// the outbox tables (FOR ALL TABLES, TABLES IN SCHEMA, or more listed);
-	// their rows are skipped and counted. Default false: exit 2.
-	AllowExtraTables  bool
-	InitialReplay     bool // --initial-replay: on a first start, replay the rows created before the slot, then stream
-	SlotFailover      replication.FailoverMode
-	SlotPollInterval  time.Duration
-	KafkaTLS          bool
-	KafkaTLSCAFile    string
-	KafkaTLSCertFile  string
-	KafkaTLSKeyFile   string
-	KafkaSASL         string
-	KafkaSASLUser     string
-	KafkaSASLPassword string
-	RegistryCAFile    string
-	KeyFormat         recordpkg.KeyFormat
-	ValueFormat       recordpkg.ValueFormat
-	BuiltinHeaders    router.Builtin
-	HeaderColumns     []recordpkg.HeaderColumn
-	TimestampColumn   string
-	Tombstones        bool
-	MessagePrefix     string
-	// MessagePrefixSet is true when --message-prefix was set (flag, env or
-	// YAML): an older server is then a configuration error, not a quiet
-	// absence of messages.
-	MessagePrefixSet  bool
-	CloudEvents       bool
-	CloudEventsSource string
-	// UnknownFields is --unknown-fields: what becomes of a payload member
-	// the schema lacks; UnknownFieldsName is its text (ignore or dlq).
-	UnknownFields     recordpkg.UnknownFields
-	UnknownFieldsName string
-	// Tracing is --tracing: each event gets an OpenTelemetry span (see
-	// tracing.go for the OTEL_* environment that also decides). Default false.
-	Tracing bool
-	// CheckpointTopic is the compacted topic the relay keeps its checkpoint in.
-	CheckpointTopic string
-	// RelayID keys the checkpoint; "" means <system identifier>/<database>/<slot>.
-	RelayID string
-}
+// Config is the relay's configuration (relaypkg.Config); buildConfig makes it.
+type Config = relaypkg.Config
 
 // ConfigError is a bad or missing setting; the process exits with code 2.
-type ConfigError = config.Error
+type ConfigError = relaypkg.ConfigError
 
 // EnvName is the environment variable for a flag.
 func EnvName(flagName string) string { return config.EnvName(flagName) }
 
-func cfgErr(key, format string, args ...any) error {
-	return &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)}
-}
+func cfgErr(key, format string, args ...any) error { return relaypkg.ConfigErr(key, format, args...) }
 
 // readYAML reads and checks a --config file against the settings.
 func readYAML(path string) (*config.File, error) { return config.Relay.ReadFile(path) }
@@ -181,49 +103,49 @@ var identName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
 // need another package (pgconn, router, record) or several settings.
 func buildConfig(v *config.Values) (*Config, error) {
 	c := &Config{
-		PGURL:             v.String("pg-url"),
-		Slot:              v.String("slot"),
-		Publication:       v.String("publication"),
-		TopicTemplate:     v.String("topic-template"),
-		SchemaRegistryURL: v.String("schema-registry-url"),
-		SchemasDir:        v.String("schemas-dir"),
-		DLQTopic:          v.String("dlq-topic"),
-		OnInvalid:         v.String("on-invalid"),
-		MetricsAddr:       v.String("metrics-addr"),
-		LogFormat:         v.String("log-format"),
-		LogLevel:          v.String("log-level"),
-		KafkaCompression:  v.String("kafka-compression"),
-		CheckpointTopic:   v.String("checkpoint-topic"),
-		RelayID:           v.String("relay-id"),
-		KafkaBrokers:      v.List("kafka-brokers"),
-		MessagePrefix:     v.String("message-prefix"),
-		MessagePrefixSet:  v.Source("message-prefix") != config.FromDefault,
-		MaxInFlightEvents: int(v.Int("max-in-flight-events")),
-		MaxInFlightBytes:  v.Int("max-in-flight-bytes"),
-		MaxRecordBytes:    int(v.Int("max-record-bytes")),
-		KafkaBatchBytes:   int(v.Int("kafka-batch-bytes")),
-		StatusInterval:    v.Duration("status-interval"),
-		ReadTimeout:       v.Duration("read-timeout"),
-		ShutdownTimeout:   v.Duration("shutdown-timeout"),
-		HaltLinger:        v.Duration("halt-linger"),
-		KafkaLinger:       v.Duration("kafka-linger"),
-		SlotPollInterval:  v.Duration("slot-poll-interval"),
-		RecreateLostSlot:  v.Bool("recreate-lost-slot"),
-		AllowExtraTables:  v.Bool("allow-extra-tables"),
-		InitialReplay:     v.Bool("initial-replay"),
-		Tracing:           v.Bool("tracing"),
-		ExactlyOnce:       v.String("delivery") == "exactly-once",
-		TransactionalID:   v.String("transactional-id"),
-		TxnInterval:       v.Duration("txn-interval"),
-		TxnMaxEvents:      int(v.Int("txn-max-events")),
-		TxnTimeout:        v.Duration("txn-timeout"),
-		SlotFailover:      replication.FailoverMode(v.String("slot-failover")),
-		RegistryCAFile:    v.String("schema-registry-ca-file"),
+		PGURL:             config.PGURL.From(v),
+		Slot:              config.Slot.From(v),
+		Publication:       config.Publication.From(v),
+		TopicTemplate:     config.TopicTemplate.From(v),
+		SchemaRegistryURL: config.SchemaRegistryURL.From(v),
+		SchemasDir:        config.SchemasDir.From(v),
+		DLQTopic:          config.DLQTopic.From(v),
+		OnInvalid:         config.OnInvalid.From(v),
+		MetricsAddr:       config.MetricsAddr.From(v),
+		LogFormat:         config.LogFormat.From(v),
+		LogLevel:          config.LogLevel.From(v),
+		KafkaCompression:  config.KafkaCompression.From(v),
+		CheckpointTopic:   config.CheckpointTopic.From(v),
+		RelayID:           config.RelayID.From(v),
+		KafkaBrokers:      config.KafkaBrokers.Items(v),
+		MessagePrefix:     config.MessagePrefix.From(v),
+		MessagePrefixSet:  config.MessagePrefix.SourceIn(v) != config.FromDefault,
+		MaxInFlightEvents: int(config.MaxInFlightEvents.From(v)),
+		MaxInFlightBytes:  config.MaxInFlightBytes.From(v),
+		MaxRecordBytes:    int(config.MaxRecordBytes.From(v)),
+		KafkaBatchBytes:   int(config.KafkaBatchBytes.From(v)),
+		StatusInterval:    config.StatusInterval.From(v),
+		ReadTimeout:       config.ReadTimeout.From(v),
+		ShutdownTimeout:   config.ShutdownTimeout.From(v),
+		HaltLinger:        config.HaltLinger.From(v),
+		KafkaLinger:       config.KafkaLinger.From(v),
+		SlotPollInterval:  config.SlotPollInterval.From(v),
+		RecreateLostSlot:  config.RecreateLostSlot.From(v),
+		AllowExtraTables:  config.AllowExtraTables.From(v),
+		InitialReplay:     config.InitialReplay.From(v),
+		Tracing:           config.Tracing.From(v),
+		ExactlyOnce:       config.Delivery.From(v) == "exactly-once",
+		TransactionalID:   config.TransactionalID.From(v),
+		TxnInterval:       config.TxnInterval.From(v),
+		TxnMaxEvents:      int(config.TxnMaxEvents.From(v)),
+		TxnTimeout:        config.TxnTimeout.From(v),
+		SlotFailover:      replication.FailoverMode(config.SlotFailover.From(v)),
+		RegistryCAFile:    config.SchemaRegistryCAFile.From(v),
 	}
 	if _, err := pgconn.ParseConfig(c.PGURL); err != nil {
 		return nil, cfgErr("pg-url", "not a valid libpq URL or DSN (%s): use e.g. postgres://user:pass@host:5432/db", redactErr(err))
 	}
-	if err := outboxTables(c, v.String("table"), v.File()); err != nil {
+	if err := outboxTables(c, config.Table.Text(v), v.File()); err != nil {
 		return nil, err
 	}
 	if len(c.Tables) == 0 && c.MessagePrefix == "" {
@@ -238,9 +160,9 @@ func buildConfig(v *config.Values) (*Config, error) {
 	if err := cloudEvents(c, v); err != nil {
 		return nil, err
 	}
-	st, err := schemaregistry.ParseStrategy(v.String("subject-strategy"))
+	st, err := schemaregistry.ParseStrategy(config.SubjectStrategy.From(v))
 	if err != nil {
-		return nil, cfgErr("subject-strategy", "%q is not a strategy: use topic, record or topic_record", v.String("subject-strategy"))
+		return nil, cfgErr("subject-strategy", "%q is not a strategy: use topic, record or topic_record", config.SubjectStrategy.From(v))
 	}
 	c.SubjectStrategy = st
 	if err := router.ValidTopic(c.DLQTopic); err != nil {
@@ -268,39 +190,39 @@ func buildConfig(v *config.Values) (*Config, error) {
 // registry settings they require.
 func recordFormats(c *Config, v *config.Values) error {
 	var err error
-	if c.KeyFormat, err = recordpkg.ParseKeyFormat(v.String("key-format")); err != nil {
+	if c.KeyFormat, err = recordpkg.ParseKeyFormat(config.KeyFormat.From(v)); err != nil {
 		return cfgErr("key-format", "%v", err)
 	}
-	if c.ValueFormat, err = recordpkg.ParseValueFormat(v.String("value-format")); err != nil {
+	if c.ValueFormat, err = recordpkg.ParseValueFormat(config.ValueFormat.From(v)); err != nil {
 		return cfgErr("value-format", "%v", err)
 	}
-	required := func(name, why string) error {
-		if v.String(name) == "" {
-			return cfgErr(name, "is required with %s: set the flag, %s, or %s in --config", why, EnvName(name), name)
+	required := func(s config.StringSetting, why string) error {
+		if s.From(v) == "" {
+			return cfgErr(s.Name, "is required with %s: set the flag, %s, or %s in --config", why, s.Env(), s.Name)
 		}
 		return nil
 	}
 	if c.ValueFormat == recordpkg.ValueAvro {
-		for _, name := range []string{"schema-registry-url", "schemas-dir"} {
-			if err := required(name, "--value-format avro (the default)"); err != nil {
+		for _, s := range []config.StringSetting{config.SchemaRegistryURL, config.SchemasDir} {
+			if err := required(s, "--value-format avro (the default)"); err != nil {
 				return err
 			}
 		}
 	}
 	if c.KeyFormat == recordpkg.KeyAvro {
-		if err := required("schema-registry-url", "--key-format avro"); err != nil {
+		if err := required(config.SchemaRegistryURL, "--key-format avro"); err != nil {
 			return err
 		}
 	}
-	if c.BuiltinHeaders, err = router.ParseBuiltin(v.String("builtin-headers")); err != nil {
+	if c.BuiltinHeaders, err = router.ParseBuiltin(config.BuiltinHeaders.From(v)); err != nil {
 		return cfgErr("builtin-headers", "%v", err)
 	}
-	if c.HeaderColumns, err = recordpkg.ParseHeaderColumns(v.String("header-columns"), c.BuiltinHeaders); err != nil {
+	if c.HeaderColumns, err = recordpkg.ParseHeaderColumns(config.HeaderColumns.From(v), c.BuiltinHeaders); err != nil {
 		return cfgErr("header-columns", "%v", err)
 	}
-	c.TimestampColumn = v.String("timestamp-column")
-	c.Tombstones = v.Bool("tombstone-on-null-payload")
-	c.UnknownFieldsName = v.String("unknown-fields")
+	c.TimestampColumn = config.TimestampColumn.From(v)
+	c.Tombstones = config.TombstoneOnNullPayload.From(v)
+	c.UnknownFieldsName = config.UnknownFields.From(v)
 	if c.UnknownFields, err = recordpkg.ParseUnknownFields(c.UnknownFieldsName); err != nil {
 		return cfgErr("unknown-fields", "%v", err)
 	}
@@ -363,8 +285,8 @@ func mapColumns(cols *decoder.Columns, m map[string]string, where string) error 
 
 // cloudEvents resolves --cloudevents and --cloudevents-source.
 func cloudEvents(c *Config, v *config.Values) error {
-	c.CloudEvents = v.Bool("cloudevents")
-	c.CloudEventsSource = v.String("cloudevents-source")
+	c.CloudEvents = config.CloudEvents.From(v)
+	c.CloudEventsSource = config.CloudEventsSource.From(v)
 	if !c.CloudEvents {
 		return nil
 	}
@@ -408,16 +330,7 @@ func splitTable(t string) (schema, table string) {
 	return "public", t
 }
 
-// passwordInURL matches the password part of a URL's userinfo.
-var passwordInURL = regexp.MustCompile(`(://[^:/@\s]*:)[^@\s]*@`)
-
-// passwordInDSN matches password=... in a keyword/value DSN.
-var passwordInDSN = regexp.MustCompile(`(password\s*=\s*)('[^']*'|\S+)`)
-
 // Redact hides passwords in URLs and DSNs before they are logged.
-func Redact(s string) string {
-	s = passwordInURL.ReplaceAllString(s, "${1}xxxxx@")
-	return passwordInDSN.ReplaceAllString(s, "${1}xxxxx")
-}
+func Redact(s string) string { return relaypkg.Redact(s) }
 
-func redactErr(err error) string { return Redact(err.Error()) }
+func redactErr(err error) string { return relaypkg.RedactErr(err) }

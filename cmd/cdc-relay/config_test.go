@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/router"
 )
 
@@ -84,11 +85,11 @@ func TestSeveralTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(tableNames(c.Tables), ","); got != "public.outbox,billing.events" {
+	if got := strings.Join(relaypkg.TableNames(c.Tables), ","); got != "public.outbox,billing.events" {
 		t.Fatalf("tables %s", got)
 	}
 	c, err = LoadConfig(required, env(map[string]string{"CDC_RELAY_TABLE": "a.x, b.y"}), &bytes.Buffer{})
-	if err != nil || strings.Join(tableNames(c.Tables), ",") != "a.x,b.y" {
+	if err != nil || strings.Join(relaypkg.TableNames(c.Tables), ",") != "a.x,b.y" {
 		t.Fatalf("env list: %v %v", c, err)
 	}
 	path := filepath.Join(t.TempDir(), "relay.yaml")
@@ -265,7 +266,7 @@ func TestKafkaSecuritySettings(t *testing.T) {
 	if c.KafkaSASLPassword != "from-file" {
 		t.Fatalf("password from the _FILE env = %q", c.KafkaSASLPassword)
 	}
-	if _, err := checkedKgoSecurity(c); err != nil {
+	if _, err := relaypkg.CheckedKafkaSecurity(c); err != nil {
 		t.Fatal(err)
 	}
 	bad := []struct {

@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cdc-relay/cdc-relay/internal/config"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
@@ -69,22 +70,9 @@ func dig(v any, path ...string) any {
 // relayMetricNames are the metric families the relay exports.
 func relayMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
-	var stats replication.Stats
-	m := newMetrics(&stats, newLagRate(stats.LagBytes))
-	m.dlq.WithLabelValues("x")
-	m.published.WithLabelValues("x")
-	m.errors.WithLabelValues("x")
-	families, err := m.reg.Gather()
+	names, err := relaypkg.MetricNames()
 	if err != nil {
 		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, f := range families {
-		names[f.GetName()] = true
-	}
-	names["cdc_relay_reconnects_total"] = true // emitted once a reconnect happened
-	for _, n := range slotMetricNames {        // emitted once the slot poller read the slot
-		names[n] = true
 	}
 	return names
 }
@@ -150,14 +138,14 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 
 	// The probes hit paths the relay serves.
-	srv, err := newHTTPServer("127.0.0.1:0", newMetrics(&replication.Stats{}, newLagRate(func() uint64 { return 0 })), &replication.Stats{}, time.Minute, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := relaypkg.NewHTTPServer("127.0.0.1:0", relaypkg.NewMetrics(&replication.Stats{}, relaypkg.NewLagRate(func() uint64 { return 0 })), &replication.Stats{}, time.Minute, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
 	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
 		path, _ := dig(c, probe, "httpGet", "path").(string)
-		resp, err := http.Get("http://" + srv.ln.Addr().String() + path)
+		resp, err := http.Get("http://" + srv.Addr().String() + path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,18 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os/signal"
+	"strings"
+	"syscall"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/cdc-relay/cdc-relay/internal/backoff"
+	dlqpkg "github.com/cdc-relay/cdc-relay/dlq"
 	"github.com/cdc-relay/cdc-relay/internal/config"
-	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/router"
 )
 
@@ -54,7 +53,7 @@ func dlqCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 // dlqKafkaConfig resolves the settings of a command that only reads the
 // dead-letter topic (config.DLQStats): brokers, topic, TLS, SASL, logs.
 func dlqKafkaConfig(v *config.Values) (*Config, error) {
-	c := &Config{KafkaBrokers: v.List("kafka-brokers"), DLQTopic: v.String("dlq-topic"), LogFormat: v.String("log-format"), LogLevel: v.String("log-level")}
+	c := &Config{KafkaBrokers: config.KafkaBrokers.Items(v), DLQTopic: config.DLQTopic.From(v), LogFormat: config.LogFormat.From(v), LogLevel: config.LogLevel.From(v)}
 	if err := router.ValidTopic(c.DLQTopic); err != nil {
 		return nil, cfgErr("dlq-topic", "%v", err)
 	}
@@ -82,170 +81,117 @@ func dlqKafkaCommand(cmd *config.Command, args []string, getenv func(string) str
 // dlqContext is the context of a dlq verb that reads Kafka: it ends on
 // SIGTERM or SIGINT, or after 10 minutes.
 func dlqContext(cfg *Config, stderr io.Writer) (context.Context, context.CancelFunc) {
-	ctx, stop := signalContext(newLogger(cfg, stderr))
+	ctx, stop := signalContext(relaypkg.NewLogger(cfg, stderr))
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	return ctx, func() { cancel(); stop() }
 }
 
-// kgoOptions are the franz-go client options for cfg's brokers, TLS and
-// SASL: the connection settings of run.
-func kgoOptions(cfg *Config) ([]kgo.Opt, error) {
-	sec, err := kgoSecurity(cfg)
-	if err != nil {
-		return nil, cfgErr("kafka-tls", "%v", err)
+// dlqStats is `cdc-relay dlq stats`.
+func dlqStats(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	v, cfg, code, ok := dlqKafkaCommand(config.DLQStats, args, getenv, stdout, stderr)
+	if !ok {
+		return code
 	}
-	return append([]kgo.Opt{kgo.SeedBrokers(cfg.KafkaBrokers...), kgo.ClientID("cdc-relay"), kgo.DialTimeout(10 * time.Second)}, sec...), nil
+	group := config.Group.From(v)
+	ctx, cancel := dlqContext(cfg, stderr)
+	defer cancel()
+	counts, err := dlqpkg.CountLetters(ctx, cfg, group, config.DLQRetiredTopic.From(v), time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay dlq stats: %s\n", Redact(err.Error()))
+		return exitFailed
+	}
+	if config.FlagJSON.From(v) {
+		enc := json.NewEncoder(stdout)
+		enc.Encode(counts)
+		return exitOK
+	}
+	dlqpkg.PrintCounts(stdout, counts)
+	return exitOK
 }
 
-// errNoTopic is the dead-letter topic missing: nothing was ever dead-lettered.
-var errNoTopic = errors.New("topic does not exist")
-
-// partitionOffsets are one topic's offsets by partition.
-type partitionOffsets map[int32]int64
-
-// listOffsets returns the topic's start (timestamp -2) or end (-1)
-// offsets, read_committed: the end is the last stable offset, so a letter
-// of an open transaction is not waited for.
-func listOffsets(ctx context.Context, cl *kgo.Client, topic string, which int64) (partitionOffsets, error) {
-	return retriable(ctx, func() (partitionOffsets, error) { return listOnce(ctx, cl, topic, which) })
-}
-
-// topicMetadata reads one topic's metadata.
-func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (*kmsg.MetadataResponseTopic, error) {
-	meta := kmsg.NewPtrMetadataRequest()
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = kmsg.StringPtr(topic)
-	meta.Topics = append(meta.Topics, mt)
-	mresp, err := meta.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, fmt.Errorf("read the metadata of %s: %w", topic, err)
+// dlqRetire is `cdc-relay dlq retire`.
+func dlqRetire(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	v, cfg, code, ok := dlqKafkaCommand(config.DLQRetire, args, getenv, stdout, stderr)
+	if !ok {
+		return code
 	}
-	if len(mresp.Topics) != 1 {
-		return nil, fmt.Errorf("read the metadata of %s: %d topics in the answer", topic, len(mresp.Topics))
-	}
-	if err := kerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
-		if errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return nil, fmt.Errorf("%s: %w", topic, errNoTopic)
+	rf, err := filterActions(v, time.Now())
+	if err == nil {
+		reason, given := config.FlagReason.From(v)
+		if reason = strings.TrimSpace(reason); !given {
+			err = cfgErr("reason", "is required: say why the letters need nothing more (e.g. --reason \"replayed with cdc-relay replay, INC-123\")")
+		} else if reason == "" {
+			err = cfgErr("reason", "is empty")
 		}
-		return nil, fmt.Errorf("read the metadata of %s: %w", topic, err)
 	}
-	return &mresp.Topics[0], nil
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		return exitConfig
+	}
+	reason, _ := config.FlagReason.From(v)
+	rt := &dlqpkg.Retirer{Config: cfg, Filters: rf, Group: config.Group.From(v), Topic: config.DLQRetiredTopic.From(v), Reason: strings.TrimSpace(reason), Stdout: stdout}
+	ctx, cancel := dlqContext(cfg, stderr)
+	defer cancel()
+	if err := rt.Run(ctx); err != nil {
+		fmt.Fprintf(stdout, "retire incomplete: retired %d, already retired %d, left out by the filters %d from %s, group %s\n", rt.Retired, rt.Already, rt.Filtered, cfg.DLQTopic, rt.Group)
+		fmt.Fprintf(stderr, "cdc-relay dlq retire failed: %s\n", Redact(err.Error()))
+		return exitFailed
+	}
+	prefix := "retire"
+	if rf.DryRun {
+		prefix = "dry run: would have"
+	}
+	fmt.Fprintf(stdout, "%s: retired %d, already retired %d, left out by the filters %d from %s, group %s, in %s\n", prefix, rt.Retired, rt.Already, rt.Filtered, cfg.DLQTopic, rt.Group, rt.Topic)
+	return exitOK
 }
 
-// topicID is the topic's id; the zero id when the topic does not exist.
-func topicID(ctx context.Context, cl *kgo.Client, topic string) ([16]byte, error) {
-	t, err := topicMetadata(ctx, cl, topic)
-	if errors.Is(err, errNoTopic) {
-		return [16]byte{}, nil
+// dlqRedrive is `cdc-relay dlq redrive`.
+func dlqRedrive(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cfg, v, code, ok := commandConfig(config.DLQRedrive, args, getenv, stdout, stderr)
+	if !ok {
+		return code
 	}
+	rf, err := redriveActions(v, time.Now())
 	if err != nil {
-		return [16]byte{}, err
+		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		return exitConfig
 	}
-	return t.TopicID, nil
+	log := relaypkg.NewLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return dlqpkg.Redrive(ctx, dlqpkg.RedriveOptions{Config: cfg, Filters: rf, Group: config.Group.From(v), RetiredTopic: config.DLQRetiredTopic.From(v),
+		Log: log, Stdout: stdout, Stderr: stderr})
 }
 
-func listOnce(ctx context.Context, cl *kgo.Client, topic string, which int64) (partitionOffsets, error) {
-	mt, err := topicMetadata(ctx, cl, topic)
-	if err != nil {
-		return nil, err
-	}
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.IsolationLevel = 1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	for _, p := range mt.Partitions {
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p.Partition, which, -1
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, fmt.Errorf("list the offsets of %s: %w", topic, err)
-	}
-	out := partitionOffsets{}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return nil, fmt.Errorf("list the offsets of %s partition %d: %w", topic, p.Partition, err)
+// redriveActions reads the action flags; a valued one given empty is an error.
+func redriveActions(v *config.Values, now time.Time) (dlqpkg.Filters, error) {
+	rf, err := filterActions(v, now)
+	rf.Follow = config.FlagFollow.From(v)
+	return rf, err
+}
+
+// filterActions reads --dry-run and the filters (--id, --event-type,
+// --kind, --since) of dlq redrive and dlq retire.
+func filterActions(v *config.Values, now time.Time) (dlqpkg.Filters, error) {
+	rf := dlqpkg.Filters{DryRun: config.FlagDryRun.From(v)}
+	for _, a := range []struct {
+		flag config.TextAction
+		dst  *string
+		has  *bool
+	}{{config.FlagID, &rf.ID, &rf.HasID}, {config.FlagEventType, &rf.EventType, &rf.HasEventType}, {config.FlagKind, &rf.Kind, &rf.HasKind}} {
+		if val, given := a.flag.From(v); given {
+			if *a.dst = strings.TrimSpace(val); *a.dst == "" {
+				return rf, cfgErr(a.flag.Name(), "is empty")
 			}
-			out[p.Partition] = p.Offset
+			*a.has = true
 		}
 	}
-	return out, nil
-}
-
-// committedOffsets returns the group's committed offsets on topic
-// (partitions without one are absent; none at all for a group the broker
-// answers GROUP_ID_NOT_FOUND for: nothing was committed yet). A retriable
-// answer (the coordinator not available yet, as on a cluster's first
-// group) is asked again, with backoff, until ctx ends.
-func committedOffsets(ctx context.Context, cl *kgo.Client, group, topic string) (partitionOffsets, error) {
-	return retriable(ctx, func() (partitionOffsets, error) { return fetchCommitted(ctx, cl, group, topic) })
-}
-
-// retriable calls f until it succeeds, fails with an error Kafka does not
-// call retriable, or ctx ends (then it returns f's last error).
-func retriable(ctx context.Context, f func() (partitionOffsets, error)) (partitionOffsets, error) {
-	var b backoff.Backoff
-	for {
-		out, err := f()
-		if err == nil || !kerr.IsRetriable(err) {
-			return out, err
+	if val, given := config.FlagSince.From(v); given {
+		t, err := relaypkg.ParseTime("since", strings.TrimSpace(val), now)
+		if err != nil {
+			return rf, err
 		}
-		if werr := b.Wait(ctx); werr != nil {
-			return nil, err
-		}
+		rf.Since, rf.HasSince = t, true
 	}
-}
-
-func fetchCommitted(ctx context.Context, cl *kgo.Client, group, topic string) (partitionOffsets, error) {
-	// OffsetFetch v8+ names groups in a list (kgo sends it to the group's
-	// coordinator, and splits it for older brokers); no topics asks for
-	// all of them, and v10+ answers with topic ids.
-	id, err := topicID(ctx, cl, topic)
-	if err != nil {
-		return nil, err
-	}
-	req := kmsg.NewPtrOffsetFetchRequest()
-	rg := kmsg.NewOffsetFetchRequestGroup()
-	rg.Group = group
-	req.Groups = append(req.Groups, rg)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, fmt.Errorf("read the offsets of group %s: %w", group, err)
-	}
-	out := partitionOffsets{}
-	for _, g := range resp.Groups {
-		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			if errors.Is(err, kerr.GroupIDNotFound) {
-				// Some brokers (kfake) answer so for a group that never
-				// committed; others answer with no offsets. Either way:
-				// nothing committed yet.
-				continue
-			}
-			return nil, fmt.Errorf("read the offsets of group %s: %w", group, err)
-		}
-		for _, t := range g.Topics {
-			for _, p := range t.Partitions {
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					return nil, fmt.Errorf("read the offsets of group %s: %w", group, err)
-				}
-				if (t.Topic == topic || t.TopicID == id) && p.Offset >= 0 {
-					out[p.Partition] = p.Offset
-				}
-			}
-		}
-	}
-	return out, nil
-}
-
-// letterOf is a record of the dead-letter topic as the record package
-// reads a dead letter.
-func letterOf(r *kgo.Record) *recordpkg.Letter {
-	l := &recordpkg.Letter{Key: r.Key, Value: r.Value, Time: r.Timestamp}
-	for _, h := range r.Headers {
-		l.Headers = append(l.Headers, recordpkg.LetterHeader{Key: h.Key, Value: h.Value})
-	}
-	return l
+	return rf, nil
 }

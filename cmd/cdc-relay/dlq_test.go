@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	dlqpkg "github.com/cdc-relay/cdc-relay/dlq"
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
@@ -51,13 +52,13 @@ func (f *fixture) statsArgs(extra ...string) []string {
 }
 
 // dlqStatsJSON runs dlq stats --json, with extra settings.
-func dlqStatsJSON(t *testing.T, f *fixture, extra ...string) dlqCounts {
+func dlqStatsJSON(t *testing.T, f *fixture, extra ...string) dlqpkg.Counts {
 	t.Helper()
 	code, out, _ := runReplay(t, nil, f.statsArgs(append([]string{"--json"}, extra...)...))
 	if code != 0 {
 		t.Fatalf("dlq stats exited %d", code)
 	}
-	var c dlqCounts
+	var c dlqpkg.Counts
 	if err := json.Unmarshal([]byte(out), &c); err != nil {
 		t.Fatalf("dlq stats --json: %v: %s", err, out)
 	}
@@ -317,8 +318,8 @@ func TestDLQRedriveKill(t *testing.T) {
 		total += k
 	}
 	t.Logf("%d duplicates after the kill", total-n)
-	if dups := total - n; dups > redriveBatch {
-		t.Errorf("%d duplicates, more than the %d letters one batch holds in flight", dups, redriveBatch)
+	if dups := total - n; dups > dlqpkg.RedriveBatch {
+		t.Errorf("%d duplicates, more than the %d letters one batch holds in flight", dups, dlqpkg.RedriveBatch)
 	}
 	code, out, _ = runReplay(t, nil, f.dlqArgs("redrive", fixed))
 	if code != 0 || !strings.Contains(out, "redrive: redriven 0, still failing 0, skipped 0") {

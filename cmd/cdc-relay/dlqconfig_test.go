@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-
-	recordpkg "github.com/cdc-relay/cdc-relay/record"
 )
 
 // TestDLQSettings: dlq's verbs, action flags and settings are checked
@@ -33,31 +31,5 @@ func TestDLQSettings(t *testing.T) {
 		if code := run(tc.args, env(nil), &stdout, &stderr); code != exitConfig || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d naming %q", tc.args, code, stderr.String(), exitConfig, tc.want)
 		}
-	}
-}
-
-// TestWithAttempts: a still-failing letter's redrive_attempts header is set
-// in place, or added just before outbox_row, so that the letter's headers
-// keep their order (error_kind and error last).
-func TestWithAttempts(t *testing.T) {
-	keys := func(hs []kafkaHeader) string {
-		var ks []string
-		for _, h := range hs {
-			ks = append(ks, h.Key+"="+string(h.Value))
-		}
-		return strings.Join(ks, ",")
-	}
-	hs := []kafkaHeader{{Key: "id", Value: []byte("1")}, {Key: recordpkg.HeaderRow, Value: []byte("{}")},
-		{Key: recordpkg.HeaderErrorKind, Value: []byte("no_schema")}, {Key: recordpkg.HeaderError, Value: []byte("e")}}
-	hs = withAttempts(hs, 1)
-	if got, want := keys(hs), "id=1,redrive_attempts=1,outbox_row={},error_kind=no_schema,error=e"; got != want {
-		t.Errorf("added: %s, want %s", got, want)
-	}
-	hs = withAttempts(hs, 2)
-	if got, want := keys(hs), "id=1,redrive_attempts=2,outbox_row={},error_kind=no_schema,error=e"; got != want {
-		t.Errorf("raised: %s, want %s", got, want)
-	}
-	if got := keys(withAttempts([]kafkaHeader{{Key: "table", Value: []byte("t")}}, 1)); got != "table=t,redrive_attempts=1" {
-		t.Errorf("without outbox_row: %s", got)
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	dlqpkg "github.com/cdc-relay/cdc-relay/dlq"
 )
 
 // retiredRecords reads every record of topic with an independent client.
@@ -62,10 +64,10 @@ func TestDLQRetireKfake(t *testing.T) {
 	retire := func(extra ...string) (int, string, string) {
 		return runReplay(t, nil, append(append([]string{"dlq", "retire"}, base...), extra...))
 	}
-	stats := func() dlqCounts {
+	stats := func() dlqpkg.Counts {
 		t.Helper()
 		code, out, _ := runReplay(t, nil, append(append([]string{"dlq", "stats"}, base...), "--json"))
-		var c dlqCounts
+		var c dlqpkg.Counts
 		if err := json.Unmarshal([]byte(out), &c); code != 0 || err != nil {
 			t.Fatalf("dlq stats: exit %d, %v", code, err)
 		}
@@ -110,7 +112,7 @@ func TestDLQRetireKfake(t *testing.T) {
 	if len(recs) != 1 {
 		t.Fatalf("%d retirement records, want 1", len(recs))
 	}
-	var ret retirement
+	var ret dlqpkg.Retirement
 	if err := json.Unmarshal(recs[0].Value, &ret); err != nil {
 		t.Fatal(err)
 	}
@@ -128,27 +130,5 @@ func TestDLQRetireKfake(t *testing.T) {
 	}
 	if n := len(retiredRecords(t, addr, retiredTopic)); n != 3 {
 		t.Fatalf("%d retirement records, want 3", n)
-	}
-}
-
-// TestLetterKeyWithoutID: redrive --follow knows the letters it appended
-// again by mineKey; a letter without an id header (unconfigured_table) is
-// known by its table and value, so that --follow holds at its copy instead
-// of taking it round again, and two such letters are told apart.
-func TestLetterKeyWithoutID(t *testing.T) {
-	src := func(value string) *kgo.Record {
-		return &kgo.Record{Value: []byte(value), Headers: []kgo.RecordHeader{{Key: "table", Value: []byte("public.other")}, {Key: "error_kind", Value: []byte("unconfigured_table")}}}
-	}
-	a, b := src(`{"id":"1"}`), src(`{"id":"2"}`)
-	it := &redriveItem{src: a, outcome: outSkipped, id: token(nil)}
-	if it.key() != mineKey(letterOf(a)) {
-		t.Errorf("key %q, mineKey %q", it.key(), mineKey(letterOf(a)))
-	}
-	if mineKey(letterOf(a)) == mineKey(letterOf(b)) {
-		t.Errorf("two letters without an id share mineKey %q", mineKey(letterOf(a)))
-	}
-	withID := &kgo.Record{Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("a b")}}}
-	if k := (&redriveItem{src: withID, outcome: outFiltered, id: token([]byte("a b"))}).key(); k != mineKey(letterOf(withID)) {
-		t.Errorf("an id with a space: key %q, mineKey %q", k, mineKey(letterOf(withID)))
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	dlqpkg "github.com/cdc-relay/cdc-relay/dlq"
 )
 
 // withTables is args with its --table flags replaced by tables.
@@ -216,7 +218,7 @@ func TestDLQRedriveUnconfiguredTable(t *testing.T) {
 	if st = dlqStatsJSON(t, f, "--dlq-retired-topic", retiredTopic); st.Pending != 0 || st.Retired != 1 {
 		t.Fatalf("stats after the retirement: %+v", st)
 	}
-	var ret retirement
+	var ret dlqpkg.Retirement
 	waitFor(t, 60*time.Second, "the retirement record", func() bool {
 		for _, rec := range c.records() {
 			if rec.Topic == retiredTopic {

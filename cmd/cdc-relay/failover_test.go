@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	slotpkg "github.com/cdc-relay/cdc-relay/slot"
 )
 
 // TestSlotFailoverTooOld: --slot-failover true against PostgreSQL 15 is a
@@ -88,7 +90,7 @@ func TestSlotFailover17(t *testing.T) {
 			}
 			onceThrough(t, f, c, d)
 			code, out = runCommand([]string{"status", "--pg-url", f.pg.url, "--slot", f.slot, "--json"})
-			var st slotStatus
+			var st slotpkg.Status
 			if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || st.Failover == nil || !*st.Failover {
 				t.Fatalf("status = %d, failover %v, want true:\n%s", code, st.Failover, out)
 			}

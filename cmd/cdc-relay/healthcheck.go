@@ -20,7 +20,7 @@ func healthcheck(args []string, getenv func(string) string, stdout, stderr io.Wr
 	if !ok {
 		return code
 	}
-	addr := v.String("metrics-addr")
+	addr := config.MetricsAddr.From(v)
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --metrics-addr %q is not [host]:port\n", addr)

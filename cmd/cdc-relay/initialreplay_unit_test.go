@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"testing"
+
+	replaypkg "github.com/cdc-relay/cdc-relay/replay"
 )
 
 // TestInitialReplaySetting: --initial-replay defaults to false and is read
@@ -26,7 +28,7 @@ func TestInitialReplaySetting(t *testing.T) {
 		if c.InitialReplay != tc.want {
 			t.Errorf("%s: InitialReplay = %v, want %v", tc.name, c.InitialReplay, tc.want)
 		}
-		if got := initialReplay(c, nil) != nil; got != tc.want {
+		if got := replaypkg.Initial(c, nil) != nil; got != tc.want {
 			t.Errorf("%s: replication.Deps.InitialReplay set = %v, want %v", tc.name, got, tc.want)
 		}
 	}

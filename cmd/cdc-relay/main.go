@@ -6,10 +6,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
+
+// The packages name the version in metrics, logs and the checkpoint.
+func init() { relaypkg.Version = version }
 
 // Exit codes.
 const (

@@ -16,6 +16,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 	"github.com/cdc-relay/cdc-relay/internal/testtier"
+	slotpkg "github.com/cdc-relay/cdc-relay/slot"
 )
 
 // commandArgs turns a fixture's run flags into another subcommand's.
@@ -155,7 +156,7 @@ func TestStatus(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status = %d:\n%s", code, out)
 	}
-	var st slotStatus
+	var st slotpkg.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status --json is not JSON: %v\n%s", err, out)
 	}

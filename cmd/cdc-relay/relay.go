@@ -10,19 +10,11 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/cdc-relay/cdc-relay/checkpoint"
-	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/internal/config"
-	"github.com/cdc-relay/cdc-relay/publisher"
-	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
+	replaypkg "github.com/cdc-relay/cdc-relay/replay"
 	"github.com/cdc-relay/cdc-relay/replication"
-	"github.com/cdc-relay/cdc-relay/router"
-	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
 
 // runRelay is `cdc-relay run`: configure, build, stream, shut down.
@@ -31,344 +23,49 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 	if !ok {
 		return code
 	}
-	log := newLogger(cfg, stderr)
+	log := relaypkg.NewLogger(cfg, stderr)
 	setMemoryLimit(cfg, getenv, log)
-
-	var schemas map[string]*schemaregistry.Schema
-	var err error
-	if cfg.SchemasDir != "" {
-		if schemas, err = schemaregistry.LoadDir(cfg.SchemasDir); err != nil {
-			fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
-			return exitConfig
-		}
-	}
-	rt, err := router.New(cfg.TopicTemplate)
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
-		return exitConfig
-	}
-	httpClient, err := registryHTTPClient(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
-		return exitConfig
-	}
-	kopts, err := checkedKgoSecurity(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: --kafka-tls: %v\n", err)
-		return exitConfig
-	}
 
 	ctx, stop := signalContext(log)
 	defer stop()
+	err := relaypkg.Run(ctx, cfg, relaypkg.Options{Logger: log, Getenv: getenv, InitialReplay: replaypkg.Initial,
+		Halted: func(err error) { fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error())) }})
+	return runExit(err, stderr, log)
+}
 
-	guard := newGuard(cfg, kopts, log, false)
-	defer guard.Close()
-	stats := new(replication.Stats)
-	lag := newLagRate(stats.LagBytes)
-	m := newMetrics(stats, lag)
-	m.logUnknownFields(log, cfg.UnknownFieldsName)
-	var reg *schemaregistry.Registry
-	if cfg.SchemaRegistryURL != "" {
-		reg, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: schemas, Logger: log,
-			HTTPClient: m.countRegistryRequests(httpClient)})
-		if err != nil {
-			fmt.Fprintf(stderr, "cdc-relay: --schema-registry-url: %v\n", err)
-			return exitConfig
-		}
+// runExit is the exit code of run's error, which it reports on stderr
+// unless Run did (a halt) or the stream logged it (an unrecoverable error).
+func runExit(err error, stderr io.Writer, log *slog.Logger) int {
+	var start *relaypkg.StartError
+	var unrecoverable *replication.UnrecoverableError
+	var halt *relaypkg.HaltError
+	if err == nil {
+		return exitOK
 	}
-	tr, err := newTracing(ctx, cfg.Tracing, getenv, log)
-	if err != nil {
+	if errors.As(err, &start) {
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+		if start.Refused {
+			log.Error("refusing to start: incompatible schema", "err", start.Err.Error())
+		}
 		return exitConfig
 	}
-	defer tr.shutdown(log) // after the publisher's flush, below
-	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log, tracing: tr, unconfigured: &rateLog{},
-		dead: &deadLetters{count: func(reason string) { m.dlq.WithLabelValues(reason).Inc() }}}
-	pub, err := newPublisher(cfg, base.rejected, m, log, func(end, commitEnd uint64, commit time.Time) (*publisher.Record, error) {
-		server := stats.Server()
-		if server == nil {
-			return nil, errors.New("no server identified yet")
-		}
-		topic, key, value, err := guard.TxnRecord(*server, replication.LSN(end), replication.LSN(commitEnd), commit)
-		if err != nil {
-			return nil, err
-		}
-		return &publisher.Record{Topic: topic, Key: key, Value: value, Time: time.Now()}, nil
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+	if text, ok := relaypkg.ConfigExit(err); ok {
+		fmt.Fprintf(stderr, "cdc-relay: %s\n", text)
 		return exitConfig
 	}
-	defer pub.Close()
-	base.dead.exactlyOnce = pub.Transactional()
-	m.ready.kafka = pub.Health
-	m.ready.checkpoint = guard.WriteHealth
-
-	stream := replication.NewStream(replication.Config{
-		URL:               cfg.PGURL,
-		Slot:              cfg.Slot,
-		Publication:       cfg.Publication,
-		Tables:            cfg.Tables,
-		StatusInterval:    cfg.StatusInterval,
-		ReadTimeout:       cfg.ReadTimeout,
-		DrainTimeout:      cfg.ShutdownTimeout,
-		MaxInFlightEvents: cfg.MaxInFlightEvents,
-		MaxInFlightBytes:  cfg.MaxInFlightBytes,
-		RecreateLostSlot:  cfg.RecreateLostSlot,
-		SlotFailover:      cfg.SlotFailover,
-		AllowExtraTables:  cfg.AllowExtraTables,
-		ExactlyOnce:       cfg.ExactlyOnce,
-		IsConfigError:     isConfigExit,
-		Logger:            log,
-	}, replication.Deps{
-		// On its first connection the stream reads the server version and
-		// the tables from the catalog; the row → record step is built from
-		// them and handed to every session.
-		Inspect: func(ctx context.Context, conn *pgx.Conn) (replication.Inspected, error) {
-			in, err := inspect(ctx, conn, cfg)
-			if err != nil {
-				return replication.Inspected{}, err
-			}
-			if err := checkInitialReplay(cfg, in); err != nil {
-				return replication.Inspected{}, replication.Fatal(err)
-			}
-			builder, err := newBuilder(cfg, rt, reg, m, in)
-			if err != nil {
-				return replication.Inspected{}, replication.Fatal(err) // a *FlagError
-			}
-			prefix := ""
-			if in.Major >= replication.MessagesMinMajor {
-				prefix = cfg.MessagePrefix
-			}
-			return replication.Inspected{ExtraColumns: builder.ExtraColumns(), MessagePrefix: prefix,
-				NewSession: func(sctx context.Context, tr *replication.Tracker) (replication.Session, error) {
-					if !cfg.ExactlyOnce {
-						return base.session(builder, pub.NewSession(sctx, tr)), nil
-					}
-					skip, err := exactlyOnceStart(sctx, cfg, pub, guard, stats, tr.Confirmed(), log)
-					if err != nil {
-						return nil, markFenced(err)
-					}
-					// The checkpoint at skip is durable: a checkpoint-only
-					// transaction must never write one behind it.
-					tr.Checkpointed(skip, 0, time.Time{})
-					base.dead.begin()
-					h := base.session(builder, pub.NewSession(sctx, commitAcker{tr, base.dead}))
-					h.skipBelow = skip
-					return h, nil
-				}}, nil
-		},
-		Guard:         guard,
-		InitialReplay: initialReplay(cfg, log),
-		OnSkippedRow:  skippedRows(m, log, cfg.Publication),
-		Stats:         stats,
-	})
-
-	srv, err := newHTTPServer(cfg.MetricsAddr, m, stats, cfg.ReadTimeout, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay: --metrics-addr: cannot listen on %s: %v\n", cfg.MetricsAddr, err)
-		return exitConfig
-	}
-	defer srv.Shutdown()
-
-	log.Info("start", "version", version, "pg_url", Redact(cfg.PGURL), "slot", cfg.Slot, "publication", cfg.Publication,
-		"tables", tableNames(cfg.Tables), "kafka_brokers", cfg.KafkaBrokers, "schemas", len(schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
-
-	if err := preflight(ctx, reg, rt); err != nil {
-		if ctx.Err() != nil {
-			return exitOK
-		}
-		var incompatible *schemaregistry.IncompatibleError
-		if errors.As(err, &incompatible) {
-			fmt.Fprintf(stderr, "cdc-relay: refusing to start: %v\n", err)
-			log.Error("refusing to start: incompatible schema", "err", err.Error())
-			return exitConfig
-		}
-		fmt.Fprintf(stderr, "cdc-relay: schema registry: %v\n", err)
+	if errors.As(err, &unrecoverable) {
+		// The stream logged the cause and the fix. Exit at once, no
+		// --halt-linger: a supervisor's restarts show the crash loop.
 		return exitFailed
 	}
-
-	// Say early when Kafka is unreachable or refuses the credentials: the
-	// publisher would otherwise only find out at the first event. The relay
-	// starts anyway and retries, as Kafka may come up later.
-	pingDone := make(chan struct{})
-	go func() {
-		defer close(pingDone)
-		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-		defer pcancel()
-		if err := pub.Ping(pctx); err != nil && ctx.Err() == nil {
-			log.Error("kafka not reachable at startup: the relay waits for Kafka and the checkpoint topic (--checkpoint-topic) before it streams; nothing is read from the slot meanwhile",
-				"kafka_brokers", cfg.KafkaBrokers, "checkpoint_topic", cfg.CheckpointTopic, "err", err.Error())
-		}
-	}()
-	defer func() { <-pingDone }()
-
-	lagCtx, stopLag := context.WithCancel(context.Background())
-	defer stopLag()
-	go lag.Run(lagCtx)
-	pollDone := make(chan struct{})
-	go func() {
-		defer close(pollDone)
-		poller := &replication.SlotPoller{URL: cfg.PGURL, Slot: cfg.Slot, Interval: cfg.SlotPollInterval, Stats: stats, Logger: log}
-		poller.Run(lagCtx)
-	}()
-	defer func() { stopLag(); <-pollDone }()
-
-	// The checkpoint writer: nothing is confirmed to PostgreSQL that a
-	// durable checkpoint does not cover. Under exactly-once the checkpoint
-	// is written inside the Kafka transactions instead, and Run returns at
-	// once: a plain write could land after a transactional one that
-	// commits later, and hide it. The stream writes the final checkpoint
-	// itself, before its final confirm (Guard.Checkpoint).
-	ckptCtx, stopCkpt := context.WithCancel(context.Background())
-	ckptDone := make(chan struct{})
-	go func() {
-		defer close(ckptDone)
-		guard.Run(ckptCtx, stats)
-	}()
-	err = stream.Run(ctx)
-	if err == nil {
-		logUndrained(log, stats, cfg.ShutdownTimeout, cfg.ExactlyOnce)
-	}
-	stopCkpt()
-	<-ckptDone
-	if err != nil {
-		if text, ok := configExit(err); ok {
-			fmt.Fprintf(stderr, "cdc-relay: %s\n", text)
-			return exitConfig
-		}
-		var unrecoverable *replication.UnrecoverableError
-		if errors.As(err, &unrecoverable) {
-			// The stream logged the cause and the fix. Exit at once, no
-			// --halt-linger: a supervisor's restarts show the crash loop.
-			return exitFailed
-		}
-		fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error()))
-		lingerHalted(ctx, cfg.HaltLinger, log)
-		if isGap(err) {
+	if errors.As(err, &halt) {
+		if relaypkg.IsGap(err) {
 			return exitGap
 		}
 		return exitFailed
 	}
-	return exitOK
-}
-
-// isConfigExit reports whether a fatal error of the stream is a
-// configuration error: run exits 2 on it, naming the setting to fix.
-func isConfigExit(err error) bool {
-	_, ok := configExit(err)
-	return ok
-}
-
-// configExit is what run prints for a configuration error (the error, or
-// for a server too old or a publication that does not fit, just that), and
-// false for any other error.
-func configExit(err error) (string, bool) {
-	var cerr *ConfigError
-	var ferr *recordpkg.FlagError
-	var perr *checkpoint.PolicyError
-	var merr *checkpoint.MismatchError
-	var tooOld *replication.ServerTooOldError
-	var pubErr *replication.PublicationError
-	switch {
-	case errors.As(err, &cerr) || errors.As(err, &ferr) || errors.As(err, &perr) || errors.As(err, &merr):
-		return Redact(err.Error()), true
-	case errors.As(err, &tooOld):
-		return tooOld.Error(), true
-	case errors.As(err, &pubErr):
-		return pubErr.Error(), true
-	}
-	return "", false
-}
-
-// inspect reads the server version and the outbox tables' columns from
-// the catalog. A table that does not exist, two names for one table, and
-// --message-prefix on a server without logical decoding messages are
-// configuration errors, marked fatal so that the stream stops.
-func inspect(ctx context.Context, conn *pgx.Conn, cfg *Config) (*inspection, error) {
-	major, _, err := replication.ServerVersion(ctx, conn)
-	if err != nil {
-		return nil, err
-	}
-	in := &inspection{Major: major}
-	seen := map[uint32]string{}
-	for _, t := range cfg.Tables {
-		info, err := replication.DescribeTable(ctx, conn, t.Name)
-		if err != nil {
-			return nil, err
-		}
-		if info.OID == 0 {
-			return nil, replication.Fatal(cfgErr("table", "%s does not exist: create it (docs/outbox.sql) or correct --table", t.Name))
-		}
-		if first, dup := seen[info.OID]; dup {
-			return nil, replication.Fatal(cfgErr("table", "%s and %s are the same table: give each outbox table once", first, t.Name))
-		}
-		seen[info.OID] = t.Name
-		in.Tables = append(in.Tables, info)
-	}
-	if len(cfg.Tables) == 0 && in.Major < replication.MessagesMinMajor {
-		return nil, replication.Fatal(cfgErr("table", "is empty (a table-less outbox), but PostgreSQL %d cannot send logical decoding messages to a pgoutput client (PostgreSQL %d+ can): set --table", in.Major, replication.MessagesMinMajor))
-	}
-	if cfg.MessagePrefixSet && cfg.MessagePrefix != "" && in.Major < replication.MessagesMinMajor {
-		return nil, replication.Fatal(cfgErr("message-prefix", "PostgreSQL %d cannot send logical decoding messages to a pgoutput client (PostgreSQL %d+ can): upgrade the server, or remove --message-prefix", in.Major, replication.MessagesMinMajor))
-	}
-	return in, nil
-}
-
-// inspection is what the relay reads from the server on its first
-// connection.
-type inspection struct {
-	Major  int                     // the server's major version
-	Tables []replication.TableInfo // the outbox tables, in --table order
-}
-
-// newBuilder makes the row → record step for the inspected tables.
-func newBuilder(cfg *Config, rt *router.Router, reg *schemaregistry.Registry, m *metrics, in *inspection) (*recordpkg.Builder, error) {
-	rc := recordpkg.Config{Router: rt, Registry: reg, KeyFormat: cfg.KeyFormat, ValueFormat: cfg.ValueFormat,
-		Builtin: cfg.BuiltinHeaders, HeaderColumns: cfg.HeaderColumns, TimestampColumn: cfg.TimestampColumn,
-		Tombstones: cfg.Tombstones, CloudEvents: cfg.CloudEvents, CloudEventsSource: cfg.CloudEventsSource,
-		MaxRecordBytes: cfg.MaxRecordBytes, DLQTopic: cfg.DLQTopic, Observer: m, UnknownFields: cfg.UnknownFields}
-	for i, t := range in.Tables {
-		rc.Tables = append(rc.Tables, recordpkg.Table{Name: t.Name, OID: t.OID, AggregateID: cfg.Tables[i].Columns.AggregateID, Columns: t.Columns})
-	}
-	return recordpkg.New(rc)
-}
-
-// tableNames lists the outbox tables' names.
-func tableNames(tables []decoder.Table) []string {
-	names := make([]string, len(tables))
-	for i, t := range tables {
-		names[i] = t.Name
-	}
-	return names
-}
-
-// preflight registers the schemas known at startup (see
-// schemaregistry.Registry.Preflight); nothing to do without Avro values.
-func preflight(ctx context.Context, reg *schemaregistry.Registry, rt *router.Router) error {
-	if reg == nil {
-		return nil
-	}
-	return reg.Preflight(ctx, rt.Matcher())
-}
-
-// lingerHalted keeps a halted relay up for linger, or until a signal, so
-// that probes and scrapes see why it stopped: /readyz answers 503 with the
-// cause and cdc_relay_halted is 1. Streaming has ended and the slot is
-// released by then; a standby may take it (and meets the same event). The
-// exit that follows lets a supervisor restart the relay, which picks up a fix
-// such as a new .avsc or a restored column.
-func lingerHalted(ctx context.Context, linger time.Duration, log *slog.Logger) {
-	if linger <= 0 || ctx.Err() != nil {
-		return
-	}
-	log.Info("halted: serving /readyz (503) and /metrics until exit; SIGTERM exits now", "exit_in", linger.String())
-	t := time.NewTimer(linger)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+	return exitFailed
 }
 
 // setMemoryLimit gives the Go runtime a soft memory limit that follows the
@@ -404,96 +101,4 @@ func signalContext(log *slog.Logger) (context.Context, func()) {
 		os.Exit(exitFailed)
 	}()
 	return ctx, func() { signal.Stop(ch); cancel() }
-}
-
-func newLogger(cfg *Config, w io.Writer) *slog.Logger {
-	var level slog.Level
-	level.UnmarshalText([]byte(cfg.LogLevel))
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-// newPublisher makes the Kafka publisher of run and replay. checkpoint
-// makes the record a Kafka transaction ends with (exactly-once; nil for
-// replay, which is at-least-once).
-func newPublisher(cfg *Config, reject func(*publisher.Record, error) (*publisher.Record, error), obs publisher.Observer, log *slog.Logger,
-	checkpoint func(uint64, uint64, time.Time) (*publisher.Record, error)) (*publisher.Publisher, error) {
-	tlsCfg, mech, _, err := kafkaClientSecurity(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return publisher.New(publisher.Config{
-		Brokers:            cfg.KafkaBrokers,
-		Compression:        cfg.KafkaCompression,
-		BatchBytes:         cfg.KafkaBatchBytes,
-		Linger:             cfg.KafkaLinger,
-		MaxRecordBytes:     cfg.MaxRecordBytes,
-		TLS:                tlsCfg,
-		SASL:               mech,
-		Reject:             reject,
-		Observer:           obs,
-		Logger:             log,
-		ExactlyOnce:        cfg.ExactlyOnce && checkpoint != nil,
-		TransactionalID:    cfg.TransactionalID,
-		TransactionTimeout: cfg.TxnTimeout,
-		TxnInterval:        cfg.TxnInterval,
-		TxnMaxEvents:       cfg.TxnMaxEvents,
-		Checkpoint:         checkpoint,
-	})
-}
-
-// exactlyOnceStart runs once the stream holds the slot, before the session
-// reads it: fence every older instance with the transactional id (which
-// settles what they left open), then read the checkpoint with
-// read_committed. It returns the LSN up to which transactions are in Kafka
-// already.
-//
-// It is also where the slot, confirmed at slotConfirmed when this instance
-// took it, is compared with the checkpoint (checkpoint.Guard.SkipBelow).
-func exactlyOnceStart(ctx context.Context, cfg *Config, pub *publisher.Publisher, guard *checkpoint.Guard, stats *replication.Stats, slotConfirmed replication.LSN, log *slog.Logger) (replication.LSN, error) {
-	server := stats.Server()
-	if server == nil {
-		return 0, errors.New("exactly-once: no server identified")
-	}
-	id := transactionalID(cfg, guard.RelayID())
-	pub.SetTransactionalID(id)
-	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := pub.Fence(fctx); err != nil {
-		switch {
-		case errors.Is(err, kerr.InvalidTransactionTimeout):
-			return 0, replication.Fatal(cfgErr("txn-timeout", "%s is more than the broker's transaction.max.timeout.ms (15 min by default): lower --txn-timeout, or raise the broker's setting", cfg.TxnTimeout))
-		case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
-			return 0, replication.Fatal(fmt.Errorf("exactly-once: the relay's principal may not use transactional id %s: grant it WRITE and DESCRIBE on TRANSACTIONAL_ID %s (kafka-acls.sh --transactional-id), or set --transactional-id to one it may use: %w", id, id, err))
-		}
-		return 0, err
-	}
-	skip, err := guard.SkipBelow(fctx, replication.GuardInput{Server: *server, Slot: cfg.Slot, Exists: true}, slotConfirmed)
-	if err != nil {
-		return 0, err
-	}
-	log.Info("exactly-once: fenced older instances and read the checkpoint", "transactional_id", id, "checkpoint_lsn", skip.String())
-	return skip, nil
-}
-
-// transactionalID is the Kafka transactional id of exactly-once delivery:
-// --transactional-id, else cdc-relay-<relay id>, so that every replica of
-// one relay (one slot) shares it.
-func transactionalID(cfg *Config, relayID string) string {
-	if cfg.TransactionalID != "" {
-		return cfg.TransactionalID
-	}
-	return "cdc-relay-" + relayID
-}
-
-// isGap reports whether err means events may be missing from Kafka: the
-// slot is gone or invalidated, or Kafka holds events of a timeline the
-// server no longer has. The relay exits 3 then; only an operator can decide
-// how to go on (docs/OPERATIONS.md, "The slot is gone").
-func isGap(err error) bool {
-	var gap *checkpoint.GapError
-	return errors.As(err, &gap) || errors.Is(err, replication.ErrSlotDropped) || errors.Is(err, replication.ErrSlotLost)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/config"
 	"github.com/cdc-relay/cdc-relay/outbox"
+	replaypkg "github.com/cdc-relay/cdc-relay/replay"
 )
 
 // replayArgs are the fixture's settings for `cdc-relay replay`, plus extra.
@@ -419,10 +420,10 @@ func TestReplayHelp(t *testing.T) {
 // TestReplayActionFlags: the action flags are taken from the command line
 // in every flag form, and run's settings resolve beside them.
 func TestReplayActionFlags(t *testing.T) {
-	load := func(args ...string) (replayFlags, *config.Values, error) {
+	load := func(args ...string) (replaypkg.Flags, *config.Values, error) {
 		v, err := config.Load(config.Replay, append(append([]string{}, required...), args...), env(nil), io.Discard, nil)
 		if err != nil {
-			return replayFlags{}, nil, err
+			return replaypkg.Flags{}, nil, err
 		}
 		rf, err := replayActions(v)
 		return rf, v, err
@@ -435,7 +436,7 @@ func TestReplayActionFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (replayFlags{since: "1h", until: "5m", fromID: "3", toID: "9", dryRun: true}); rf != want {
+	if want := (replaypkg.Flags{Since: "1h", Until: "5m", FromID: "3", ToID: "9", DryRun: true}); rf != want {
 		t.Errorf("flags %+v, want %+v", rf, want)
 	}
 	if !v.Bool("cloudevents") || v.String("table") != "" || v.String("topic-template") != "x.{event_type}" {
@@ -447,7 +448,7 @@ func TestReplayActionFlags(t *testing.T) {
 	if _, _, err := load("--since", " "); err == nil || !strings.Contains(err.Error(), "--since") {
 		t.Errorf("an empty --since: %v", err)
 	}
-	if rf, _, err := load("--dry-run", "false", "--since", "1h"); err != nil || rf.dryRun || rf.since != "1h" {
+	if rf, _, err := load("--dry-run", "false", "--since", "1h"); err != nil || rf.DryRun || rf.Since != "1h" {
 		t.Errorf("--dry-run false: %+v, %v", rf, err)
 	}
 	if _, _, err := load("--dry-run", "yes"); err == nil || !strings.Contains(err.Error(), "--dry-run") {

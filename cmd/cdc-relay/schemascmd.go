@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/internal/config"
+	"github.com/cdc-relay/cdc-relay/preflight"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/router"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
@@ -35,7 +37,7 @@ func schemasCommand(args []string, getenv func(string) string, stdout, stderr io
 	if !ok {
 		return code
 	}
-	strategyName, template, dir := v.String("subject-strategy"), v.String("topic-template"), v.String("schemas-dir")
+	strategyName, template, dir := config.SubjectStrategy.From(v), config.TopicTemplate.From(v), config.SchemasDir.From(v)
 	strategy, err := schemaregistry.ParseStrategy(strategyName)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --subject-strategy: %q is not topic, record or topic_record\n", strategyName)
@@ -51,19 +53,19 @@ func schemasCommand(args []string, getenv func(string) string, stdout, stderr io
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 		return exitConfig
 	}
-	hc, err := registryHTTPClient(&Config{RegistryCAFile: v.String("schema-registry-ca-file")})
+	hc, err := relaypkg.RegistryHTTPClient(&Config{RegistryCAFile: config.SchemaRegistryCAFile.From(v)})
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-ca-file: %v\n", err)
 		return exitConfig
 	}
-	reg, err := schemaregistry.New(schemaregistry.Config{URL: v.String("schema-registry-url"), Strategy: strategy, Schemas: schemas,
+	reg, err := schemaregistry.New(schemaregistry.Config{URL: config.SchemaRegistryURL.From(v), Strategy: strategy, Schemas: schemas,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HTTPClient: hc})
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: --schema-registry-url: %v\n", err)
 		return exitConfig
 	}
 	var topics []string
-	for _, a := range v.List("aggregate-types") {
+	for _, a := range config.AggregateTypes.From(v) {
 		for _, s := range schemas {
 			topic, err := rt.Topic([]byte(a), []byte(s.EventType))
 			if err != nil {
@@ -80,33 +82,5 @@ func schemasCommand(args []string, getenv func(string) string, stdout, stderr io
 		fmt.Fprintf(stderr, "cdc-relay: schema registry: %v\n", err)
 		return exitFailed
 	}
-	return printCompat(stdout, results, len(schemas))
-}
-
-// printCompat prints one line per subject and returns the exit code.
-func printCompat(w io.Writer, results []schemaregistry.CompatResult, schemas int) int {
-	bad := 0
-	for _, r := range results {
-		switch {
-		case !r.Compatible:
-			bad++
-			fmt.Fprintf(w, "FAIL  %s: %s (%s) is %s%s\n", r.Subject, r.EventType, r.File, r.Verdict(), reasonSuffix(r.Reason))
-		default:
-			fmt.Fprintf(w, "ok    %s: %s is %s\n", r.Subject, r.EventType, r.Verdict())
-		}
-	}
-	if bad > 0 {
-		fmt.Fprintf(w, "%d incompatible schema(s)\n", bad)
-		return exitFailed
-	}
-	fmt.Fprintf(w, "%d schema(s), %d subject(s) checked: all compatible\n", schemas, len(results))
-	return exitOK
-}
-
-// reasonSuffix is ": reason", or nothing for an empty reason.
-func reasonSuffix(reason string) string {
-	if reason == "" {
-		return ""
-	}
-	return ": " + reason
+	return preflight.PrintCompat(stdout, results, len(schemas))
 }

@@ -6,7 +6,7 @@ package config
 func RelaySettings() []string {
 	var names []string
 	for _, s := range Relay.Settings() {
-		if s.Name != "aggregate-types" && s.Name != "group" && s.Name != "dlq-retired-topic" {
+		if s != AggregateTypes.Setting && s != Group.Setting && s != DLQRetiredTopic.Setting {
 			names = append(names, s.Name)
 		}
 	}
@@ -14,7 +14,7 @@ func RelaySettings() []string {
 }
 
 // relayRequired are the settings run cannot start without.
-var relayRequired = []string{"pg-url", "kafka-brokers"}
+var relayRequired = names(PGURL, KafkaBrokers)
 
 // Run is cdc-relay run.
 var Run = &Command{
@@ -48,10 +48,9 @@ For a missing or lost slot it says what cdc-relay run does: with
 --kafka-brokers it reads the checkpoint topic (creating nothing), and a
 checkpoint for the slot means run exits 3, with the repair (slot recreate
 --accept-gap, then replay --since); no checkpoint means a first start.`,
-	Settings: []string{"config", "pg-url", "slot", "kafka-brokers", "checkpoint-topic", "relay-id",
-		"kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password"},
-	Required: []string{"pg-url"},
-	Actions:  []Action{{Name: "json", Bool: true, Help: "print JSON on stdout ({\"slot\": ..., \"exists\": false} for a missing slot)"}},
+	Settings: names(ConfigFile, PGURL, Slot, KafkaBrokers, CheckpointTopic, RelayID, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword),
+	Required: names(PGURL),
+	Actions:  []Action{FlagJSON.With("print JSON on stdout ({\"slot\": ..., \"exists\": false} for a missing slot)")},
 	Registry: Relay,
 }
 
@@ -62,8 +61,8 @@ var SchemasCheck = &Command{
 
 A CI gate: tests the local .avsc files against the registry's compatibility
 rules, registering nothing. Exit 1 naming each incompatible subject.`,
-	Settings: []string{"config", "schema-registry-url", "schemas-dir", "subject-strategy", "topic-template", "aggregate-types", "schema-registry-ca-file"},
-	Required: []string{"schema-registry-url", "schemas-dir"},
+	Settings: names(ConfigFile, SchemaRegistryURL, SchemasDir, SubjectStrategy, TopicTemplate, AggregateTypes, SchemaRegistryCAFile),
+	Required: names(SchemaRegistryURL, SchemasDir),
 	Registry: Relay,
 }
 
@@ -74,7 +73,7 @@ var Healthcheck = &Command{
 
 Exits 0 when the relay serving on --metrics-addr answers /healthz (for a
 Docker HEALTHCHECK in an image without a shell); 1 otherwise.`,
-	Settings: []string{"config", "metrics-addr"}, Registry: Relay,
+	Settings: names(ConfigFile, MetricsAddr), Registry: Relay,
 }
 
 // Replay is cdc-relay replay.
@@ -109,11 +108,11 @@ per table (with several tables, then their total).
 Exit codes: 0 done, 1 a runtime failure, 2 bad settings.`,
 	Settings: RelaySettings(), Required: relayRequired, Registry: Relay,
 	Actions: []Action{
-		{Name: "since", Arg: "TIME", Help: "rows whose created_at column (columns: created_at:) is at or after TIME"},
-		{Name: "until", Arg: "TIME", Help: "and before TIME (default: no end)"},
-		{Name: "from-id", Arg: "ID", Help: "rows whose id is at least ID (an integer, or a UUIDv7: random v4 uuids have no order and are refused)"},
-		{Name: "to-id", Arg: "ID", Help: "and at most ID (default: no end)"},
-		{Name: "dry-run", Bool: true, Help: "build every record, print what would be published, publish nothing"},
+		FlagSince.With("rows whose created_at column (columns: created_at:) is at or after TIME"),
+		FlagUntil.With("and before TIME (default: no end)"),
+		FlagFromID.With("rows whose id is at least ID (an integer, or a UUIDv7: random v4 uuids have no order and are refused)"),
+		FlagToID.With("and at most ID (default: no end)"),
+		FlagDryRun.With("build every record, print what would be published, publish nothing"),
 	},
 }
 
@@ -131,8 +130,8 @@ publish them again with cdc-relay replay --since TIME. Then start the relay
 resolves as there; the relay must be stopped, so that the slot is not in use.`,
 	Settings: RelaySettings(), Required: relayRequired, Registry: Relay,
 	Actions: []Action{
-		{Name: "accept-gap", Bool: true, Help: "say that events committed after the last checkpoint may be missing from Kafka until replayed (required)"},
-		{Name: "reason", Arg: "TEXT", Help: "why, recorded with the gap (e.g. an incident id)"},
+		FlagAcceptGap.With("say that events committed after the last checkpoint may be missing from Kafka until replayed (required)"),
+		FlagReason.With("why, recorded with the gap (e.g. an incident id)"),
 	},
 }
 
@@ -160,22 +159,21 @@ the partitions held when it started and exits, unless --follow keeps it
 reading. --count N stops after N records. Exit codes: 0 done or
 interrupted, 1 Kafka or the registry failed, 2 bad settings.`,
 	Args:     "TOPIC",
-	Settings: []string{"config", "kafka-brokers", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file", "kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password", "schema-registry-url", "schema-registry-ca-file", "topic-template", "dlq-topic", "key-format"},
-	Required: []string{"kafka-brokers"},
+	Settings: names(ConfigFile, KafkaBrokers, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword, SchemaRegistryURL, SchemaRegistryCAFile, TopicTemplate, DLQTopic, KeyFormat),
+	Required: names(KafkaBrokers),
 	Registry: Relay,
 	Actions: []Action{
-		{Name: "from-beginning", Bool: true, Help: "start at the first record of each partition"},
-		{Name: "since", Arg: "TIME", Help: "start at the first record whose timestamp is at or after TIME: RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m)"},
-		{Name: "offset", Arg: "P:O[,P:O...]", Help: "read only partition P, from offset O (for each TOPIC)"},
-		{Name: "count", Arg: "N", Help: "stop after N records"},
-		{Name: "follow", Bool: true, Help: "keep reading new records (and new topics and partitions) until SIGINT or SIGTERM"},
-		{Name: "pretty", Bool: true, Help: "a layout for people: a line per record, then its key, headers and indented value"},
+		FlagFromBeginning.With("start at the first record of each partition"),
+		FlagSince.With("start at the first record whose timestamp is at or after TIME: RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m)"),
+		FlagOffset.With("read only partition P, from offset O (for each TOPIC)"),
+		FlagCount.With("stop after N records"),
+		FlagFollow.With("keep reading new records (and new topics and partitions) until SIGINT or SIGTERM"),
+		FlagPretty.With("a layout for people: a line per record, then its key, headers and indented value"),
 	},
 }
 
 // dlqKafkaSettings are the settings that reach Kafka and read the DLQ.
-var dlqKafkaSettings = []string{"config", "kafka-brokers", "dlq-topic", "kafka-tls", "kafka-tls-ca-file", "kafka-tls-cert-file", "kafka-tls-key-file",
-	"kafka-sasl-mechanism", "kafka-sasl-username", "kafka-sasl-password", "log-format", "log-level"}
+var dlqKafkaSettings = names(ConfigFile, KafkaBrokers, DLQTopic, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword, LogFormat, LogLevel)
 
 // DLQStats is cdc-relay dlq stats.
 var DLQStats = &Command{
@@ -191,8 +189,8 @@ is the commit time), and how many of them a redrive re-appended
 (redrive_attempts). A letter retired with cdc-relay dlq retire (its record
 in --dlq-retired-topic) is not pending: it is counted as retired. Exit 0;
 1 when the topic cannot be read.`,
-	Settings: append(append([]string(nil), dlqKafkaSettings...), "group", "dlq-retired-topic"), Required: []string{"kafka-brokers"}, Registry: Relay,
-	Actions: []Action{{Name: "json", Bool: true, Help: "print one JSON object on stdout instead of the table"}},
+	Settings: append(append([]string(nil), dlqKafkaSettings...), names(Group, DLQRetiredTopic)...), Required: names(KafkaBrokers), Registry: Relay,
+	Actions: []Action{FlagJSON.With("print one JSON object on stdout instead of the table")},
 }
 
 // DLQRedrive is cdc-relay dlq redrive.
@@ -229,14 +227,14 @@ TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m).
 Prints one line per letter and a summary ("redriven N, still failing M,
 skipped K"). Exit codes: 0 when nothing still fails, 1 when a letter still
 fails or on a runtime failure, 2 bad settings.`,
-	Settings: append(RelaySettings(), "group", "dlq-retired-topic"), Required: relayRequired, Registry: Relay,
+	Settings: append(RelaySettings(), names(Group, DLQRetiredTopic)...), Required: relayRequired, Registry: Relay,
 	Actions: []Action{
-		{Name: "dry-run", Bool: true, Help: "build every letter and print what would become of it; produce and commit nothing"},
-		{Name: "id", Arg: "ID", Help: "only the letters with this id header"},
-		{Name: "event-type", Arg: "TYPE", Help: "only the letters of this event type"},
-		{Name: "kind", Arg: "KIND", Help: "only the letters whose error_kind is KIND (schema_mismatch, no_schema, unknown_field, ...)"},
-		{Name: "since", Arg: "TIME", Help: "only the letters whose timestamp (the commit time) is at or after TIME"},
-		{Name: "follow", Bool: true, Help: "keep running after the end offsets of the start, redriving letters as they arrive, until SIGTERM or SIGINT"},
+		FlagDryRun.With("build every letter and print what would become of it; produce and commit nothing"),
+		FlagID.With("only the letters with this id header"),
+		FlagEventType.With("only the letters of this event type"),
+		FlagKind.With("only the letters whose error_kind is KIND (schema_mismatch, no_schema, unknown_field, ...)"),
+		FlagSince.With("only the letters whose timestamp (the commit time) is at or after TIME"),
+		FlagFollow.With("keep running after the end offsets of the start, redriving letters as they arrive, until SIGTERM or SIGINT"),
 	},
 }
 
@@ -259,14 +257,14 @@ TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m).
 Prints one line per letter ("retired id=... partition=... offset=...") and
 a summary ("retire: retired N, already retired M"). Exit codes: 0 done,
 1 a runtime failure, 2 bad settings.`,
-	Settings: append(append([]string(nil), dlqKafkaSettings...), "group", "dlq-retired-topic"), Required: []string{"kafka-brokers"}, Registry: Relay,
+	Settings: append(append([]string(nil), dlqKafkaSettings...), names(Group, DLQRetiredTopic)...), Required: names(KafkaBrokers), Registry: Relay,
 	Actions: []Action{
-		{Name: "reason", Arg: "TEXT", Help: "why the letters need nothing more (an incident id, \"replayed with cdc-relay replay\"), kept in each retirement record (required)"},
-		{Name: "dry-run", Bool: true, Help: "print what would be retired; write nothing"},
-		{Name: "id", Arg: "ID", Help: "only the letters with this id header"},
-		{Name: "event-type", Arg: "TYPE", Help: "only the letters of this event type"},
-		{Name: "kind", Arg: "KIND", Help: "only the letters whose error_kind is KIND (schema_mismatch, unconfigured_table, ...)"},
-		{Name: "since", Arg: "TIME", Help: "only the letters whose timestamp (the commit time) is at or after TIME"},
+		FlagReason.With("why the letters need nothing more (an incident id, \"replayed with cdc-relay replay\"), kept in each retirement record (required)"),
+		FlagDryRun.With("print what would be retired; write nothing"),
+		FlagID.With("only the letters with this id header"),
+		FlagEventType.With("only the letters of this event type"),
+		FlagKind.With("only the letters whose error_kind is KIND (schema_mismatch, unconfigured_table, ...)"),
+		FlagSince.With("only the letters whose timestamp (the commit time) is at or after TIME"),
 	},
 }
 

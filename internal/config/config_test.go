@@ -310,16 +310,32 @@ func TestDefaultsValid(t *testing.T) {
 
 // TestSettingsTableListsEverySetting: the settings table of
 // docs/CONFIGURATION.md (between its settings:begin and settings:end
-// markers) has a row for every setting, and names no other.
+// markers) is the one the declarations write (go generate), and it has a
+// row for every setting and names no other.
 func TestSettingsTableListsEverySetting(t *testing.T) {
 	b, err := os.ReadFile("../../docs/CONFIGURATION.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, ok := strings.Cut(string(b), "<!-- settings:begin -->")
-	table, _, ok2 := strings.Cut(table, "<!-- settings:end -->")
-	if !ok || !ok2 {
-		t.Fatal("docs/CONFIGURATION.md: no <!-- settings:begin --> ... <!-- settings:end --> around the settings table")
+	table, err := TableIn(string(b))
+	if err != nil {
+		t.Fatalf("docs/CONFIGURATION.md: %v", err)
+	}
+	if want := SettingsTable(); table != want {
+		got, wantLines := strings.Split(table, "\n"), strings.Split(want, "\n")
+		for i := range max(len(got), len(wantLines)) {
+			g, w := "(none)", "(none)"
+			if i < len(got) {
+				g = got[i]
+			}
+			if i < len(wantLines) {
+				w = wantLines[i]
+			}
+			if g != w {
+				t.Errorf("docs/CONFIGURATION.md's settings table differs from the declarations (internal/config/relay.go): run go generate ./... (or go generate ./internal/config/)\nline %d of the table:\n got: %s\nwant: %s", i+1, g, w)
+				break
+			}
+		}
 	}
 	listed := map[string]bool{}
 	for _, row := range strings.Split(table, "\n") {
@@ -331,13 +347,45 @@ func TestSettingsTableListsEverySetting(t *testing.T) {
 			listed[m[1]] = true
 		}
 	}
-	for _, s := range Relay.Settings() {
+	for i, s := range Relay.Settings() {
 		if !listed[s.Name] {
 			t.Errorf("docs/CONFIGURATION.md's settings table has no row for `--%s`", s.Name)
 		}
 		delete(listed, s.Name)
+		if s.DocJoin && (i == 0 || s.Doc != "" || s.DocDefault != "") {
+			t.Errorf("--%s: DocJoin shares the row of the setting declared before it, whose Doc and DocDefault speak for both: it has none of its own", s.Name)
+		}
 	}
 	for name := range listed {
 		t.Errorf("docs/CONFIGURATION.md's settings table lists `--%s`, which no setting declares", name)
+	}
+}
+
+// TestSettingsTableCells: a row's cells come from the declaration, and an
+// empty one is written as the hand-written table did ("| |").
+func TestSettingsTableCells(t *testing.T) {
+	table := SettingsTable()
+	for _, want := range []string{
+		"| flag | default | meaning |\n|---|---|---|\n| `--config` | | ",
+		"\n| `--pg-url` | required | ",
+		"\n| `--slot` | `cdc_relay` | logical slot (pgoutput), created if missing |\n",
+		"\n| `--relay-id` | `<system identifier>/<database>/<slot>` | ",
+		"\n| `--kafka-tls-cert-file`, `--kafka-tls-key-file` | | client certificate for mutual TLS |\n",
+		"\n| `--dlq-topic` | `outbox.dlq` | dead-letter topic |\n",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("SettingsTable() lacks %q", want)
+		}
+	}
+	doc := "intro\n" + TableBegin + "\n| old |\n" + TableEnd + "\nafter\n"
+	got, err := WithSettingsTable(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "intro\n" + TableBegin + "\n" + table + TableEnd + "\nafter\n"; got != want {
+		t.Errorf("WithSettingsTable replaced the wrong text:\n%s", got)
+	}
+	if _, err := WithSettingsTable("no markers"); err == nil {
+		t.Error("WithSettingsTable of a text without markers: no error")
 	}
 }

@@ -13,4 +13,11 @@
 // true/false setting) and the strict YAML schema: an unknown key at any
 // depth is an error naming its path. It does no I/O besides reading the
 // YAML file and the _FILE files, and needs no service.
+//
+// Each setting is a typed variable (PGURL, KafkaTLS, ...) read with its From
+// method, so that a misspelt setting does not compile. The declarations
+// also write docs/CONFIGURATION.md's settings table (SettingsTable): after
+// changing one, run go generate ./internal/config/.
 package config
+
+//go:generate go run ./gentable ../../docs/CONFIGURATION.md

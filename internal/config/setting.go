@@ -48,6 +48,16 @@ type Setting struct {
 	Entry *Shape
 	// NameKey is the key of Entry that holds the entry's value.
 	NameKey string
+
+	// Doc is the setting's meaning in docs/CONFIGURATION.md's settings
+	// table (Markdown), when it says more than Help.
+	Doc string
+	// DocDefault is the table's default column when the default is not
+	// Default itself (a value the relay derives, "required for Avro").
+	DocDefault string
+	// DocJoin puts the setting in the table row of the one declared
+	// before it, whose Doc speaks for both.
+	DocJoin bool
 }
 
 // Env is the setting's environment variable: CDC_RELAY_<NAME_IN_UPPER_SNAKE>.
@@ -106,12 +116,12 @@ type Registry struct {
 	sections map[string]*Shape
 }
 
-// NewRegistry declares settings and YAML sections. It panics on a name
-// declared twice: that is a programming error.
-func NewRegistry(settings []Setting, sections map[string]*Shape) *Registry {
+// NewRegistry declares settings, in --help order, and YAML sections. It
+// panics on a name declared twice: that is a programming error.
+func NewRegistry(sections map[string]*Shape, settings ...Declared) *Registry {
 	r := &Registry{byName: map[string]*Setting{}, sections: sections}
-	for i := range settings {
-		s := &settings[i]
+	for _, d := range settings {
+		s := d.setting()
 		if r.byName[s.Name] != nil || sections[s.Name] != nil {
 			panic("config: setting " + s.Name + " declared twice")
 		}

@@ -1,0 +1,15 @@
+// Package dlq is `cdc-relay dlq`: the operator's tools for the dead-letter
+// topic (--dlq-topic).
+//
+// In: a relay.Config parsed and checked by the command line, the Filters
+// of its action flags, and a consumer group that marks what is done.
+// Out: CountLetters counts the pending letters by error kind, event type
+// and age (dlq stats); Retirer marks letters handled with a reason kept in
+// --dlq-retired-topic (dlq retire); Redrive builds each letter again
+// through today's row → record step and sends it on, or back to the
+// dead-letter topic, committing the group's offsets after Kafka
+// acknowledged a batch (dlq redrive). Redrive returns the command's exit
+// code and prints its lines and its failure on the writers it is given.
+// Owns: its Kafka clients, the retirement record's format, and redrive's
+// own decoder of messages and unconfigured_table letters.
+package dlq

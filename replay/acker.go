@@ -1,0 +1,124 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/cdc-relay/cdc-relay/publisher"
+)
+
+// replayLine is what replay prints of one event once Kafka acknowledged it.
+type replayLine struct {
+	seq            uint64
+	table          int // index into the replay's tables
+	id, topic, key string
+	reason         string // a dead letter's reason; "" for an event
+}
+
+func (l *replayLine) String() string {
+	if l.reason != "" {
+		return fmt.Sprintf("dead-lettered id=%s topic=%s key=%s reason=%s", l.id, l.topic, l.key, strconv.Quote(l.reason))
+	}
+	return fmt.Sprintf("published id=%s topic=%s key=%s", l.id, l.topic, l.key)
+}
+
+// replayAcker is the publisher session's Acker: it prints the lines of the
+// acknowledged events, in order, and bounds what is in flight.
+type replayAcker struct {
+	out       io.Writer
+	maxEvents int
+	maxBytes  int64
+
+	mu      sync.Mutex
+	pending []replayLine
+	events  int
+	bytes   int64
+	tables  []replayCount // acknowledged events by table
+	room    chan struct{}
+}
+
+// replayCount is what Kafka acknowledged of one table's events.
+type replayCount struct {
+	published int // acknowledged events
+	dead      int // of them, dead letters
+}
+
+var _ publisher.Acker = (*replayAcker)(nil)
+
+func newReplayAcker(out io.Writer, tables, maxEvents int, maxBytes int64) *replayAcker {
+	return &replayAcker{out: out, maxEvents: maxEvents, maxBytes: maxBytes, tables: make([]replayCount, tables), room: make(chan struct{}, 1)}
+}
+
+// Ack prints the events up to upTo and frees their room.
+func (a *replayAcker) Ack(upTo uint64, events int, bytes int64) {
+	a.mu.Lock()
+	n := 0
+	for n < len(a.pending) && a.pending[n].seq <= upTo {
+		l := &a.pending[n]
+		fmt.Fprintln(a.out, l.String())
+		a.tables[l.table].published++
+		if l.reason != "" {
+			a.tables[l.table].dead++
+		}
+		n++
+	}
+	a.pending = append(a.pending[:0], a.pending[n:]...)
+	a.events -= events
+	a.bytes -= bytes
+	a.mu.Unlock()
+	select {
+	case a.room <- struct{}{}:
+	default:
+	}
+}
+
+// add records an event about to be enqueued.
+func (a *replayAcker) add(l replayLine, size int) {
+	a.mu.Lock()
+	a.pending = append(a.pending, l)
+	a.events++
+	a.bytes += int64(size)
+	a.mu.Unlock()
+}
+
+// rejected marks an event the broker refused, which goes to the
+// dead-letter topic instead (publisher.Config.Reject).
+func (a *replayAcker) rejected(seq uint64, dlq, reason string) {
+	a.mu.Lock()
+	for i := range a.pending {
+		if a.pending[i].seq == seq {
+			a.pending[i].topic, a.pending[i].reason = dlq, reason
+		}
+	}
+	a.mu.Unlock()
+}
+
+// waitRoom waits until another event fits in the in-flight bounds.
+func (a *replayAcker) waitRoom(ctx context.Context, done <-chan struct{}) error {
+	for {
+		a.mu.Lock()
+		full := a.events >= a.maxEvents || a.bytes >= a.maxBytes
+		a.mu.Unlock()
+		if !full {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-done:
+			return errors.New("kafka session stopped")
+		case <-a.room:
+		}
+	}
+}
+
+// counts returns the acknowledged events and dead letters of table i.
+func (a *replayAcker) counts(i int) (int, int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.tables[i].published, a.tables[i].dead
+}
