@@ -157,6 +157,7 @@ func (s *Store) partitions(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// kmsg, not kadm.Metadata: kadm answers from that cache.
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(s.topic)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
@@ -181,14 +182,15 @@ func (r *redriver) run(ctx context.Context) int {
 	if err != nil {
 		return r.fail("", err)
 	}
-	admin, err := kgo.NewClient(opts...)
+	admin, err := connect(opts)
 	if err != nil {
 		return r.fail("Kafka", err)
 	}
 	defer admin.Close()
+	adm := kadm.NewClient(admin)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	start, err := listOffsets(sctx, admin, cfg.DLQTopic, -2)
+	start, err := listOffsets(sctx, adm, cfg.DLQTopic, -2)
 	if errors.Is(err, errNoTopic) && !r.rf.Follow {
 		fmt.Fprintf(r.stdout, "redrive: %s does not exist, nothing to redrive; redriven 0, still failing 0, skipped 0\n", cfg.DLQTopic)
 		return relay.ExitOK
@@ -196,18 +198,18 @@ func (r *redriver) run(ctx context.Context) int {
 	if err != nil {
 		return r.fail("Kafka", err)
 	}
-	end, err := listOffsets(sctx, admin, cfg.DLQTopic, -1)
+	end, err := listOffsets(sctx, adm, cfg.DLQTopic, -1)
 	if err != nil {
 		return r.fail("Kafka", err)
 	}
-	committed, err := committedOffsets(sctx, admin, r.group, cfg.DLQTopic)
+	committed, err := committedOffsets(sctx, adm, r.group, cfg.DLQTopic)
 	if err != nil {
 		return r.fail("Kafka", err)
 	}
-	if r.dlqID, err = topicID(sctx, admin, cfg.DLQTopic); err != nil {
+	if r.dlqID, err = topicID(sctx, adm, cfg.DLQTopic); err != nil {
 		return r.fail("Kafka", err)
 	}
-	if r.retired, err = readRetirements(sctx, admin, opts, r.retiredTopic, cfg.DLQTopic, r.dlqID); err != nil {
+	if r.retired, err = readRetirements(sctx, adm, opts, r.retiredTopic, cfg.DLQTopic, r.dlqID); err != nil {
 		return r.fail("Kafka", err)
 	}
 	// What is left of each partition as of now: from the group's offset
@@ -258,7 +260,7 @@ func (r *redriver) run(ctx context.Context) int {
 			consume = append(consume, kgo.MetadataMaxAge(10*time.Second))
 		}
 	}
-	cl, err := kgo.NewClient(append(opts, consume...)...)
+	cl, err := connect(opts, consume...)
 	if err != nil {
 		return r.fail("Kafka", err)
 	}

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/relay"
@@ -59,8 +59,8 @@ func readRange(ctx context.Context, opts []kgo.Opt, topic string, start, end par
 	if len(from) == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	cl, err := connect(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		return fmt.Errorf("connect to Kafka: %w", err)
 	}
@@ -96,16 +96,16 @@ func readRange(ctx context.Context, opts []kgo.Opt, topic string, start, end par
 // topic id is dlqID) from retiredTopic, by retiredKey: the last record of
 // a key wins, and one without a value (a tombstone) takes the Retirement
 // back. A missing topic holds none.
-func readRetirements(ctx context.Context, admin *kgo.Client, opts []kgo.Opt, retiredTopic, dlqTopic string, dlqID [16]byte) (map[string]Retirement, error) {
+func readRetirements(ctx context.Context, adm *kadm.Client, opts []kgo.Opt, retiredTopic, dlqTopic string, dlqID [16]byte) (map[string]Retirement, error) {
 	out := map[string]Retirement{}
-	start, err := listOffsets(ctx, admin, retiredTopic, -2)
+	start, err := listOffsets(ctx, adm, retiredTopic, -2)
 	if errors.Is(err, errNoTopic) {
 		return out, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	end, err := listOffsets(ctx, admin, retiredTopic, -1)
+	end, err := listOffsets(ctx, adm, retiredTopic, -1)
 	if err != nil {
 		return nil, err
 	}
@@ -158,31 +158,32 @@ func (rt *Retirer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	admin, err := kgo.NewClient(opts...)
+	admin, err := connect(opts)
 	if err != nil {
 		return fmt.Errorf("connect to Kafka: %w", err)
 	}
 	defer admin.Close()
-	start, err := listOffsets(ctx, admin, cfg.DLQTopic, -2)
+	adm := kadm.NewClient(admin)
+	start, err := listOffsets(ctx, adm, cfg.DLQTopic, -2)
 	if errors.Is(err, errNoTopic) {
 		return nil // nothing was ever dead-lettered
 	}
 	if err != nil {
 		return err
 	}
-	end, err := listOffsets(ctx, admin, cfg.DLQTopic, -1)
+	end, err := listOffsets(ctx, adm, cfg.DLQTopic, -1)
 	if err != nil {
 		return err
 	}
-	committed, err := committedOffsets(ctx, admin, rt.Group, cfg.DLQTopic)
+	committed, err := committedOffsets(ctx, adm, rt.Group, cfg.DLQTopic)
 	if err != nil {
 		return err
 	}
-	dlqID, err := topicID(ctx, admin, cfg.DLQTopic)
+	dlqID, err := topicID(ctx, adm, cfg.DLQTopic)
 	if err != nil {
 		return err
 	}
-	retired, err := readRetirements(ctx, admin, opts, rt.Topic, cfg.DLQTopic, dlqID)
+	retired, err := readRetirements(ctx, adm, opts, rt.Topic, cfg.DLQTopic, dlqID)
 	if err != nil {
 		return err
 	}
@@ -231,10 +232,10 @@ func (rt *Retirer) Run(ctx context.Context) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	if err := createCompacted(ctx, admin, rt.Topic); err != nil {
+	if err := createCompacted(ctx, adm, rt.Topic); err != nil {
 		return err
 	}
-	pcl, err := kgo.NewClient(append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))...)
+	pcl, err := connect(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
 		return fmt.Errorf("connect to Kafka: %w", err)
 	}
@@ -252,25 +253,16 @@ func (rt *Retirer) Run(ctx context.Context) error {
 }
 
 // createCompacted creates topic, compacted and kept forever, unless it
-// exists.
-func createCompacted(ctx context.Context, cl *kgo.Client, topic string) error {
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 30000
-	t := kmsg.NewCreateTopicsRequestTopic()
-	t.Topic, t.NumPartitions, t.ReplicationFactor = topic, 1, -1
-	for k, v := range map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"} {
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		c.Name, c.Value = k, kmsg.StringPtr(v)
-		t.Configs = append(t.Configs, c)
-	}
-	req.Topics = append(req.Topics, t)
-	resp, err := req.RequestWith(ctx, cl)
+// exists. It gives adm's requests 30 s, as the broker may take that long.
+func createCompacted(ctx context.Context, adm *kadm.Client, topic string) error {
+	adm.SetTimeoutMillis(30000)
+	resp, err := adm.CreateTopics(ctx, 1, -1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact"), "retention.ms": kadm.StringPtr("-1")}, topic)
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
-	for _, rt := range resp.Topics {
-		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create topic %s: %w", topic, err)
+	for _, rt := range resp {
+		if rt.Err != nil && !errors.Is(rt.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", topic, rt.Err)
 		}
 	}
 	return nil

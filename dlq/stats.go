@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
@@ -89,31 +90,32 @@ func CountLetters(ctx context.Context, cfg *relay.Config, group, retiredTopic st
 	if err != nil {
 		return nil, err
 	}
-	admin, err := kgo.NewClient(opts...)
+	admin, err := connect(opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Kafka: %w", err)
 	}
 	defer admin.Close()
-	start, err := listOffsets(ctx, admin, cfg.DLQTopic, -2)
+	adm := kadm.NewClient(admin)
+	start, err := listOffsets(ctx, adm, cfg.DLQTopic, -2)
 	if errors.Is(err, errNoTopic) {
 		return counts, nil // nothing was ever dead-lettered
 	}
 	if err != nil {
 		return nil, err
 	}
-	end, err := listOffsets(ctx, admin, cfg.DLQTopic, -1)
+	end, err := listOffsets(ctx, adm, cfg.DLQTopic, -1)
 	if err != nil {
 		return nil, err
 	}
-	committed, err := committedOffsets(ctx, admin, group, cfg.DLQTopic)
+	committed, err := committedOffsets(ctx, adm, group, cfg.DLQTopic)
 	if err != nil {
 		return nil, err
 	}
-	id, err := topicID(ctx, admin, cfg.DLQTopic)
+	id, err := topicID(ctx, adm, cfg.DLQTopic)
 	if err != nil {
 		return nil, err
 	}
-	retired, err := readRetirements(ctx, admin, opts, retiredTopic, cfg.DLQTopic, id)
+	retired, err := readRetirements(ctx, adm, opts, retiredTopic, cfg.DLQTopic, id)
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
@@ -30,73 +31,68 @@ var errNoTopic = errors.New("topic does not exist")
 // partitionOffsets are one topic's offsets by partition.
 type partitionOffsets map[int32]int64
 
+// connect makes a client of opts, the connection settings of
+// kafkaOptions, with extra: the consume or produce options of its use.
+func connect(opts []kgo.Opt, extra ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append(slices.Clip(opts), extra...)...)
+}
+
+// shardErr is the first error of a kadm *ShardErrors, what the request
+// alone fails with; any other err as it is.
+func shardErr(err error) error {
+	if se, ok := errors.AsType[*kadm.ShardErrors](err); ok && len(se.Errs) > 0 {
+		return se.Errs[0].Err
+	}
+	return err
+}
+
 // listOffsets returns the topic's start (timestamp -2) or end (-1)
 // offsets, read_committed: the end is the last stable offset, so a letter
 // of an open transaction is not waited for.
-func listOffsets(ctx context.Context, cl *kgo.Client, topic string, which int64) (partitionOffsets, error) {
-	return retriable(ctx, func() (partitionOffsets, error) { return listOnce(ctx, cl, topic, which) })
-}
-
-// topicMetadata reads one topic's metadata.
-func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (*kmsg.MetadataResponseTopic, error) {
-	meta := kmsg.NewPtrMetadataRequest()
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = kmsg.StringPtr(topic)
-	meta.Topics = append(meta.Topics, mt)
-	mresp, err := meta.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, fmt.Errorf("read the metadata of %s: %w", topic, err)
-	}
-	if len(mresp.Topics) != 1 {
-		return nil, fmt.Errorf("read the metadata of %s: %d topics in the answer", topic, len(mresp.Topics))
-	}
-	if err := kerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
-		if errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return nil, fmt.Errorf("%s: %w", topic, errNoTopic)
-		}
-		return nil, fmt.Errorf("read the metadata of %s: %w", topic, err)
-	}
-	return &mresp.Topics[0], nil
+func listOffsets(ctx context.Context, adm *kadm.Client, topic string, which int64) (partitionOffsets, error) {
+	return retriable(ctx, func() (partitionOffsets, error) { return listOnce(ctx, adm, topic, which) })
 }
 
 // topicID is the topic's id; the zero id when the topic does not exist.
-func topicID(ctx context.Context, cl *kgo.Client, topic string) ([16]byte, error) {
-	t, err := topicMetadata(ctx, cl, topic)
-	if errors.Is(err, errNoTopic) {
+func topicID(ctx context.Context, adm *kadm.Client, topic string) ([16]byte, error) {
+	m, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return [16]byte{}, fmt.Errorf("read the metadata of %s: %w", topic, err)
+	}
+	t := m.Topics[topic]
+	if errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
 		return [16]byte{}, nil
 	}
-	if err != nil {
-		return [16]byte{}, err
+	if t.Err != nil {
+		return [16]byte{}, fmt.Errorf("read the metadata of %s: %w", topic, t.Err)
 	}
-	return t.TopicID, nil
+	return t.ID, nil
 }
 
-func listOnce(ctx context.Context, cl *kgo.Client, topic string, which int64) (partitionOffsets, error) {
-	mt, err := topicMetadata(ctx, cl, topic)
-	if err != nil {
-		return nil, err
+func listOnce(ctx context.Context, adm *kadm.Client, topic string, which int64) (partitionOffsets, error) {
+	list := adm.ListCommittedOffsets // the last stable offset
+	if which == -2 {
+		list = adm.ListStartOffsets
 	}
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.IsolationLevel = 1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
-	for _, p := range mt.Partitions {
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p.Partition, which, -1
-		rt.Partitions = append(rt.Partitions, rp)
+	listed, err := list(ctx, topic)
+	if _, ok := errors.AsType[*kadm.ShardErrors](err); ok {
+		return nil, fmt.Errorf("list the offsets of %s: %w", topic, shardErr(err))
 	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, fmt.Errorf("list the offsets of %s: %w", topic, err)
+	if err != nil { // the metadata kadm reads first
+		return nil, fmt.Errorf("read the metadata of %s: %w", topic, err)
 	}
 	out := partitionOffsets{}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return nil, fmt.Errorf("list the offsets of %s partition %d: %w", topic, p.Partition, err)
+	for p, o := range listed[topic] {
+		switch {
+		case o.Err == nil:
+			out[p] = o.Offset
+		case p == -1: // kadm's place for the topic's own metadata error
+			if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+				return nil, fmt.Errorf("%s: %w", topic, errNoTopic)
 			}
-			out[p.Partition] = p.Offset
+			return nil, fmt.Errorf("read the metadata of %s: %w", topic, o.Err)
+		default:
+			return nil, fmt.Errorf("list the offsets of %s partition %d: %w", topic, p, o.Err)
 		}
 	}
 	return out, nil
@@ -107,8 +103,8 @@ func listOnce(ctx context.Context, cl *kgo.Client, topic string, which int64) (p
 // answers GROUP_ID_NOT_FOUND for: nothing was committed yet). A retriable
 // answer (the coordinator not available yet, as on a cluster's first
 // group) is asked again, with backoff, until ctx ends.
-func committedOffsets(ctx context.Context, cl *kgo.Client, group, topic string) (partitionOffsets, error) {
-	return retriable(ctx, func() (partitionOffsets, error) { return fetchCommitted(ctx, cl, group, topic) })
+func committedOffsets(ctx context.Context, adm *kadm.Client, group, topic string) (partitionOffsets, error) {
+	return retriable(ctx, func() (partitionOffsets, error) { return fetchCommitted(ctx, adm, group, topic) })
 }
 
 // retriable calls f until it succeeds, fails with an error Kafka does not
@@ -126,41 +122,31 @@ func retriable(ctx context.Context, f func() (partitionOffsets, error)) (partiti
 	}
 }
 
-func fetchCommitted(ctx context.Context, cl *kgo.Client, group, topic string) (partitionOffsets, error) {
-	// OffsetFetch v8+ names groups in a list (kgo sends it to the group's
-	// coordinator, and splits it for older brokers); no topics asks for
-	// all of them, and v10+ answers with topic ids.
-	id, err := topicID(ctx, cl, topic)
+func fetchCommitted(ctx context.Context, adm *kadm.Client, group, topic string) (partitionOffsets, error) {
+	// OffsetFetch v10+ answers with topic ids: a topic's offsets are
+	// those of its name or its id.
+	id, err := topicID(ctx, adm, topic)
 	if err != nil {
 		return nil, err
 	}
-	req := kmsg.NewPtrOffsetFetchRequest()
-	rg := kmsg.NewOffsetFetchRequestGroup()
-	rg.Group = group
-	req.Groups = append(req.Groups, rg)
-	resp, err := req.RequestWith(ctx, cl)
+	resps, err := adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		// Some brokers (kfake) answer so for a group that never
+		// committed; others answer with no offsets. Either way: nothing
+		// committed yet.
+		return partitionOffsets{}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read the offsets of group %s: %w", group, err)
 	}
 	out := partitionOffsets{}
-	for _, g := range resp.Groups {
-		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			if errors.Is(err, kerr.GroupIDNotFound) {
-				// Some brokers (kfake) answer so for a group that never
-				// committed; others answer with no offsets. Either way:
-				// nothing committed yet.
-				continue
+	for name, ps := range resps {
+		for p, o := range ps {
+			if o.Err != nil {
+				return nil, fmt.Errorf("read the offsets of group %s: %w", group, o.Err)
 			}
-			return nil, fmt.Errorf("read the offsets of group %s: %w", group, err)
-		}
-		for _, t := range g.Topics {
-			for _, p := range t.Partitions {
-				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					return nil, fmt.Errorf("read the offsets of group %s: %w", group, err)
-				}
-				if (t.Topic == topic || t.TopicID == id) && p.Offset >= 0 {
-					out[p.Partition] = p.Offset
-				}
+			if (name == topic || o.TopicID == id) && o.At >= 0 {
+				out[p] = o.At
 			}
 		}
 	}

@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // topicLimit is a topic's max.message.bytes, as read at.
@@ -70,30 +70,33 @@ func (p *Publisher) batchMaxBytes(topic string) int32 {
 func describeMaxMessageBytes(ctx context.Context, cl *kgo.Client, topic string, timeout time.Duration) (int, error) {
 	rctx, cancel := context.WithTimeout(ctx, min(timeout, 10*time.Second))
 	defer cancel()
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	res := kmsg.NewDescribeConfigsRequestResource()
-	res.ResourceType = kmsg.ConfigResourceTypeTopic
-	res.ResourceName = topic
-	res.ConfigNames = []string{"max.message.bytes"}
-	req.Resources = append(req.Resources, res)
-	resp, err := req.RequestWith(rctx, cl)
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(rctx, topic)
 	if err != nil {
-		return 0, err
+		return 0, shardErr(err)
 	}
-	for _, r := range resp.Resources {
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			if errors.Is(err, kerr.UnknownTopicOrPartition) {
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			if errors.Is(rc.Err, kerr.UnknownTopicOrPartition) {
 				return 0, nil
 			}
-			return 0, err
+			return 0, rc.Err
 		}
-		for _, c := range r.Configs {
-			if c.Name == "max.message.bytes" && c.Value != nil {
+		for _, c := range rc.Configs {
+			if c.Key == "max.message.bytes" && c.Value != nil {
 				return strconv.Atoi(*c.Value)
 			}
 		}
 	}
 	return 0, nil
+}
+
+// shardErr is the first error of a kadm *ShardErrors, what the request
+// alone fails with; any other err as it is.
+func shardErr(err error) error {
+	if se, ok := errors.AsType[*kadm.ShardErrors](err); ok && len(se.Errs) > 0 {
+		return se.Errs[0].Err
+	}
+	return err
 }
 
 // limitCheck is how long a session uses a topic's limit before it asks the

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -297,18 +298,16 @@ func (p *Publisher) noDescribeTxn(err error) {
 // describeTxn asks the coordinator for the state of transactional id id.
 // A coordinator that does not know the id yet answers: "" and no error.
 func describeTxn(ctx context.Context, cl *kgo.Client, id string) (string, error) {
-	req := kmsg.NewPtrDescribeTransactionsRequest()
-	req.TransactionalIDs = []string{id}
-	resp, err := req.RequestWith(ctx, cl)
+	ds, err := kadm.NewClient(cl).DescribeTransactions(ctx, id)
 	if err != nil {
-		return "", err
+		return "", shardErr(err)
 	}
-	if len(resp.TransactionStates) != 1 {
-		return "", fmt.Errorf("DescribeTransactions answered %d states for one transactional id", len(resp.TransactionStates))
+	d, ok := ds[id]
+	if len(ds) != 1 || !ok {
+		return "", fmt.Errorf("DescribeTransactions answered %d states for one transactional id", len(ds))
 	}
-	st := resp.TransactionStates[0]
-	if err := kerr.ErrorForCode(st.ErrorCode); err != nil && !errors.Is(err, kerr.TransactionalIDNotFound) {
-		return "", err
+	if d.Err != nil && !errors.Is(d.Err, kerr.TransactionalIDNotFound) {
+		return "", d.Err
 	}
-	return st.State, nil
+	return d.State, nil
 }

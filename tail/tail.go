@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -90,6 +91,7 @@ func MatchTemplate(template, dlq string) *regexp.Regexp {
 type tailer struct {
 	o   *Options
 	cl  *kgo.Client
+	adm *kadm.Client // cl's offset listings
 	log *slog.Logger
 
 	mu    sync.Mutex
@@ -137,7 +139,7 @@ func Run(ctx context.Context, o *Options, stdout io.Writer, log *slog.Logger) er
 			return reg.SchemaByID(ctx, id)
 		}
 	}
-	t := &tailer{o: o, cl: cl, log: log, known: map[string]map[int32]bool{}}
+	t := &tailer{o: o, cl: cl, adm: kadm.NewClient(cl), log: log, known: map[string]map[int32]bool{}}
 	return t.run(ctx, stdout, newTailFormatter(o.KeyFormat, lookup, log))
 }
 
@@ -262,6 +264,9 @@ func (t *tailer) describeTopics() string {
 func (t *tailer) partitions(ctx context.Context, first bool) (map[string][]int32, error) {
 	ctx, cancel := context.WithTimeout(ctx, tailSetupTimeout)
 	defer cancel()
+	// kmsg, not kadm.Metadata: that fails the whole listing on one topic's
+	// authorization error (tail names the topic, --follow passes it by),
+	// and may answer from a cache a few seconds old.
 	req := kmsg.NewPtrMetadataRequest()
 	for _, name := range t.o.Topics {
 		rt := kmsg.NewMetadataRequestTopic()
@@ -341,35 +346,43 @@ func (t *tailer) listOffsets(ctx context.Context, parts map[string][]int32, time
 }
 
 func (t *tailer) listOffsetsOnce(ctx context.Context, parts map[string][]int32, timestamp int64) (map[tp]int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	req.IsolationLevel = 1 // read_committed
 	names := make([]string, 0, len(parts))
 	for name := range parts {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		rt := kmsg.NewListOffsetsRequestTopic()
-		rt.Topic = name
-		for _, p := range parts[name] {
-			rp := kmsg.NewListOffsetsRequestTopicPartition()
-			rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, timestamp, -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = append(req.Topics, rt)
+	var listed kadm.ListedOffsets
+	var err error
+	switch timestamp {
+	case -1:
+		listed, err = t.adm.ListCommittedOffsets(ctx, names...) // read_committed
+	case -2:
+		listed, err = t.adm.ListStartOffsets(ctx, names...)
+	default:
+		// read_uncommitted: an offset past the last stable one is
+		// brought back to the end by startOffsets.
+		listed, err = t.adm.ListOffsetsAfterMilli(ctx, timestamp, names...)
 	}
-	resp, err := req.RequestWith(ctx, t.cl)
+	if se, ok := errors.AsType[*kadm.ShardErrors](err); ok && len(se.Errs) > 0 {
+		err = se.Errs[0].Err // what the request alone fails with
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list offsets: %w", err)
 	}
 	out := map[tp]int64{}
-	for _, rt := range resp.Topics {
-		for _, rp := range rt.Partitions {
-			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				return nil, fmt.Errorf("list offsets of %s partition %d: %w", rt.Topic, rp.Partition, err)
+	for _, name := range names {
+		for _, p := range parts[name] {
+			o, ok := listed.Lookup(name, p)
+			if !ok {
+				o, ok = listed.Lookup(name, -1) // kadm's place for the topic's own error
 			}
-			out[tp{rt.Topic, rp.Partition}] = rp.Offset
+			if !ok {
+				o.Err = kerr.UnknownTopicOrPartition // not in the metadata (yet)
+			}
+			if o.Err != nil {
+				return nil, fmt.Errorf("list offsets of %s partition %d: %w", name, p, o.Err)
+			}
+			out[tp{name, p}] = o.Offset
 		}
 	}
 	return out, nil

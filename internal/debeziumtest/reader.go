@@ -1,15 +1,14 @@
 package debeziumtest
 
 import (
+	"context"
 	"errors"
 	"fmt"
-
-	"context"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -106,20 +105,15 @@ func CreateTopics(ctx context.Context, broker string, partitions int32, topics .
 		return err
 	}
 	defer cl.Close()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 30000
-	for _, t := range topics {
-		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t, partitions, 1
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, cl)
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(30000)
+	resp, err := adm.CreateTopics(ctx, partitions, 1, nil, topics...)
 	if err != nil {
 		return fmt.Errorf("create topics: %w", err)
 	}
-	for _, t := range resp.Topics {
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create topic %s: %w", t.Topic, err)
+	for _, t := range resp.Sorted() {
+		if t.Err != nil && !errors.Is(t.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", t.Topic, t.Err)
 		}
 	}
 	return nil
@@ -133,43 +127,24 @@ func EndOffsets(ctx context.Context, broker string, topics ...string) (map[strin
 		return nil, err
 	}
 	defer cl.Close()
-	meta := kmsg.NewPtrMetadataRequest()
-	for _, t := range topics {
-		mt := kmsg.NewMetadataRequestTopic()
-		mt.Topic = kmsg.StringPtr(t)
-		meta.Topics = append(meta.Topics, mt)
+	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, topics...)
+	if _, ok := errors.AsType[*kadm.ShardErrors](err); ok {
+		return nil, fmt.Errorf("list offsets: %w", err)
 	}
-	mresp, err := meta.RequestWith(ctx, cl)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
 	}
-	req := kmsg.NewPtrListOffsetsRequest()
-	for _, mt := range mresp.Topics {
-		if kerr.ErrorForCode(mt.ErrorCode) != nil || mt.Topic == nil {
-			continue
-		}
-		lt := kmsg.NewListOffsetsRequestTopic()
-		lt.Topic = *mt.Topic
-		for _, p := range mt.Partitions {
-			lp := kmsg.NewListOffsetsRequestTopicPartition()
-			lp.Partition = p.Partition
-			lp.Timestamp = -1 // the end offset
-			lt.Partitions = append(lt.Partitions, lp)
-		}
-		req.Topics = append(req.Topics, lt)
-	}
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, fmt.Errorf("list offsets: %w", err)
-	}
 	ends := map[string]map[int32]int64{}
-	for _, t := range resp.Topics {
-		ends[t.Topic] = map[int32]int64{}
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return nil, fmt.Errorf("list offsets of %s[%d]: %w", t.Topic, p.Partition, err)
+	for t, ps := range listed {
+		if _, topicErr := ps[-1]; topicErr {
+			continue // kadm's place for the topic's own error: the topic is not listed
+		}
+		ends[t] = map[int32]int64{}
+		for p, o := range ps {
+			if o.Err != nil {
+				return nil, fmt.Errorf("list offsets of %s[%d]: %w", t, p, o.Err)
 			}
-			ends[t.Topic][p.Partition] = p.Offset
+			ends[t][p] = o.Offset
 		}
 	}
 	return ends, nil
