@@ -142,6 +142,9 @@ type latencyReport struct {
 	ExactlyOnceResults []latencyResult `json:"exactly_once_results,omitempty"`
 	Debezium           *debeziumInfo   `json:"debezium,omitempty"`
 	DebeziumResults    []latencyResult `json:"debezium_results,omitempty"`
+	// Idle is the CPU of pg_recvlogical and of the relay while nothing is
+	// committed (--idle).
+	Idle []idleResult `json:"idle,omitempty"`
 }
 
 // latencyTool is what the scenario measures: the relay or Debezium.
@@ -236,35 +239,49 @@ func runLatency(ctx context.Context, o options, svc *services, db *database, rel
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
 	}
-	results, err := measureLatency(ctx, o, svc, db, relayTool(o, svc, db, relayBin, atLeastOnce))
-	if len(results) > 0 {
-		printLatency(os.Stdout, o, "cdc-relay", results)
-		printAnchor(os.Stdout, o, "cdc-relay", atLeastOnce, results)
-	}
-	if err != nil {
-		return fail(err)
-	}
 	rep := latencyReport{Duration: o.duration.String(), Warmup: o.warmup.String(), Partitions: o.partitions, Anchor: o.anchor,
-		RelayArgs: o.relayArgs, Results: results}
-	if err := waitQuiet(ctx, o.quietWait); err != nil {
-		return fail(err)
-	}
-	rep.ExactlyOnceResults, err = measureLatency(ctx, o, svc, db, relayTool(o, svc, db, relayBin, exactlyOnce))
-	if len(rep.ExactlyOnceResults) > 0 {
-		printLatency(os.Stdout, o, relayToolName(exactlyOnce), rep.ExactlyOnceResults)
-		printAnchor(os.Stdout, o, relayToolName(exactlyOnce), exactlyOnce, rep.ExactlyOnceResults)
-	}
-	if err != nil {
-		return fail(err)
+		RelayArgs: o.relayArgs}
+	for i, delivery := range o.deliveries {
+		if i > 0 {
+			if err := waitQuiet(ctx, o.quietWait); err != nil {
+				return fail(err)
+			}
+		}
+		results, err := measureLatency(ctx, o, svc, db, relayTool(o, svc, db, relayBin, delivery))
+		if len(results) > 0 {
+			printLatency(os.Stdout, o, relayToolName(delivery), results)
+			printAnchor(os.Stdout, o, relayToolName(delivery), delivery, results)
+		}
+		if delivery == exactlyOnce {
+			rep.ExactlyOnceResults = results
+		} else {
+			rep.Results = results
+		}
+		if err != nil {
+			return fail(err)
+		}
 	}
 	if o.debezium {
 		if err := waitQuiet(ctx, o.quietWait); err != nil {
 			return fail(err)
 		}
+		var err error
 		rep.DebeziumResults, err = measureLatency(ctx, o, svc, db, debeziumTool(o, svc))
 		if len(rep.DebeziumResults) > 0 {
 			printLatency(os.Stdout, o, "debezium", rep.DebeziumResults)
-			printLatencyRatios(os.Stdout, results, rep.DebeziumResults)
+			if len(rep.Results) > 0 {
+				printLatencyRatios(os.Stdout, rep.Results, rep.DebeziumResults)
+			}
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if o.idle > 0 {
+		var err error
+		rep.Idle, err = measureIdle(ctx, o, svc, db, relayBin)
+		if len(rep.Idle) > 0 {
+			printIdle(os.Stdout, o, rep.Idle)
 		}
 		if err != nil {
 			return fail(err)
