@@ -467,6 +467,13 @@ func TestSchedCPU(t *testing.T) {
 	if after := schedCPU(os.Getpid()); after-before < 0.01 {
 		t.Errorf("schedCPU moved %.4f s over 30 ms of spinning, want at least 0.01", after-before)
 	}
+	runs0 := schedRuns(os.Getpid())
+	for range 5 {
+		time.Sleep(time.Millisecond) // each sleep ends with the thread put on a CPU again
+	}
+	if runs := schedRuns(os.Getpid()) - runs0; runs < 5 {
+		t.Errorf("schedRuns moved %d over 5 sleeps, want at least 5", runs)
+	}
 }
 
 // TestBrokerConfigFlag checks that --broker-config's pairs reach the

@@ -128,12 +128,20 @@ func printIdle(w io.Writer, o options, rs []idleResult) {
 }
 
 // schedCPU is the CPU time, in seconds, that the threads of pid alive now
-// have used, from /proc/<pid>/task/*/schedstat (nanoseconds, where
-// /proc/<pid>/stat counts 10 ms ticks: too coarse for an idle minute); 0
-// when pid is 0 or gone.
+// have used (schedStat).
 func schedCPU(pid int) float64 {
+	cpu, _ := schedStat(pid)
+	return cpu
+}
+
+// schedStat sums /proc/<pid>/task/*/schedstat over the threads of pid
+// alive now: the CPU time they used, in seconds (nanoseconds there, where
+// /proc/<pid>/stat counts 10 ms ticks: too coarse for an idle minute), and
+// how many times they were put on a CPU (each wake-up, and each return
+// after a preemption). Both are 0 when pid is 0 or gone.
+func schedStat(pid int) (cpu float64, runs int64) {
 	if pid == 0 {
-		return 0
+		return 0, 0
 	}
 	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "schedstat"))
 	var ns int64
@@ -142,10 +150,18 @@ func schedCPU(pid int) float64 {
 		if err != nil {
 			continue // the thread exited
 		}
-		if f := strings.Fields(string(b)); len(f) > 0 {
+		if f := strings.Fields(string(b)); len(f) == 3 {
 			n, _ := strconv.ParseInt(f[0], 10, 64)
-			ns += n
+			r, _ := strconv.ParseInt(f[2], 10, 64)
+			ns, runs = ns+n, runs+r
 		}
 	}
-	return float64(ns) / 1e9
+	return float64(ns) / 1e9, runs
+}
+
+// schedRuns is how many times the threads of pid alive now were put on a
+// CPU (schedStat).
+func schedRuns(pid int) int64 {
+	_, runs := schedStat(pid)
+	return runs
 }

@@ -121,6 +121,10 @@ type latencyResult struct {
 	RelayCPUPer100k     float64 `json:"relay_cpu_seconds_per_100k"`
 	WalsenderCPUPer100k float64 `json:"walsender_cpu_seconds_per_100k"`
 	BrokerCPUPer100k    float64 `json:"broker_cpu_seconds_per_100k"`
+	// How often the relay's threads and its walsender were put on a CPU,
+	// per event of the window: the wake-ups that a steady trickle costs.
+	RelayRunsPerEvent     float64 `json:"relay_cpu_runs_per_event"`
+	WalsenderRunsPerEvent float64 `json:"walsender_cpu_runs_per_event"`
 	// MachineBusyCPUs is the whole machine's busy CPUs over the window (of
 	// nproc).
 	MachineBusyCPUs float64 `json:"machine_busy_cpus"`
@@ -689,9 +693,12 @@ type windowSample struct {
 	// CPU seconds over the window: the tool (0 without one), the walsender
 	// serving it, the broker, and the whole machine's busy time.
 	toolCPU, walsenderCPU, brokerCPU, busy float64
-	rss                                    []float64 // the tool's VmRSS, MB, every latencyRSSPoll
-	before, after                          relayScrape
-	gcLog                                  string // the broker's GC log
+	// How often the tool's threads and the walsender were put on a CPU
+	// over the window (schedStat): their wake-ups.
+	toolRuns, walsenderRuns int64
+	rss                     []float64 // the tool's VmRSS, MB, every latencyRSSPoll
+	before, after           relayScrape
+	gcLog                   string // the broker's GC log
 }
 
 // sampleWindow waits until from and then samples the processes until to:
@@ -707,12 +714,19 @@ func sampleWindow(ctx context.Context, svc *services, from, to time.Time, proc *
 		v, _ := cpuSeconds(proc.pid())
 		return v
 	}
+	toolRuns := func() int64 {
+		if proc == nil {
+			return 0
+		}
+		return schedRuns(proc.pid())
+	}
 	sleepUntil(ctx, from)
 	var err error
 	if s.before, err = scrapeStages(ctx, metricsAddr); err != nil {
 		return s, proc.failure("%v", err)
 	}
 	tool0, wal0, broker0, busy0 := toolCPU(), cpuOrZero(walsender), cpuOrZero(svc.brokerPID), busySeconds()
+	toolRuns0, walRuns0 := toolRuns(), schedRuns(walsender)
 	tick := time.NewTicker(latencyRSSPoll)
 	for time.Now().Before(to) && ctx.Err() == nil {
 		if proc != nil {
@@ -727,6 +741,7 @@ func sampleWindow(ctx context.Context, svc *services, from, to time.Time, proc *
 	}
 	tick.Stop()
 	s.toolCPU, s.walsenderCPU = toolCPU()-tool0, cpuOrZero(walsender)-wal0
+	s.toolRuns, s.walsenderRuns = toolRuns()-toolRuns0, schedRuns(walsender)-walRuns0
 	s.brokerCPU, s.busy = cpuOrZero(svc.brokerPID)-broker0, busySeconds()-busy0
 	if s.after, err = scrapeStages(ctx, metricsAddr); err != nil {
 		return s, proc.failure("%v", err)
@@ -779,6 +794,7 @@ func (r *latencyResult) fill(ev *eventTimes) {
 	if r.Events > 0 {
 		per := 100000 / float64(r.Events)
 		r.RelayCPUPer100k, r.WalsenderCPUPer100k, r.BrokerCPUPer100k = s.toolCPU*per, s.walsenderCPU*per, s.brokerCPU*per
+		r.RelayRunsPerEvent, r.WalsenderRunsPerEvent = float64(s.toolRuns)/float64(r.Events), float64(s.walsenderRuns)/float64(r.Events)
 	}
 	r.MachineBusyCPUs = s.busy / r.Seconds
 	if pauses, err := readGCPauses(s.gcLog); err == nil {
@@ -1039,12 +1055,13 @@ func printLatency(w io.Writer, o options, tool string, rs []latencyResult) {
 	fmt.Fprintf(w, "\nSteady-state latency of %s: single-row transactions, %s measured per rate after %s warm-up, %d partition(s)\n", tool, o.duration, o.warmup, o.partitions)
 	fmt.Fprintln(w, "latency = commit returned to the writer -> record received by a franz-go consumer (FetchMaxWait 10 ms, the least franz-go allows); append = -> broker LogAppendTime")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target/s\twriters\tachieved/s\tevents\tmissing\tp50 ms\tp99 ms\tmax ms\tappend p50\tappend p99\tappend max\tcommit p99 ms\t"+tool+" RSS MB (median/max)\t"+tool+" CPU s/100k\twalsender CPU s/100k\tbroker CPU s/100k\tmachine busy CPUs\tbroker GC pauses (sum / max ms)\t")
+	fmt.Fprintln(tw, "target/s\twriters\tachieved/s\tevents\tmissing\tp50 ms\tp99 ms\tmax ms\tappend p50\tappend p99\tappend max\tcommit p99 ms\t"+tool+" RSS MB (median/max)\t"+tool+" CPU s/100k\twalsender CPU s/100k\t"+tool+" / walsender CPU\t"+tool+" / walsender runs per event\tbroker CPU s/100k\tmachine busy CPUs\tbroker GC pauses (sum / max ms)\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f / %.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%d (%.0f / %.0f)\t\n",
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f / %.1f\t%.2f\t%.2f\t%.2fx\t%.1f / %.1f\t%.2f\t%.2f\t%d (%.0f / %.0f)\t\n",
 			r.TargetRate, r.Writers, r.AchievedRate, r.Events, r.Missing, r.P50Ms, r.P99Ms, r.MaxMs,
 			r.AppendP50Ms, r.AppendP99Ms, r.AppendMaxMs, r.CommitP99Ms, r.RSSMedianMB, r.RSSMaxMB,
-			r.RelayCPUPer100k, r.WalsenderCPUPer100k, r.BrokerCPUPer100k, r.MachineBusyCPUs, r.BrokerGCPauses, r.BrokerGCPauseMs, r.BrokerGCMaxMs)
+			r.RelayCPUPer100k, r.WalsenderCPUPer100k, safeDiv(r.RelayCPUPer100k, r.WalsenderCPUPer100k), r.RelayRunsPerEvent, r.WalsenderRunsPerEvent,
+			r.BrokerCPUPer100k, r.MachineBusyCPUs, r.BrokerGCPauses, r.BrokerGCPauseMs, r.BrokerGCMaxMs)
 	}
 	tw.Flush()
 }
