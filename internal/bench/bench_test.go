@@ -455,17 +455,17 @@ func TestDeliveryAndIdleFlags(t *testing.T) {
 	}
 }
 
-// TestSchedCPU checks that the idle window's CPU reading sees this
+// TestSchedStat checks that the idle window's CPU reading sees this
 // process's own work, and is 0 for no process.
-func TestSchedCPU(t *testing.T) {
-	if got := schedCPU(0); got != 0 {
-		t.Errorf("schedCPU(0) = %v, want 0", got)
+func TestSchedStat(t *testing.T) {
+	if cpu, runs := schedStat(0); cpu != 0 || runs != 0 {
+		t.Errorf("schedStat(0) = %v, %v, want 0, 0", cpu, runs)
 	}
-	before := schedCPU(os.Getpid())
+	before, _ := schedStat(os.Getpid())
 	for end := time.Now().Add(30 * time.Millisecond); time.Now().Before(end); {
 	}
-	if after := schedCPU(os.Getpid()); after-before < 0.01 {
-		t.Errorf("schedCPU moved %.4f s over 30 ms of spinning, want at least 0.01", after-before)
+	if after, _ := schedStat(os.Getpid()); after-before < 0.01 {
+		t.Errorf("schedStat's CPU moved %.4f s over 30 ms of spinning, want at least 0.01", after-before)
 	}
 	runs0 := schedRuns(os.Getpid())
 	for range 5 {

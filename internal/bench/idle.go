@@ -30,15 +30,20 @@ type idleResult struct {
 	// walsender's (schedstat: nanoseconds, summed over the threads).
 	CPUMsPerMinute          float64 `json:"cpu_ms_per_minute"`
 	WalsenderCPUMsPerMinute float64 `json:"walsender_cpu_ms_per_minute"`
+	// How often its threads and its walsender were put on a CPU, per
+	// minute: their wake-ups.
+	RunsPerMinute          float64 `json:"cpu_runs_per_minute"`
+	WalsenderRunsPerMinute float64 `json:"walsender_cpu_runs_per_minute"`
 }
 
 // idleClient is one client of the idle window while it runs.
 type idleClient struct {
-	name           string
-	slot           string
-	pid, walsender int
-	cpu0, wal0     float64
-	stop           func() error
+	name            string
+	slot            string
+	pid, walsender  int
+	cpu0, wal0      float64
+	runs0, walRuns0 int64
+	stop            func() error
 }
 
 // measureIdle runs the idle window: pg_recvlogical and the relay in each
@@ -88,7 +93,8 @@ func measureIdle(ctx context.Context, o options, svc *services, db *database, re
 	sleepUntil(ctx, time.Now().Add(idleSettle))
 	start := time.Now()
 	for _, c := range clients {
-		c.cpu0, c.wal0 = schedCPU(c.pid), schedCPU(c.walsender)
+		c.cpu0, c.runs0 = schedStat(c.pid)
+		c.wal0, c.walRuns0 = schedStat(c.walsender)
 	}
 	sleepUntil(ctx, start.Add(o.idle))
 	if err := ctx.Err(); err != nil {
@@ -97,9 +103,12 @@ func measureIdle(ctx context.Context, o options, svc *services, db *database, re
 	secs := time.Since(start).Seconds()
 	var rs []idleResult
 	for _, c := range clients {
-		cpu, wal := schedCPU(c.pid)-c.cpu0, schedCPU(c.walsender)-c.wal0
+		cpu, runs := schedStat(c.pid)
+		wal, walRuns := schedStat(c.walsender)
+		perMin := 60 / secs
 		rs = append(rs, idleResult{Tool: c.name, Seconds: secs,
-			CPUMsPerMinute: 1000 * cpu * 60 / secs, WalsenderCPUMsPerMinute: 1000 * wal * 60 / secs})
+			CPUMsPerMinute: 1000 * (cpu - c.cpu0) * perMin, WalsenderCPUMsPerMinute: 1000 * (wal - c.wal0) * perMin,
+			RunsPerMinute: float64(runs-c.runs0) * perMin, WalsenderRunsPerMinute: float64(walRuns-c.walRuns0) * perMin})
 	}
 	for _, c := range clients {
 		err := c.stop()
@@ -120,18 +129,11 @@ func measureIdle(ctx context.Context, o options, svc *services, db *database, re
 func printIdle(w io.Writer, o options, rs []idleResult) {
 	fmt.Fprintf(w, "\nIdle: no events for %s, every client at once on a slot of its own (after %s settling); CPU ms per minute, from each thread's /proc schedstat\n", o.idle, idleSettle)
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "client\tCPU ms/min\twalsender CPU ms/min\t")
+	fmt.Fprintln(tw, "client\tCPU ms/min\twalsender CPU ms/min\truns/min\twalsender runs/min\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t\n", r.Tool, r.CPUMsPerMinute, r.WalsenderCPUMsPerMinute)
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.0f\t%.0f\t\n", r.Tool, r.CPUMsPerMinute, r.WalsenderCPUMsPerMinute, r.RunsPerMinute, r.WalsenderRunsPerMinute)
 	}
 	tw.Flush()
-}
-
-// schedCPU is the CPU time, in seconds, that the threads of pid alive now
-// have used (schedStat).
-func schedCPU(pid int) float64 {
-	cpu, _ := schedStat(pid)
-	return cpu
 }
 
 // schedStat sums /proc/<pid>/task/*/schedstat over the threads of pid
