@@ -650,6 +650,11 @@ func (g *Guard) Run(ctx context.Context, stats *replication.Stats) {
 	if g.cfg.ExactlyOnce {
 		return
 	}
+	// The tracker's Pending wakes the writer when there is something to
+	// write. The ticker is waited on only while there is something to poll
+	// for: no tracker yet, a retired one (the next connection's is to come)
+	// or a failed write to retry; so an idle relay is not woken every
+	// Interval for nothing.
 	tick := time.NewTicker(g.cfg.Interval)
 	defer tick.Stop()
 	var lastErr string
@@ -657,15 +662,19 @@ func (g *Guard) Run(ctx context.Context, stats *replication.Stats) {
 	var lastCommit replication.LSN // the commit end the last write covered
 	for {
 		var pending <-chan struct{}
+		var poll <-chan time.Time
 		tr := stats.Tracker()
 		if tr != nil {
 			pending = tr.Pending()
+		}
+		if tr == nil || tr.Retired() || lastErr != "" {
+			poll = tick.C
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-pending:
-		case <-tick.C:
+		case <-poll:
 		}
 		if tr == nil {
 			tr = stats.Tracker()

@@ -269,6 +269,10 @@ func (s *Session) run() {
 	defer s.finish()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var ageTick <-chan time.Time // checkTxnAge's: a session without transactions never wakes for it
+	if s.txn != nil {
+		ageTick = tick.C
+	}
 	for {
 		s.mu.Lock()
 		batch := s.queue
@@ -309,7 +313,7 @@ func (s *Session) run() {
 		case <-s.ctx.Done():
 			return
 		case <-s.notify:
-		case <-tick.C:
+		case <-ageTick:
 			s.checkTxnAge()
 		}
 	}

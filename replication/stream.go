@@ -266,6 +266,7 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 		tr.RequireCheckpoint()
 	}
 	s.stats.tracker.Store(tr)
+	defer tr.Retire() // last: after the drain and the final checkpoint
 	defer func() { progressed = tr.Confirmed() > info.Confirmed || time.Since(started) >= progressAfter }()
 	sessCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -68,6 +69,7 @@ type Tracker struct {
 	room          chan struct{}
 	progress      chan struct{}
 	pending       chan struct{}
+	retired       atomic.Bool // its connection ended (Retire)
 	// base is the monotonic origin of reads; reads[seq&(len(reads)-1)]
 	// holds when in-flight event seq was read, in nanoseconds since base.
 	base  time.Time
@@ -264,6 +266,21 @@ func (t *Tracker) RequireCheckpoint() {
 // Pending is signalled when the acknowledged prefix moved: a checkpoint may
 // be due (Unwritten).
 func (t *Tracker) Pending() <-chan struct{} { return t.pending }
+
+// Retire says that the tracker's connection has ended: nothing moves its
+// prefix any more, and the next connection has a tracker of its own. It
+// signals Pending once more, so that a checkpoint writer waiting on it
+// wakes up, writes what is left and polls for the next tracker.
+func (t *Tracker) Retire() {
+	t.retired.Store(true)
+	select {
+	case t.pending <- struct{}{}:
+	default:
+	}
+}
+
+// Retired reports whether Retire was called.
+func (t *Tracker) Retired() bool { return t.retired.Load() }
 
 // Unwritten returns the acknowledged prefix (Ready) with its newest
 // transaction's end and commit time, and ok=false when a durable checkpoint

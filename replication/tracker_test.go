@@ -230,3 +230,25 @@ func TestTrackerConfirmsOnlyWhatACheckpointCovers(t *testing.T) {
 		t.Fatalf("Confirmed = %v, want 500", got)
 	}
 }
+
+// TestTrackerRetireWakesTheCheckpointWriter checks that Retire marks the
+// tracker and signals Pending once more, so that a writer waiting on it
+// wakes up and polls for the next connection's tracker.
+func TestTrackerRetireWakesTheCheckpointWriter(t *testing.T) {
+	tr := NewTracker(100, 10, 1000)
+	if tr.Retired() {
+		t.Fatal("Retired before Retire")
+	}
+	tr.Retire()
+	if !tr.Retired() {
+		t.Fatal("not Retired after Retire")
+	}
+	select {
+	case <-tr.Pending():
+	default:
+		t.Fatal("Pending not signalled by Retire")
+	}
+	if _, _, _, ok := tr.Unwritten(); ok {
+		t.Fatal("Unwritten reports progress that never was")
+	}
+}

@@ -433,6 +433,49 @@ func TestAnchorFlag(t *testing.T) {
 	}
 }
 
+// TestDeliveryAndIdleFlags checks --delivery (both modes by default, in
+// the order given, each once) and --idle (a minute by default, 0 skips).
+func TestDeliveryAndIdleFlags(t *testing.T) {
+	rel := t.TempDir() + "/relay"
+	if err := os.WriteFile(rel, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseFlags([]string{"--relay", rel})
+	if want := []string{atLeastOnce, exactlyOnce}; err != nil || !slices.Equal(o.deliveries, want) || o.idle != time.Minute {
+		t.Errorf("defaults: --delivery %v, --idle %v, %v; want %v and 1m", o.deliveries, o.idle, err, want)
+	}
+	o, err = parseFlags([]string{"--relay", rel, "--delivery", "exactly-once, at-least-once", "--idle", "0"})
+	if want := []string{exactlyOnce, atLeastOnce}; err != nil || !slices.Equal(o.deliveries, want) || o.idle != 0 {
+		t.Errorf("--delivery exactly-once,at-least-once --idle 0: %v, %v, %v", o.deliveries, o.idle, err)
+	}
+	for _, bad := range [][]string{{"--delivery", "at-most-once"}, {"--delivery", "exactly-once,exactly-once"}, {"--delivery", ""}, {"--idle", "-1s"}} {
+		if _, err := parseFlags(append([]string{"--relay", rel}, bad...)); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// TestSchedStat checks that the idle window's CPU reading sees this
+// process's own work, and is 0 for no process.
+func TestSchedStat(t *testing.T) {
+	if cpu, runs := schedStat(0); cpu != 0 || runs != 0 {
+		t.Errorf("schedStat(0) = %v, %v, want 0, 0", cpu, runs)
+	}
+	before, _ := schedStat(os.Getpid())
+	for end := time.Now().Add(30 * time.Millisecond); time.Now().Before(end); {
+	}
+	if after, _ := schedStat(os.Getpid()); after-before < 0.01 {
+		t.Errorf("schedStat's CPU moved %.4f s over 30 ms of spinning, want at least 0.01", after-before)
+	}
+	runs0 := schedRuns(os.Getpid())
+	for range 5 {
+		time.Sleep(time.Millisecond) // each sleep ends with the thread put on a CPU again
+	}
+	if runs := schedRuns(os.Getpid()) - runs0; runs < 5 {
+		t.Errorf("schedRuns moved %d over 5 sleeps, want at least 5", runs)
+	}
+}
+
 // TestBrokerConfigFlag checks that --broker-config's pairs reach the
 // options in order and that a word without "=" is refused, naming the flag.
 func TestBrokerConfigFlag(t *testing.T) {

@@ -121,6 +121,10 @@ type latencyResult struct {
 	RelayCPUPer100k     float64 `json:"relay_cpu_seconds_per_100k"`
 	WalsenderCPUPer100k float64 `json:"walsender_cpu_seconds_per_100k"`
 	BrokerCPUPer100k    float64 `json:"broker_cpu_seconds_per_100k"`
+	// How often the relay's threads and its walsender were put on a CPU,
+	// per event of the window: the wake-ups that a steady trickle costs.
+	RelayRunsPerEvent     float64 `json:"relay_cpu_runs_per_event"`
+	WalsenderRunsPerEvent float64 `json:"walsender_cpu_runs_per_event"`
 	// MachineBusyCPUs is the whole machine's busy CPUs over the window (of
 	// nproc).
 	MachineBusyCPUs float64 `json:"machine_busy_cpus"`
@@ -142,6 +146,9 @@ type latencyReport struct {
 	ExactlyOnceResults []latencyResult `json:"exactly_once_results,omitempty"`
 	Debezium           *debeziumInfo   `json:"debezium,omitempty"`
 	DebeziumResults    []latencyResult `json:"debezium_results,omitempty"`
+	// Idle is the CPU of pg_recvlogical and of the relay while nothing is
+	// committed (--idle).
+	Idle []idleResult `json:"idle,omitempty"`
 }
 
 // latencyTool is what the scenario measures: the relay or Debezium.
@@ -236,35 +243,49 @@ func runLatency(ctx context.Context, o options, svc *services, db *database, rel
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		return 1
 	}
-	results, err := measureLatency(ctx, o, svc, db, relayTool(o, svc, db, relayBin, atLeastOnce))
-	if len(results) > 0 {
-		printLatency(os.Stdout, o, "cdc-relay", results)
-		printAnchor(os.Stdout, o, "cdc-relay", atLeastOnce, results)
-	}
-	if err != nil {
-		return fail(err)
-	}
 	rep := latencyReport{Duration: o.duration.String(), Warmup: o.warmup.String(), Partitions: o.partitions, Anchor: o.anchor,
-		RelayArgs: o.relayArgs, Results: results}
-	if err := waitQuiet(ctx, o.quietWait); err != nil {
-		return fail(err)
-	}
-	rep.ExactlyOnceResults, err = measureLatency(ctx, o, svc, db, relayTool(o, svc, db, relayBin, exactlyOnce))
-	if len(rep.ExactlyOnceResults) > 0 {
-		printLatency(os.Stdout, o, relayToolName(exactlyOnce), rep.ExactlyOnceResults)
-		printAnchor(os.Stdout, o, relayToolName(exactlyOnce), exactlyOnce, rep.ExactlyOnceResults)
-	}
-	if err != nil {
-		return fail(err)
+		RelayArgs: o.relayArgs}
+	for i, delivery := range o.deliveries {
+		if i > 0 {
+			if err := waitQuiet(ctx, o.quietWait); err != nil {
+				return fail(err)
+			}
+		}
+		results, err := measureLatency(ctx, o, svc, db, relayTool(o, svc, db, relayBin, delivery))
+		if len(results) > 0 {
+			printLatency(os.Stdout, o, relayToolName(delivery), results)
+			printAnchor(os.Stdout, o, relayToolName(delivery), delivery, results)
+		}
+		if delivery == exactlyOnce {
+			rep.ExactlyOnceResults = results
+		} else {
+			rep.Results = results
+		}
+		if err != nil {
+			return fail(err)
+		}
 	}
 	if o.debezium {
 		if err := waitQuiet(ctx, o.quietWait); err != nil {
 			return fail(err)
 		}
+		var err error
 		rep.DebeziumResults, err = measureLatency(ctx, o, svc, db, debeziumTool(o, svc))
 		if len(rep.DebeziumResults) > 0 {
 			printLatency(os.Stdout, o, "debezium", rep.DebeziumResults)
-			printLatencyRatios(os.Stdout, results, rep.DebeziumResults)
+			if len(rep.Results) > 0 {
+				printLatencyRatios(os.Stdout, rep.Results, rep.DebeziumResults)
+			}
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if o.idle > 0 {
+		var err error
+		rep.Idle, err = measureIdle(ctx, o, svc, db, relayBin)
+		if len(rep.Idle) > 0 {
+			printIdle(os.Stdout, o, rep.Idle)
 		}
 		if err != nil {
 			return fail(err)
@@ -672,9 +693,12 @@ type windowSample struct {
 	// CPU seconds over the window: the tool (0 without one), the walsender
 	// serving it, the broker, and the whole machine's busy time.
 	toolCPU, walsenderCPU, brokerCPU, busy float64
-	rss                                    []float64 // the tool's VmRSS, MB, every latencyRSSPoll
-	before, after                          relayScrape
-	gcLog                                  string // the broker's GC log
+	// How often the tool's threads and the walsender were put on a CPU
+	// over the window (schedStat): their wake-ups.
+	toolRuns, walsenderRuns int64
+	rss                     []float64 // the tool's VmRSS, MB, every latencyRSSPoll
+	before, after           relayScrape
+	gcLog                   string // the broker's GC log
 }
 
 // sampleWindow waits until from and then samples the processes until to:
@@ -690,12 +714,19 @@ func sampleWindow(ctx context.Context, svc *services, from, to time.Time, proc *
 		v, _ := cpuSeconds(proc.pid())
 		return v
 	}
+	toolRuns := func() int64 {
+		if proc == nil {
+			return 0
+		}
+		return schedRuns(proc.pid())
+	}
 	sleepUntil(ctx, from)
 	var err error
 	if s.before, err = scrapeStages(ctx, metricsAddr); err != nil {
 		return s, proc.failure("%v", err)
 	}
 	tool0, wal0, broker0, busy0 := toolCPU(), cpuOrZero(walsender), cpuOrZero(svc.brokerPID), busySeconds()
+	toolRuns0, walRuns0 := toolRuns(), schedRuns(walsender)
 	tick := time.NewTicker(latencyRSSPoll)
 	for time.Now().Before(to) && ctx.Err() == nil {
 		if proc != nil {
@@ -710,6 +741,7 @@ func sampleWindow(ctx context.Context, svc *services, from, to time.Time, proc *
 	}
 	tick.Stop()
 	s.toolCPU, s.walsenderCPU = toolCPU()-tool0, cpuOrZero(walsender)-wal0
+	s.toolRuns, s.walsenderRuns = toolRuns()-toolRuns0, schedRuns(walsender)-walRuns0
 	s.brokerCPU, s.busy = cpuOrZero(svc.brokerPID)-broker0, busySeconds()-busy0
 	if s.after, err = scrapeStages(ctx, metricsAddr); err != nil {
 		return s, proc.failure("%v", err)
@@ -762,6 +794,7 @@ func (r *latencyResult) fill(ev *eventTimes) {
 	if r.Events > 0 {
 		per := 100000 / float64(r.Events)
 		r.RelayCPUPer100k, r.WalsenderCPUPer100k, r.BrokerCPUPer100k = s.toolCPU*per, s.walsenderCPU*per, s.brokerCPU*per
+		r.RelayRunsPerEvent, r.WalsenderRunsPerEvent = float64(s.toolRuns)/float64(r.Events), float64(s.walsenderRuns)/float64(r.Events)
 	}
 	r.MachineBusyCPUs = s.busy / r.Seconds
 	if pauses, err := readGCPauses(s.gcLog); err == nil {
@@ -1022,12 +1055,13 @@ func printLatency(w io.Writer, o options, tool string, rs []latencyResult) {
 	fmt.Fprintf(w, "\nSteady-state latency of %s: single-row transactions, %s measured per rate after %s warm-up, %d partition(s)\n", tool, o.duration, o.warmup, o.partitions)
 	fmt.Fprintln(w, "latency = commit returned to the writer -> record received by a franz-go consumer (FetchMaxWait 10 ms, the least franz-go allows); append = -> broker LogAppendTime")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target/s\twriters\tachieved/s\tevents\tmissing\tp50 ms\tp99 ms\tmax ms\tappend p50\tappend p99\tappend max\tcommit p99 ms\t"+tool+" RSS MB (median/max)\t"+tool+" CPU s/100k\twalsender CPU s/100k\tbroker CPU s/100k\tmachine busy CPUs\tbroker GC pauses (sum / max ms)\t")
+	fmt.Fprintln(tw, "target/s\twriters\tachieved/s\tevents\tmissing\tp50 ms\tp99 ms\tmax ms\tappend p50\tappend p99\tappend max\tcommit p99 ms\t"+tool+" RSS MB (median/max)\t"+tool+" CPU s/100k\twalsender CPU s/100k\t"+tool+" / walsender CPU\t"+tool+" / walsender runs per event\tbroker CPU s/100k\tmachine busy CPUs\tbroker GC pauses (sum / max ms)\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f / %.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%d (%.0f / %.0f)\t\n",
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f / %.1f\t%.2f\t%.2f\t%.2fx\t%.1f / %.1f\t%.2f\t%.2f\t%d (%.0f / %.0f)\t\n",
 			r.TargetRate, r.Writers, r.AchievedRate, r.Events, r.Missing, r.P50Ms, r.P99Ms, r.MaxMs,
 			r.AppendP50Ms, r.AppendP99Ms, r.AppendMaxMs, r.CommitP99Ms, r.RSSMedianMB, r.RSSMaxMB,
-			r.RelayCPUPer100k, r.WalsenderCPUPer100k, r.BrokerCPUPer100k, r.MachineBusyCPUs, r.BrokerGCPauses, r.BrokerGCPauseMs, r.BrokerGCMaxMs)
+			r.RelayCPUPer100k, r.WalsenderCPUPer100k, safeDiv(r.RelayCPUPer100k, r.WalsenderCPUPer100k), r.RelayRunsPerEvent, r.WalsenderRunsPerEvent,
+			r.BrokerCPUPer100k, r.MachineBusyCPUs, r.BrokerGCPauses, r.BrokerGCPauseMs, r.BrokerGCMaxMs)
 	}
 	tw.Flush()
 }

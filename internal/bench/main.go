@@ -15,7 +15,9 @@
 // (--anchor alternate) or at once (--anchor beside); a consumer times each
 // event from commit to Kafka and the bench times it from commit to
 // pg_recvlogical's output; with --debezium as well, the same is then
-// measured for Debezium.
+// measured for Debezium. --delivery picks the relay's modes, and after the
+// rates an idle window (--idle, idle.go) measures the CPU of pg_recvlogical
+// and of the relay while nothing is committed.
 // docs/BENCHMARKS.md has results.
 //
 // Every process it starts dies when it exits, also on Ctrl-C.
@@ -69,6 +71,9 @@ type options struct {
 	duration time.Duration // measured time per rate
 	warmup   time.Duration // unmeasured time per rate before it
 	anchor   string        // how the anchor runs next to the tool: anchorAlternate or anchorBeside
+	// deliveries are the relay's delivery modes to measure, in order.
+	deliveries []string
+	idle       time.Duration // the idle window after the rates; 0 none
 
 	// pinCPUs puts PostgreSQL on one half of the CPUs and everything else
 	// on the other; pinned describes the split once made.
@@ -121,6 +126,8 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.duration, "duration", 20*time.Second, "with --latency: measured time per rate")
 	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "with --latency: unmeasured warm-up per rate")
 	fs.StringVar(&o.anchor, "anchor", anchorAlternate, "with --latency: how pg_recvlogical (the anchor) is measured next to the relay under the same writers: "+anchorAlternate+" (each rate: the anchor alone on a fresh slot for --warmup and --duration, then the relay alone on a fresh slot as long, the writers committing throughout, so one walsender decodes at a time) or "+anchorBeside+" (both at once through every rate, their two walsenders sharing the CPUs)")
+	deliveryFlag := fs.String("delivery", atLeastOnce+","+exactlyOnce, "with --latency: the relay's delivery modes to measure, in this order, comma-separated: "+atLeastOnce+", "+exactlyOnce+" or both")
+	fs.DurationVar(&o.idle, "idle", time.Minute, "with --latency: after the rates, measure the CPU of pg_recvlogical and of the relay in each --delivery mode, with their walsenders, all at once on slots of their own while nothing is committed, for this long; 0 skips it")
 	fs.BoolVar(&o.debezium, "debezium", false, "in each run, also drain a third slot with the Debezium PostgreSQL connector and its Outbox Event Router in Kafka Connect standalone (jars from bash scripts/debezium.sh), after the other two; with --latency, measure Debezium after the relay")
 	fs.StringVar(&o.debeziumLibs, "debezium-libs", "", "with --debezium: directory of Connect's and Debezium's jars (default $CDC_RELAY_CACHE/debezium-"+debeziumVersion+"/libs, ~/.cache/cdc-relay without CDC_RELAY_CACHE)")
 	dbzJVM := fs.String("debezium-jvm-opts", "-Xms256M -Xmx2G", "with --debezium: Connect's heap options, space-separated (the default is what Kafka's connect-standalone.sh sets)")
@@ -152,6 +159,9 @@ func parseFlags(args []string) (options, error) {
 		return o, err
 	}
 	o.rates = rs
+	if o.deliveries, err = parseDeliveries(*deliveryFlag); err != nil {
+		return o, err
+	}
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected argument %q: settings are flags", fs.Arg(0))
@@ -171,6 +181,8 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("--runs must be at least 1")
 	case o.partitions < 1:
 		return o, errors.New("--partitions must be at least 1")
+	case o.idle < 0:
+		return o, errors.New("--idle must not be negative")
 	case o.duration <= 0 || o.warmup < 0:
 		return o, errors.New("--duration must be positive and --warmup not negative")
 	case o.anchor != anchorAlternate && o.anchor != anchorBeside:
@@ -192,6 +204,22 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("--relay: %w (run make build)", err)
 	}
 	return o, nil
+}
+
+// parseDeliveries reads --delivery: delivery modes, each at most once.
+func parseDeliveries(s string) ([]string, error) {
+	var ds []string
+	for _, d := range strings.Split(s, ",") {
+		d = strings.TrimSpace(d)
+		if d != atLeastOnce && d != exactlyOnce {
+			return nil, fmt.Errorf("--delivery: %q is neither %s nor %s", d, atLeastOnce, exactlyOnce)
+		}
+		if slices.Contains(ds, d) {
+			return nil, fmt.Errorf("--delivery: %s given twice", d)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }
 
 // keyValues splits a flag's space-separated key=value pairs.
