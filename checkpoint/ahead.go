@@ -1,0 +1,124 @@
+package checkpoint
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/cdc-relay/cdc-relay/replication"
+)
+
+// This file: whether a slot is ahead of the checkpoint (Holding, Ahead),
+// which the timeline history decides.
+
+// Holding implements replication.Guard: with the slot held, nobody else
+// can move it, so a slot ahead of the checkpoint read now was made or moved
+// outside the relay (see checkAhead). Under exactly-once SkipBelow decides
+// instead, after the fence.
+func (g *Guard) Holding(ctx context.Context, in replication.GuardInput, info replication.SlotInfo) error {
+	if g.cfg.ExactlyOnce {
+		return nil
+	}
+	if err := g.load(ctx, in.Server, true); err != nil {
+		return err
+	}
+	return g.checkAhead(ctx, in, info.Confirmed)
+}
+
+// Ahead is checkAhead for a slot this process does not hold (slot recreate,
+// check): read the slot first, then call it, as the checkpoint only grows.
+func (g *Guard) Ahead(ctx context.Context, in replication.GuardInput) error {
+	if err := g.load(ctx, in.Server, true); err != nil {
+		return err
+	}
+	return g.checkAhead(ctx, in, in.Info.Confirmed)
+}
+
+// checkAhead returns a fatal *GapError when the slot's confirmed LSN is
+// past the relay's own checkpoint of format FormatFollows on this server's
+// timeline history. The relay confirms nothing a durable checkpoint does not
+// cover, so the slot was created again by hand, moved with
+// pg_replication_slot_advance, or made on a promoted primary after a
+// failover without failover slots: the rows between were never read. An
+// open Kafka transaction on the topic could hide the newest checkpoint: the
+// topic is read again once it settled, and until then the answer is
+// unknown (retried), never a gap.
+func (g *Guard) checkAhead(ctx context.Context, in replication.GuardInput, slotConfirmed replication.LSN) error {
+	for settled := false; ; settled = true {
+		g.mu.Lock()
+		own := g.own
+		g.mu.Unlock()
+		if own == nil || own.Kind != KindCheckpoint || own.Format < FormatFollows || own.SystemID != in.Server.SystemID || slotConfirmed <= own.Position() {
+			return nil
+		}
+		if own.Timeline != 0 && own.Timeline != in.Server.Timeline {
+			hist, err := g.history(ctx, in)
+			if err != nil {
+				return err
+			}
+			if fork, beyond := forkedBefore(hist, own); beyond {
+				return replication.Fatal(&GapError{Slot: in.Slot, Checkpoint: own, Fork: &fork, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
+			}
+		}
+		if settled {
+			return replication.Fatal(&GapError{Slot: in.Slot, Checkpoint: own, Ahead: slotConfirmed, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
+		}
+		if err := g.cfg.Store.Settle(ctx); err != nil {
+			return unknown(err)
+		}
+		if err := g.load(ctx, in.Server, true); err != nil {
+			return err
+		}
+	}
+}
+
+// history is the server's timeline history: as Decide read it on this
+// connection, else read now through in.History.
+func (g *Guard) history(ctx context.Context, in replication.GuardInput) ([]replication.TimelineSwitch, error) {
+	g.mu.Lock()
+	hist, tli, read := g.hist, g.histTLI, g.histRead
+	g.mu.Unlock()
+	if read && tli == in.Server.Timeline {
+		return hist, nil
+	}
+	if in.History == nil {
+		return nil, fmt.Errorf("%w: the server's timeline history was not read on this connection", replication.ErrCheckpointUnavailable)
+	}
+	hist, err := in.History(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.hist, g.histTLI, g.histRead = hist, in.Server.Timeline, true
+	g.mu.Unlock()
+	return hist, nil
+}
+
+// forkedBefore finds where the checkpoint's timeline ended in the server's
+// history, and whether the checkpoint lies beyond it. A timeline that is not
+// in the history at all (a restore from another line) counts as beyond, at
+// its start.
+func forkedBefore(hist []replication.TimelineSwitch, own *Record) (replication.TimelineSwitch, bool) {
+	for _, h := range hist {
+		if h.TLI == own.Timeline {
+			// Only a published transaction beyond the switch point is on
+			// the lost timeline: an idle position past it published nothing.
+			return h, own.PublishedUpTo() > h.Switch
+		}
+	}
+	return replication.TimelineSwitch{TLI: own.Timeline}, true
+}
+
+func invalidation(i replication.SlotInfo) string {
+	var parts []string
+	if i.WALStatus == "lost" {
+		parts = append(parts, "wal_status lost: PostgreSQL removed WAL it still needed, e.g. past max_slot_wal_keep_size")
+	}
+	if i.Conflicting {
+		parts = append(parts, "conflicting with recovery")
+	}
+	if i.InvalidationReason != "" {
+		parts = append(parts, "invalidation_reason "+i.InvalidationReason)
+	}
+	return strings.Join(parts, "; ")
+}
