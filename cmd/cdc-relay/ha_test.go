@@ -96,6 +96,24 @@ func (h *haPair) waitSlotSynced(t *testing.T, slot string) {
 	})
 }
 
+// waitReplayed waits until the standby has replayed the primary's WAL up
+// to now: what the test made on the primary (the outbox table) is then on
+// the standby too, even if the primary stops at once.
+func (h *haPair) waitReplayed(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	var lsn string
+	if err := connectURL(t, h.primary.URL(testDB)).QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	sb := connectURL(t, h.standby.URL(testDB))
+	waitFor(t, 60*time.Second, "the standby to replay "+lsn, func() bool {
+		var ok bool
+		err := sb.QueryRow(ctx, "SELECT coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false)", lsn).Scan(&ok)
+		return err == nil && ok
+	})
+}
+
 // failover kills the primary (immediate shutdown) and promotes the standby,
 // returning when the promotion has completed. The fixture's statements go
 // to the new primary from then on. When r is not nil, the promotion waits
@@ -378,6 +396,7 @@ func TestStartedAgainstStandby(t *testing.T) {
 	h := startHAPair(t, 17)
 	f := newFixtureOn(t, h.target, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	h.waitReplayed(t)
 	if err := h.primary.Stop("fast"); err != nil {
 		t.Fatal(err)
 	}
