@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,7 +44,16 @@ func testEndToEnd(t *testing.T, f *fixture) {
 	// creating backend reports that when it exits. Nothing else may scan it.
 	baseline := f.tableScans()
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args())
+	// An application_name of its own: relays of tests running beside this
+	// one share the server, and their backends are not this relay's.
+	app := "cdc-relay-" + f.slot
+	args := f.args()
+	for i := range args {
+		if args[i] == "--pg-url" {
+			args[i+1] += map[bool]string{true: "&", false: "?"}[strings.Contains(args[i+1], "?")] + "application_name=" + app
+		}
+	}
+	r := startRelay(t, args)
 	r.waitStreaming(60 * time.Second)
 
 	const writers, perWriter = 4, 750
@@ -203,7 +213,7 @@ func testEndToEnd(t *testing.T, f *fixture) {
 	// statistics when they exit, and no scan of the table is counted.
 	waitFor(t, 10*time.Second, "the relay's backends to exit", func() bool {
 		var n int
-		conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'cdc-relay'").Scan(&n)
+		conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n)
 		return n == 0
 	})
 	if got := f.tableScans(); got != baseline {
