@@ -49,9 +49,8 @@ func startNode(t *testing.T) *rabbittest.Node {
 	return node
 }
 
-// topology declares exchange ex (durable topic) and a quorum queue q bound
-// with key, with extra queue arguments.
-func topology(t *testing.T, n *rabbittest.Node, ex, q, key string, args amqp.Table) *amqp.Channel {
+// channel opens a connection and a channel to n, closed at the test's end.
+func channel(t *testing.T, n *rabbittest.Node) *amqp.Channel {
 	t.Helper()
 	conn, err := amqp.Dial(n.URL())
 	if err != nil {
@@ -62,6 +61,24 @@ func topology(t *testing.T, n *rabbittest.Node, ex, q, key string, args amqp.Tab
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ch
+}
+
+// inOrder fails unless got is id-1, id-2, ... in that order.
+func inOrder(t *testing.T, got []string, what string) {
+	t.Helper()
+	for i, id := range got {
+		if want := "id-" + strconv.Itoa(i+1); id != want {
+			t.Fatalf("message %d is %s, want %s: %s", i, id, want, what)
+		}
+	}
+}
+
+// topology declares exchange ex (durable topic) and a quorum queue q bound
+// with key, with extra queue arguments.
+func topology(t *testing.T, n *rabbittest.Node, ex, q, key string, args amqp.Table) *amqp.Channel {
+	t.Helper()
+	ch := channel(t, n)
 	if err := ch.ExchangeDeclare(ex, "topic", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -193,12 +210,7 @@ func TestPublishAcksAContiguousPrefixInOrder(t *testing.T) {
 		}
 	}
 	waitFor(t, "every message acked", time.Minute, func() bool { return a.get() == total })
-	got := consume(t, n, "q-order"+sfx, total, time.Minute)
-	for i, id := range got {
-		if want := "id-" + strconv.Itoa(i+1); id != want {
-			t.Fatalf("message %d is %s, want %s: order lost", i, id, want)
-		}
-	}
+	inOrder(t, consume(t, n, "q-order"+sfx, total, time.Minute), "order lost")
 }
 
 func TestUnroutableGoesToTheDeadLetterQueue(t *testing.T) {
@@ -315,12 +327,7 @@ func TestClosedConnectionResendsTheUnconfirmed(t *testing.T) {
 	}
 	total := int(published.Load())
 	waitFor(t, "every message acked", 2*time.Minute, func() bool { return a.get() == uint64(total) })
-	got := consume(t, n, "q-close"+sfx, total, 2*time.Minute)
-	for i, id := range got {
-		if want := "id-" + strconv.Itoa(i+1); id != want {
-			t.Fatalf("first arrival %d is %s, want %s: the re-send broke the order", i, id, want)
-		}
-	}
+	inOrder(t, consume(t, n, "q-close"+sfx, total, 2*time.Minute), "the re-send broke the order of first arrivals")
 }
 
 func TestMemoryAlarmPausesPublishing(t *testing.T) {
@@ -369,22 +376,14 @@ func TestMemoryAlarmPausesPublishing(t *testing.T) {
 func TestExchangeOfAnotherTypeIsAnExchangeError(t *testing.T) {
 	sfx := fresh()
 	n := startNode(t)
-	conn, err := amqp.Dial(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := channel(t, n)
 	if err := ch.ExchangeDeclare("ex-fanout"+sfx, "fanout", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	p := New(Config{URL: n.URL(), Exchange: "ex-fanout" + sfx, Declare: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err = p.Run(ctx)
+	err := p.Run(ctx)
 	var exErr *ExchangeError
 	if !errors.As(err, &exErr) || exErr.Exchange != "ex-fanout"+sfx {
 		t.Fatalf("Run: %v, want an *ExchangeError naming ex-fanout", err)

@@ -21,15 +21,7 @@ import (
 func TestConsistentHashKeepsOrderPerAggregate(t *testing.T) {
 	sfx := fresh()
 	n := startNode(t)
-	conn, err := amqp.Dial(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := channel(t, n)
 	ex, shards := "outbox"+sfx, "outbox.shards"+sfx
 	if err := ch.ExchangeDeclare(ex, "topic", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
