@@ -24,6 +24,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 	"github.com/cdc-relay/cdc-relay/internal/registrytest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 	"github.com/cdc-relay/cdc-relay/internal/tcpproxy"
 	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
@@ -403,16 +404,7 @@ func proxiedBroker(t *testing.T, extra map[string]string) (*tcpproxy.Proxy, *kaf
 	t.Helper()
 	testtier.Need(t)
 	px := newTCPProxy(t, "")
-	b, err := kafkatest.Start(kafkatest.Options{AdvertisedHost: px.Addr(), ExtraConfig: extra})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("broker log: %s", b.LogPath())
-		}
-		b.Close()
-	})
+	b := relaytest.PrivateBroker(t, kafkatest.Options{AdvertisedHost: px.Addr(), ExtraConfig: extra})
 	px.SetTarget(b.Addr())
 	return px, b
 }

@@ -6,7 +6,9 @@ package main
 // (the config tests, make unit) start none; the relay runs as the built
 // binary, exactly as users run it, built by the first test that starts
 // one; what lands in Kafka is read by franz-go and decoded by goavro, not
-// by the relay's own code.
+// by the relay's own code. A test that stops or restarts a service uses
+// one of its own (fixture.ownBroker, startTarget), so that it can run in
+// parallel with the tests on the shared ones.
 
 import (
 	"context"
