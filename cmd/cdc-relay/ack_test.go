@@ -61,7 +61,9 @@ func TestKillAndRestart(t *testing.T) {
 // TestAckRuleDuringKafkaOutage: while the broker is down, confirmed_flush_lsn
 // never passes a transaction whose events Kafka has not acknowledged.
 func TestAckRuleDuringKafkaOutage(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
+	f.ownBroker() // stopped below
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
@@ -88,7 +90,7 @@ func TestAckRuleDuringKafkaOutage(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "first transactions confirmed", func() bool { return f.confirmedFlush() >= txns[49].after })
 
-	restartBroker := stopBroker(t)
+	restartBroker := f.stopBroker()
 	for i := 50; i < 150; i++ {
 		writeTx(i)
 	}
@@ -103,7 +105,7 @@ func TestAckRuleDuringKafkaOutage(t *testing.T) {
 	confirmedAtKill := f.confirmedFlush()
 	restartBroker()
 	// Every transaction at or below the confirmed LSN is in Kafka already.
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	c := f.consume("^" + f.topicPrefix + `\..*`)
 	var must []int64
 	for _, tx := range txns {
 		if tx.after <= confirmedAtKill {
@@ -194,15 +196,20 @@ func TestInterleavedTransactionsHaltAndRestart(t *testing.T) {
 // relay killed after it has read B but before Kafka could take B1 (the broker
 // is down); restarted, it must deliver B1.
 func TestInterleavedTransactionsKillRestart(t *testing.T) {
-	testInterleavedTransactionsKillRestart(t, newFixture(t, ""))
+	t.Parallel()
+	f := newFixture(t, "")
+	f.ownBroker()
+	testInterleavedTransactionsKillRestart(t, f)
 }
 
+// testInterleavedTransactionsKillRestart stops f's broker: give f one of
+// its own (ownBroker) when the test runs in parallel.
 func testInterleavedTransactionsKillRestart(t *testing.T, f *fixture) {
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
 	connA, connB := f.connect(), f.connect()
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	c := f.consume("^" + f.topicPrefix + `\..*`)
 
 	txB, err := connB.Begin(ctx)
 	if err != nil {
@@ -227,7 +234,7 @@ func testInterleavedTransactionsKillRestart(t *testing.T, f *fixture) {
 	c.waitIDs(60*time.Second, idsA)
 	waitFor(t, 30*time.Second, "A confirmed", func() bool { return f.confirmedFlush() >= afterA })
 
-	restartBroker := stopBroker(t)
+	restartBroker := f.stopBroker()
 	if err := txB.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -266,14 +266,17 @@ func TestCheckpointTopicNotCompacted(t *testing.T) {
 // for a first start: it creates nothing and waits; once Kafka is back it
 // exits 3. A first start waits the same way, and then creates the slot.
 func TestCheckpointUnreadable(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
+	f.ownBroker() // stopped below, under both relays
 	first := newFixture(t, "")
+	first.kafka = f.kafka
 	args := f.args("--halt-linger", "0s")
 	r := startRelay(t, args)
 	r.waitStreaming(60 * time.Second)
 	conn := f.connect()
 	waitFor(t, 30*time.Second, "the slot confirmed", func() bool { return f.confirmedFlush() > 0 })
-	cc := consume(t, `^cdc-relay\.checkpoints$`)
+	cc := f.consume(`^cdc-relay\.checkpoints$`)
 	waitFor(t, 60*time.Second, "the relay's checkpoint", func() bool {
 		for _, v := range checkpoints(t, cc) {
 			if v.Slot == f.slot {
@@ -287,7 +290,7 @@ func TestCheckpointUnreadable(t *testing.T) {
 	}
 	f.exec("SELECT pg_drop_replication_slot($1)", f.slot)
 
-	restart := stopBroker(t)
+	restart := f.stopBroker()
 	r2 := startRelay(t, args)
 	r3 := startRelay(t, first.args("--halt-linger", "0s"))
 	for _, rr := range []*relay{r2, r3} {

@@ -36,10 +36,21 @@ func (d delivery) with(args []string) []string {
 // nothing of an open or aborted Kafka transaction counts.
 func (d delivery) consume(t *testing.T, topicRegex string, opts ...kgo.Opt) *consumer {
 	t.Helper()
+	return consume(t, topicRegex, d.consumerOpts(opts)...)
+}
+
+// consumeFrom is consume from f's broker.
+func (d delivery) consumeFrom(f *fixture, topicRegex string, opts ...kgo.Opt) *consumer {
+	f.t.Helper()
+	return f.consume(topicRegex, d.consumerOpts(opts)...)
+}
+
+// consumerOpts are opts and, under exactly-once, read_committed.
+func (d delivery) consumerOpts(opts []kgo.Opt) []kgo.Opt {
 	if d.once() {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
-	return consume(t, topicRegex, opts...)
+	return opts
 }
 
 // eachDelivery runs fn as one subtest per delivery mode; in parallel when

@@ -121,6 +121,7 @@ func TestAlertEvaluator(t *testing.T) {
 // fires. Without max_slot_wal_keep_size the safe size and the estimate are
 // absent; wal_status and the spill counters are there.
 func TestSlotExhaustionEstimate(t *testing.T) {
+	t.Parallel()
 	rule := findAlert(t, "CDCRelaySlotWALExhaustionSoon")
 	t.Run("unlimited", func(t *testing.T) {
 		f := newFixture(t, "")
@@ -145,6 +146,7 @@ func TestSlotExhaustionEstimate(t *testing.T) {
 
 	target := startTarget(t, 16, map[string]string{"max_slot_wal_keep_size": "1GB", "max_wal_size": "256MB"})
 	f := newFixtureOn(t, target, "")
+	f.ownBroker() // stopped below
 	f.exec(fmt.Sprintf("CREATE TABLE busy_%s (id serial PRIMARY KEY, v text)", f.name))
 	r := startRelay(t, f.args("--slot-poll-interval", "500ms"))
 	r.waitStreaming(60 * time.Second)
@@ -153,7 +155,7 @@ func TestSlotExhaustionEstimate(t *testing.T) {
 		t.Fatal("the exhaustion alert fires before the lag grows")
 	}
 
-	restartBroker := stopBroker(t)
+	restartBroker := f.stopBroker()
 	ctx := context.Background()
 	conn := f.connect()
 	agg := uuidFor(1)

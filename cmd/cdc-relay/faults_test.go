@@ -22,7 +22,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
+	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 	"github.com/cdc-relay/cdc-relay/internal/registrytest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 	"github.com/cdc-relay/cdc-relay/internal/tcpproxy"
 	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
@@ -257,7 +259,7 @@ func holdFault(t *testing.T, w *loadWriter, d time.Duration) {
 // startPublishing starts the load and waits until the relay publishes it.
 func startPublishing(t *testing.T, f *fixture, r *relay) *loadWriter {
 	t.Helper()
-	w := startLoad(t, f, dbURL)
+	w := startLoad(t, f, f.pg.url)
 	r.waitMetric("cdc_relay_events_published_total", 60*time.Second, func(v float64) bool { return v >= 50 })
 	return w
 }
@@ -273,15 +275,19 @@ func finishLoad(t *testing.T, w *loadWriter, c *consumer, timeout time.Duration)
 	t.Logf("%d events delivered, %d records, %d duplicates", len(ids), len(recs), dups)
 }
 
+// testPostgresRestart restarts a cluster of the test's own, so that it
+// runs in parallel with the tests on the shared one.
 func testPostgresRestart(t *testing.T, mode string) {
-	f := newFixture(t, "")
+	t.Parallel()
+	target := startTarget(t, pgtest.DefaultVersion, nil)
+	f := newFixtureOn(t, target, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
 	w := startPublishing(t, f, r)
 
 	began := time.Now()
-	if err := pg.Restart(mode); err != nil {
+	if err := target.cluster.Restart(mode); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("pg_ctl restart -m %s took %s", mode, time.Since(began).Round(time.Millisecond))
@@ -303,37 +309,27 @@ func TestFaultPostgresKillImmediate(t *testing.T) { testPostgresRestart(t, "imme
 // TestFaultKafkaStopped: the broker is down for 30 s under load. The relay
 // retries (logging rate-limited, with the consecutive error count), keeps
 // reading up to its in-flight bound, and delivers everything once the broker
-// is back, without reconnecting to PostgreSQL.
+// is back, without reconnecting to PostgreSQL. The broker is the test's
+// own.
 func TestFaultKafkaStopped(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	f.ownBroker()
+	c := f.consume("^" + f.topicPrefix + `\..*`)
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
 	w := startPublishing(t, f, r)
 
 	stopping := time.Now()
-	if err := broker.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	restart := f.stopBroker()
 	t.Logf("broker stopped in %s", time.Since(stopping).Round(time.Millisecond))
-	up := false
-	t.Cleanup(func() {
-		if !up {
-			if err := broker.Restart(); err != nil {
-				t.Errorf("restart the shared broker: %v", err)
-			}
-		}
-	})
 	read := r.waitMetric("cdc_relay_events_read_total", 10*time.Second, func(float64) bool { return true })
 	holdFault(t, w, 30*time.Second)
 	if v, _ := r.metric("cdc_relay_events_read_total"); v <= read {
 		t.Fatalf("the relay stopped reading while Kafka was down (%v events read before, %v after)", read, v)
 	}
 	starting := time.Now()
-	if err := broker.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	up = true
+	restart()
 	t.Logf("broker started again in %s", time.Since(starting).Round(time.Millisecond))
 	published, _ := r.metric("cdc_relay_events_published_total")
 	r.waitMetric("cdc_relay_events_published_total", 60*time.Second, func(v float64) bool { return v > published })
@@ -408,16 +404,7 @@ func proxiedBroker(t *testing.T, extra map[string]string) (*tcpproxy.Proxy, *kaf
 	t.Helper()
 	testtier.Need(t)
 	px := newTCPProxy(t, "")
-	b, err := kafkatest.Start(kafkatest.Options{AdvertisedHost: px.Addr(), ExtraConfig: extra})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("broker log: %s", b.LogPath())
-		}
-		b.Close()
-	})
+	b := relaytest.PrivateBroker(t, kafkatest.Options{AdvertisedHost: px.Addr(), ExtraConfig: extra})
 	px.SetTarget(b.Addr())
 	return px, b
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
 
 // formatsDDL is an outbox with a nullable payload and the column types
@@ -47,8 +49,9 @@ const formatsDDL = `CREATE TABLE %s (
 //
 // Each key format runs at-least-once and exactly-once (delivery_test.go:
 // read_committed, every record, tombstone and dead letter exactly once),
-// one after the other: all change the database's settings.
+// all in parallel: each changes the settings of a database of its own.
 func TestDebeziumShapedRecords(t *testing.T) {
+	t.Parallel()
 	for _, kf := range []struct {
 		format string
 		key    func(literal string) string // the key of an aggregate id, given as a JSON string literal
@@ -57,21 +60,31 @@ func TestDebeziumShapedRecords(t *testing.T) {
 		{"json-schema", func(lit string) string { return `{"schema":{"type":"string","optional":false},"payload":` + lit + `}` }},
 	} {
 		t.Run(kf.format, func(t *testing.T) {
-			eachDelivery(t, false, func(t *testing.T, d delivery) { testDebeziumShapedRecords(t, d, kf.format, kf.key) })
+			t.Parallel()
+			eachDelivery(t, true, func(t *testing.T, d delivery) { testDebeziumShapedRecords(t, d, kf.format, kf.key) })
 		})
 	}
 }
 
+// ownDatabase creates a database of the test's own on the shared cluster,
+// so that the test's ALTER DATABASE settings reach no other test.
+func ownDatabase(t *testing.T) pgTarget {
+	t.Helper()
+	relaytest.Need(t, pg)
+	name := "db_" + randSuffix()
+	url, err := pg.CreateDatabase(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pgTarget{cluster: pg.Get(), db: name, url: url}
+}
+
 func testDebeziumShapedRecords(t *testing.T, d delivery, keyFormat string, key func(string) string) {
-	f := newFixture(t, formatsDDL)
-	f.exec(`ALTER DATABASE ` + testDB + ` SET timezone = 'Asia/Kolkata'`)
-	f.exec(`ALTER DATABASE ` + testDB + ` SET datestyle = 'SQL, DMY'`)
-	t.Cleanup(func() {
-		f.exec(`ALTER DATABASE ` + testDB + ` RESET timezone`)
-		f.exec(`ALTER DATABASE ` + testDB + ` RESET datestyle`)
-	})
+	f := newFixtureOn(t, ownDatabase(t), formatsDDL)
+	f.exec(`ALTER DATABASE ` + f.pg.db + ` SET timezone = 'Asia/Kolkata'`)
+	f.exec(`ALTER DATABASE ` + f.pg.db + ` SET datestyle = 'SQL, DMY'`)
 	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
-	args := []string{"run", "--pg-url", dbURL, "--slot", f.slot, "--publication", f.publication, "--table", "public." + f.table,
+	args := []string{"run", "--pg-url", f.pg.url, "--slot", f.slot, "--publication", f.publication, "--table", "public." + f.table,
 		"--kafka-brokers", broker.Addr(), "--topic-template", f.topicPrefix + ".{aggregate_type}", "--dlq-topic", f.dlq,
 		"--key-format", keyFormat, "--value-format", "json", "--builtin-headers", "id",
 		"--header-columns", "tenant,occurred_at:occurred,seq,local_ts", "--timestamp-column", "occurred_at",
@@ -79,7 +92,7 @@ func testDebeziumShapedRecords(t *testing.T, d delivery, keyFormat string, key f
 	r := startRelay(t, d.with(args))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
-	conn := connect(t)
+	conn := f.connect()
 
 	insert := fmt.Sprintf(`INSERT INTO %s (aggregate_type, aggregate_id, event_type, payload, headers, tenant, occurred_at, seq, local_ts)
 		VALUES ($1, $2, 'CustomerChanged', $3::jsonb, '{"traceparent": "00-ff"}', $4, $5, $6, $7) RETURNING id`, f.table)

@@ -6,7 +6,9 @@ package main
 // (the config tests, make unit) start none; the relay runs as the built
 // binary, exactly as users run it, built by the first test that starts
 // one; what lands in Kafka is read by franz-go and decoded by goavro, not
-// by the relay's own code.
+// by the relay's own code. A test that stops or restarts a service uses
+// one of its own (fixture.ownBroker, startTarget), so that it can run in
+// parallel with the tests on the shared ones.
 
 import (
 	"context"
@@ -39,9 +41,8 @@ import (
 var (
 	services = relaytest.NewLazy(relaytest.LazyOptions{
 		ServiceOptions: relaytest.ServiceOptions{
-			PG: pgtest.Options{Settings: map[string]string{"wal_sender_timeout": "10s"}},
-			// Three partitions per topic, so ordering and partitioning are exercised.
-			Kafka: kafkatest.Options{ExtraConfig: map[string]string{"num.partitions": "3"}},
+			PG:    pgtest.Options{Settings: map[string]string{"wal_sender_timeout": "10s"}},
+			Kafka: brokerOptions(),
 		},
 		PGReady: func(c *pgtest.Cluster) (err error) {
 			dbURL, err = c.CreateDatabase(context.Background(), testDB)
@@ -65,6 +66,13 @@ var (
 )
 
 const testDB = "relay_test"
+
+// brokerOptions are the shared broker's, and each private broker's,
+// options: three partitions per topic, so ordering and partitioning are
+// exercised.
+func brokerOptions() kafkatest.Options {
+	return kafkatest.Options{ExtraConfig: map[string]string{"num.partitions": "3"}}
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
@@ -130,6 +138,27 @@ type fixture struct {
 	// reg is the registry f.args names: the package's AxonOps registry
 	// unless the test runs under eachRegistry.
 	reg relaytest.SchemaRegistry
+	// kafka is the test's own broker (ownBroker), nil for the package's
+	// shared one.
+	kafka *kafkatest.Broker
+}
+
+// ownBroker gives the fixture a Kafka broker of its own: f.args,
+// f.consume and f.stopBroker use it instead of the shared broker, so a test
+// that stops Kafka can run in parallel with the others.
+func (f *fixture) ownBroker() {
+	f.t.Helper()
+	f.kafka = relaytest.PrivateBroker(f.t, brokerOptions())
+}
+
+// brokerAddr is the address of the fixture's broker.
+func (f *fixture) brokerAddr() string {
+	f.t.Helper()
+	if f.kafka != nil {
+		return f.kafka.Addr()
+	}
+	relaytest.Need(f.t, broker)
+	return broker.Addr()
 }
 
 func randSuffix() string {
@@ -196,13 +225,13 @@ func (f *fixture) args(extra ...string) []string {
 	if f.reg == nil {
 		f.reg = registry // a fixture built by hand, not by newFixture
 	}
-	relaytest.Need(f.t, broker, f.reg)
+	relaytest.Need(f.t, f.reg)
 	return append([]string{"run",
 		"--pg-url", f.pg.url,
 		"--slot", f.slot,
 		"--publication", f.publication,
 		"--table", "public." + f.table,
-		"--kafka-brokers", broker.Addr(),
+		"--kafka-brokers", f.brokerAddr(),
 		"--topic-template", f.topicPrefix + ".{aggregate_type}",
 		"--schema-registry-url", f.reg.URL(),
 		"--schemas-dir", schemaDir,
@@ -420,6 +449,25 @@ func stopBroker(t *testing.T) (restart func()) {
 	}
 }
 
+// stopBroker stops the fixture's broker and returns the function that
+// starts it again. The shared broker is restarted at cleanup when the test
+// did not (see stopBroker); the fixture's own is closed at cleanup.
+func (f *fixture) stopBroker() (restart func()) {
+	f.t.Helper()
+	if f.kafka == nil {
+		return stopBroker(f.t)
+	}
+	if err := f.kafka.Stop(); err != nil {
+		f.t.Fatal(err)
+	}
+	return func() {
+		f.t.Helper()
+		if err := f.kafka.Restart(); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
 // record is what the independent consumer saw.
 type record struct {
 	Topic     string
@@ -455,7 +503,21 @@ type consumer struct {
 // consume starts reading every topic whose name matches the regex.
 func consume(t *testing.T, topicRegex string, opts ...kgo.Opt) *consumer {
 	t.Helper()
-	base := []kgo.Opt{kgo.SeedBrokers(broker.Addr()), kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
+	relaytest.Need(t, broker)
+	return consumeAt(t, broker.Addr(), topicRegex, opts...)
+}
+
+// consume reads, from the fixture's broker, every topic whose name
+// matches the regex.
+func (f *fixture) consume(topicRegex string, opts ...kgo.Opt) *consumer {
+	f.t.Helper()
+	return consumeAt(f.t, f.brokerAddr(), topicRegex, opts...)
+}
+
+// consumeAt is consume against the broker at addr.
+func consumeAt(t *testing.T, addr, topicRegex string, opts ...kgo.Opt) *consumer {
+	t.Helper()
+	base := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumeRegex(), kgo.ConsumeTopics(topicRegex),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250 * time.Millisecond), kgo.MetadataMaxAge(time.Second),
 		kgo.FetchMaxWait(250 * time.Millisecond)} // new topics join the next fetch sooner
 	cl, err := kgo.NewClient(append(base, opts...)...)

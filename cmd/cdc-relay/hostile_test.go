@@ -750,13 +750,17 @@ func TestUpdateDeleteTruncateIgnored(t *testing.T) {
 // (the broker is down) is retried; while it is not in Kafka the slot is not
 // confirmed past its transaction; once Kafka is back it arrives and only
 // then the confirmed LSN moves past it. It runs at-least-once and
-// exactly-once (delivery_test.go), one after the other (each stops the
-// broker): a read_committed consumer then reads the three events exactly
+// exactly-once (delivery_test.go), in parallel (each stops a broker of its
+// own): a read_committed consumer then reads the three events exactly
 // once. In both the dead letter is counted once.
-func TestDLQPublishFailureRetried(t *testing.T) { eachDelivery(t, false, testDLQPublishFailureRetried) }
+func TestDLQPublishFailureRetried(t *testing.T) {
+	t.Parallel()
+	eachDelivery(t, true, testDLQPublishFailureRetried)
+}
 
 func testDLQPublishFailureRetried(t *testing.T, d delivery) {
 	f := newFixture(t, "")
+	f.ownBroker() // stopped below
 	r := startRelay(t, d.with(f.args()))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
@@ -766,7 +770,7 @@ func testDLQPublishFailureRetried(t *testing.T, d delivery) {
 	afterGood := currentLSN(t, conn)
 	waitFor(t, 60*time.Second, "the valid event confirmed", func() bool { return f.confirmedFlush() >= afterGood })
 
-	restartBroker := stopBroker(t)
+	restartBroker := f.stopBroker()
 	badRow := validRow(agg, 2)
 	badRow.EventType = sp("NoSuchEvent")
 	bad, before := f.insertRows(ctx, conn, []nrow{badRow})
@@ -791,7 +795,7 @@ func testDLQPublishFailureRetried(t *testing.T, d delivery) {
 	}
 
 	restartBroker()
-	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+	c := d.consumeFrom(f, "^"+f.topicPrefix+`\..*`)
 	recs := byID(c.waitIDs(120*time.Second, append(append(good, bad...), after...)))
 	rec := recs[strconv.FormatInt(bad[0], 10)]
 	if rec.Topic != f.dlq || !strings.Contains(rec.Headers[recordpkg.HeaderError], `no schema for event_type "NoSuchEvent"`) {

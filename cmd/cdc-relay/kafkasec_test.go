@@ -26,9 +26,11 @@ import (
 // events end to end, read back by franz-go authenticating as another SASL
 // user, and is confirmed to PostgreSQL. Each refused setup makes the relay
 // say why in its log, keep retrying, and confirm nothing. The SASL password
-// never shows in the relay's output or its metrics.
+// never shows in the relay's output or its metrics. The cases run in
+// parallel: each gives its relay its environment (startRelayEnv).
 func TestKafkaSecurity(t *testing.T) {
 	testtier.Need(t)
+	t.Parallel()
 	began := time.Now()
 	ca := testca.New(t)
 	serverCert, serverKey := ca.Issue(t, "kafka", "127.0.0.1", "localhost")
@@ -111,9 +113,11 @@ func TestKafkaSecurity(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			caseBegan := time.Now()
+			var env []string
 			for k, v := range tc.env {
-				t.Setenv(k, v)
+				env = append(env, k+"="+v)
 			}
 			f := newFixture(t, "")
 			args := f.args(tc.flags...)
@@ -128,7 +132,7 @@ func TestKafkaSecurity(t *testing.T) {
 			// SASL_PLAINTEXT whatever listener the relay uses.
 			c := consumeSecured(t, "^"+f.topicPrefix+`\..*`, kgo.SeedBrokers(sb.SASLAddr()),
 				kgo.SASL(scram.Auth{User: "reader", Pass: readerPassword}.AsSha512Mechanism()))
-			r := startRelay(t, args)
+			r := startRelayEnv(t, args, env)
 			if tc.wantLog != "" {
 				// Kafka refuses the relay, so its checkpoint cannot be read:
 				// it waits, retrying, and creates no slot meanwhile.

@@ -52,13 +52,12 @@ func TestShutdownDrainsAndConfirms(t *testing.T) {
 // TestSecondSignalExitsAtOnce: with Kafka down the drain would wait; a second
 // SIGTERM exits immediately.
 func TestSecondSignalExitsAtOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
+	f.ownBroker() // stopped below, and not started again
 	r := startRelay(t, f.args("--shutdown-timeout", "5m"))
 	r.waitStreaming(60 * time.Second)
-	if err := broker.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { broker.Restart() })
+	f.stopBroker()
 	agg := uuidFor(1)
 	if _, err := f.insertTx(context.Background(), connect(t), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}}); err != nil {
 		t.Fatal(err)
@@ -179,7 +178,9 @@ func TestSecretsNeverLogged(t *testing.T) {
 // TestMetricsDuringKafkaOutage: slot lag, in-flight, backpressure and
 // replication delay rise while Kafka is down and fall back after it.
 func TestMetricsDuringKafkaOutage(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
+	f.ownBroker() // stopped below
 	r := startRelay(t, f.args("--max-in-flight-events", "40"))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
@@ -200,7 +201,7 @@ func TestMetricsDuringKafkaOutage(t *testing.T) {
 	r.waitMetric("cdc_relay_events_published_total", 30*time.Second, func(v float64) bool { return v >= 5 })
 	r.waitMetric("cdc_relay_slot_lag_bytes", 30*time.Second, func(v float64) bool { return v < 64<<10 })
 
-	restartBroker := stopBroker(t)
+	restartBroker := f.stopBroker()
 	ids := write(60)
 	// The lag is measured from the protocol: it rises with what the relay
 	// reads until the in-flight bound stops the reader (backpressure).

@@ -3,8 +3,9 @@ package main
 // The version matrix: the core scenarios against every other supported
 // PostgreSQL major (13, 14, 16, 17, 18, from Maven Central; 15 is the
 // harness's own). Each major gets one cluster, started when its subtests
-// begin and stopped when they end, so at most one extra server runs at a
-// time.
+// begin and stopped when they end; the majors run in parallel (as many at
+// a time as -parallel allows), and the one subtest that stops Kafka stops a
+// broker of its own.
 
 import (
 	"context"
@@ -48,12 +49,16 @@ func startTarget(t *testing.T, version int, settings map[string]string) pgTarget
 // TestMatrix runs end to end, interleaved transactions with a kill -9, idle
 // WAL confirmation and invalid events on every other major.
 func TestMatrix(t *testing.T) {
+	t.Parallel()
 	for _, v := range matrixVersions {
 		t.Run(fmt.Sprintf("PG%d", v), func(t *testing.T) {
+			t.Parallel()
 			target := startTarget(t, v, nil)
 			t.Run("EndToEnd", func(t *testing.T) { testEndToEnd(t, newFixtureOn(t, target, "")) })
 			t.Run("InterleavedKillRestart", func(t *testing.T) {
-				testInterleavedTransactionsKillRestart(t, newFixtureOn(t, target, ""))
+				f := newFixtureOn(t, target, "")
+				f.ownBroker()
+				testInterleavedTransactionsKillRestart(t, f)
 			})
 			t.Run("IdleOutbox", func(t *testing.T) { testIdleOutboxBusyOtherTable(t, newFixtureOn(t, target, "")) })
 			t.Run("InvalidEvents", func(t *testing.T) { testInvalidEventsGoToDLQ(t, newFixtureOn(t, target, ""), deliveries[0]) })

@@ -190,20 +190,22 @@ func testLogicalMessages(t *testing.T, d delivery) {
 // message transaction interleaved with a kill -9 is delivered after the
 // restart; with only other-prefix messages and another table's writes, the
 // slot keeps up with the WAL. It runs at-least-once and exactly-once
-// (delivery_test.go), one after the other (each stops the broker): through
-// the kill a read_committed consumer then reads each message once.
+// (delivery_test.go), in parallel (each stops a broker of its own):
+// through the kill a read_committed consumer then reads each message once.
 func TestLogicalMessagesRedelivery(t *testing.T) {
+	t.Parallel()
 	applyOutboxSQL(t)
-	eachDelivery(t, false, testLogicalMessagesRedelivery)
+	eachDelivery(t, true, testLogicalMessagesRedelivery)
 }
 
 func testLogicalMessagesRedelivery(t *testing.T, d delivery) {
 	f := newFixture(t, "")
+	f.ownBroker() // stopped below
 	prefix := "outbox_" + f.name
 	second := "slot2_" + f.name
 	f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", second)
 	t.Cleanup(func() { f.exec("SELECT pg_drop_replication_slot($1)", second) })
-	c := d.consume(t, "^"+f.topicPrefix+`\..*`)
+	c := d.consumeFrom(f, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, d.with(f.args("--message-prefix", prefix)))
 	r.waitStreaming(60 * time.Second)
 	ctx := context.Background()
@@ -232,7 +234,7 @@ func testLogicalMessagesRedelivery(t *testing.T, d delivery) {
 		return seen[lsnA1] > 0 && seen[lsnA2] > 0 && f.confirmedFlush() >= afterA
 	})
 
-	restartBroker := stopBroker(t)
+	restartBroker := f.stopBroker()
 	if err := txB.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

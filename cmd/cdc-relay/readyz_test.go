@@ -17,8 +17,10 @@ import (
 // oldest in-flight event's age shows in the metric, and once the broker is
 // back /readyz is 200 streaming again by itself and every row is in Kafka.
 func TestReadyzDegradedWhileKafkaIsDown(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	f.ownBroker() // stopped below
+	c := f.consume("^" + f.topicPrefix + `\..*`)
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
 	conn := connect(t)
@@ -33,7 +35,7 @@ func TestReadyzDegradedWhileKafkaIsDown(t *testing.T) {
 		t.Fatalf("cdc_relay_degraded = %v (%v) while Kafka is up, want 0", v, err)
 	}
 
-	restartBroker := stopBroker(t)
+	restartBroker := f.stopBroker()
 	during := insert(10, 20)
 	var body map[string]string
 	waitFor(t, 90*time.Second, "/readyz 503 degraded", func() bool {

@@ -143,9 +143,11 @@ func makeSlotLost(t *testing.T, conn *pgx.Conn, f *fixture) {
 // --recreate-lost-slot it drops and recreates the slot, says so at ERROR
 // level, and streams new events.
 func TestSlotLost(t *testing.T) {
+	t.Parallel()
 	_, url := lostSlotCluster(t)
 	s := randSuffix()
 	f := &fixture{t: t, name: s, table: "outbox_" + s, slot: "slot_" + s, publication: "pub_" + s, topicPrefix: "t" + s, dlq: "t" + s + ".dlq"}
+	f.ownBroker() // stopped below
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -166,7 +168,7 @@ func TestSlotLost(t *testing.T) {
 	r := startRelay(t, f.args("--pg-url", url, "--halt-linger", "0s"))
 	r.waitStreaming(60 * time.Second)
 	// With the broker down the event stays in flight, unconfirmed.
-	restartBroker := stopBroker(t)
+	restartBroker := f.stopBroker()
 	agg := uuidFor(7)
 	if _, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}}); err != nil {
 		t.Fatal(err)
@@ -182,7 +184,7 @@ func TestSlotLost(t *testing.T) {
 		t.Fatalf("after the refusal the slot's wal_status is %q, want it left lost", st)
 	}
 
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	c := f.consume("^" + f.topicPrefix + `\..*`)
 	r3 := startRelay(t, f.args("--pg-url", url, "--recreate-lost-slot", "true"))
 	r3.waitStreaming(60 * time.Second)
 	out := r3.Output()
@@ -192,7 +194,7 @@ func TestSlotLost(t *testing.T) {
 	if !strings.Contains(out, "gap accepted under --recreate-lost-slot and recorded in the checkpoint topic") {
 		t.Fatalf("no ERROR line saying the gap was recorded:\n%s", tailString(out, 3000))
 	}
-	cc := consume(t, `^cdc-relay\.checkpoints$`)
+	cc := f.consume(`^cdc-relay\.checkpoints$`)
 	waitFor(t, 30*time.Second, "the gap record of --recreate-lost-slot", func() bool {
 		for _, v := range checkpoints(t, cc) {
 			if v.Kind == "gap" && v.Slot == f.slot && v.Gap != nil && v.Gap.Via == "--recreate-lost-slot" {

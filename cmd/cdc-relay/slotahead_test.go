@@ -227,14 +227,16 @@ func TestNoFalseAheadExit(t *testing.T) {
 // degraded naming the checkpoint. The outbox gets rows during the outage
 // too. When Kafka is back every row arrives and the slot catches up.
 func TestCheckpointOutageHoldsWAL(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
+	f.ownBroker() // stopped below
 	f.exec(fmt.Sprintf("CREATE TABLE busy_%s (id serial PRIMARY KEY, v text)", f.name))
 	args := f.args("--checkpoint-topic", "t"+f.name+".checkpoints")
 	conn := f.connect()
 	ctx := context.Background()
 	r := startRelay(t, args)
 	r.waitStreaming(60 * time.Second)
-	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	c := f.consume("^" + f.topicPrefix + `\..*`)
 	first := insertOrders(t, f, conn, 1, 2)
 	c.waitIDs(60*time.Second, first)
 	confirmed := currentLSN(t, conn)
@@ -246,7 +248,7 @@ func TestCheckpointOutageHoldsWAL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	restart := stopBroker(t)
+	restart := f.stopBroker()
 	began := time.Now()
 	// The outbox is idle: only the checkpoint's writes fail.
 	var reason string

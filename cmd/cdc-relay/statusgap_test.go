@@ -87,7 +87,9 @@ func TestStatusDroppedSlotWithCheckpoint(t *testing.T) {
 // events in flight past --shutdown-timeout: the relay still exits 0
 // (stopped on request), and logs an ERROR with the count in flight.
 func TestShutdownUndrainedLogsError(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
+	f.ownBroker() // stopped below
 	r := startRelay(t, f.args("--shutdown-timeout", "2s"))
 	r.waitStreaming(60 * time.Second)
 	conn := f.connect()
@@ -98,7 +100,7 @@ func TestShutdownUndrainedLogsError(t *testing.T) {
 	}
 	r.waitMetric("cdc_relay_events_published_total", 30*time.Second, func(v float64) bool { return v >= 1 })
 
-	restartBroker := stopBroker(t)
+	restartBroker := f.stopBroker()
 	for i := 2; i <= 4; i++ {
 		agg := uuidFor(i)
 		if _, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, i)}}); err != nil {
