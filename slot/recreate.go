@@ -15,6 +15,10 @@ import (
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
+// activeGrace is how long slot recreate waits for an active slot's holder
+// to go before it says the slot is in use.
+const activeGrace = 10 * time.Second
+
 // Recreate creates the slot (dropping an invalidated one), or keeps a
 // usable one after a timeline fork, and records the gap.
 func Recreate(ctx context.Context, cfg *relay.Config, guard *checkpoint.Guard, reason string, stdout io.Writer, log *slog.Logger) error {
@@ -49,6 +53,16 @@ func Recreate(ctx context.Context, cfg *relay.Config, guard *checkpoint.Guard, r
 		return err
 	}
 	info, exists, err := replication.LookupSlot(ctx, conn, cfg.Slot)
+	// A relay that has just exited leaves its walsender behind for a moment
+	// (longer on a busy server): give it up to activeGrace to end.
+	for deadline := time.Now().Add(activeGrace); err == nil && exists && info.ActivePID != 0 && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		info, exists, err = replication.LookupSlot(ctx, conn, cfg.Slot)
+	}
 	if err != nil {
 		return err
 	}
