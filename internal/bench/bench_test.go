@@ -461,11 +461,18 @@ func TestSchedStat(t *testing.T) {
 	if cpu, runs := schedStat(0); cpu != 0 || runs != 0 {
 		t.Errorf("schedStat(0) = %v, %v, want 0, 0", cpu, runs)
 	}
+	// Spin until the process has used 10 ms of CPU by schedStat's count:
+	// on a loaded machine that takes longer than 10 ms of wall time, and a
+	// count that never moves runs into the deadline.
 	before, _ := schedStat(os.Getpid())
-	for end := time.Now().Add(30 * time.Millisecond); time.Now().Before(end); {
-	}
-	if after, _ := schedStat(os.Getpid()); after-before < 0.01 {
-		t.Errorf("schedStat's CPU moved %.4f s over 30 ms of spinning, want at least 0.01", after-before)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		after, _ := schedStat(os.Getpid())
+		if after-before >= 0.01 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("schedStat's CPU moved %.4f s over 10 s of spinning, want at least 0.01", after-before)
+		}
 	}
 	runs0 := schedRuns(os.Getpid())
 	for range 5 {
