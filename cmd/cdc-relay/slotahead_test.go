@@ -24,6 +24,15 @@ import (
 func TestSlotAheadOfCheckpoint(t *testing.T) {
 	t.Parallel()
 	dropAndCreate := func(f *fixture, insert func()) {
+		// After a kill -9 the server ends the walsender a moment later (later
+		// still on a busy machine): the operator drops the slot once it is
+		// free.
+		conn := f.connect()
+		waitFor(t, 30*time.Second, "the slot to be free", func() bool {
+			var active bool
+			err := conn.QueryRow(context.Background(), "SELECT active FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&active)
+			return err == nil && !active
+		})
 		f.exec("SELECT pg_drop_replication_slot($1)", f.slot)
 		insert()
 		f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", f.slot)
