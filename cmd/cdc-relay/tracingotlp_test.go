@@ -356,8 +356,11 @@ func TestTracingOTLP(t *testing.T) {
 		if role != "dead" && !start.Truncate(time.Millisecond).Equal(rec.Timestamp) {
 			t.Errorf("%s: span starts at %s, the record's timestamp (the commit time) is %s", role, start.Format(time.RFC3339Nano), rec.Timestamp.Format(time.RFC3339Nano))
 		}
-		if end.Before(start) || end.After(rec.At) {
-			t.Errorf("%s: span from %s to %s; want it to end after it starts and before the consumer read the record (%s)", role, start, end, rec.At)
+		// The span ends when the relay hears the broker's ack, which can come
+		// a moment after a consumer could read the record: it must start
+		// before the read and end around it, not at shutdown.
+		if end.Before(start) || !start.Before(rec.At) || end.After(rec.At.Add(5*time.Second)) {
+			t.Errorf("%s: span from %s to %s; want it to start before the consumer read the record (%s) and end after it starts, within 5 s of the read", role, start, end, rec.At)
 		}
 	}
 	if got := recs[ids["sampled"]].Headers["tracestate"]; got != "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7" {
