@@ -31,6 +31,9 @@ type Consumer[T any] struct {
 	table        string
 	// security are the kgo options of Config's TLS and SASL settings.
 	security []kgo.Opt
+	// attemptTimeout, when positive, bounds each attempt's transaction
+	// (RabbitMQConfig.HandlerTimeout); the Kafka consumer sets none.
+	attemptTimeout time.Duration
 
 	processed, duplicates, retries, transientRetries, deadLettered, batches atomic.Int64
 }
@@ -72,16 +75,18 @@ func New[T any](cfg Config[T]) (*Consumer[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer[T]{
-		security: security,
-		cfg:      cfg,
-		log:      log,
-		schemas:  schemas,
-		table:    table,
-		markSQL:  "INSERT INTO " + table + " (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-		markBatchSQL: "INSERT INTO " + table + " (consumer, message_id) SELECT $1, m FROM unnest($2::text[]) AS m " +
-			"ON CONFLICT DO NOTHING RETURNING message_id",
-	}, nil
+	c := &Consumer[T]{security: security, cfg: cfg, log: log, schemas: schemas}
+	c.setTable(table)
+	return c, nil
+}
+
+// setTable sets the quoted processed_messages table and the mark
+// statements on it.
+func (c *Consumer[T]) setTable(table string) {
+	c.table = table
+	c.markSQL = "INSERT INTO " + table + " (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+	c.markBatchSQL = "INSERT INTO " + table + " (consumer, message_id) SELECT $1, m FROM unnest($2::text[]) AS m " +
+		"ON CONFLICT DO NOTHING RETURNING message_id"
 }
 
 // Stats returns the counters.

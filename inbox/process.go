@@ -196,6 +196,8 @@ func (c *Consumer[T]) retry(ctx context.Context, ev *Event[T]) (dup bool, _ erro
 // a mark that was already there; handlerErr is the handler's failure, err
 // the database's.
 func (c *Consumer[T]) process(ctx context.Context, ev *Event[T]) (dup bool, handlerErr, err error) {
+	ctx, cancel := c.attemptContext(ctx)
+	defer cancel()
 	tx, err := c.begin(ctx)
 	if err != nil {
 		return false, nil, fmt.Errorf("begin: %w", err)
@@ -223,6 +225,8 @@ func (c *Consumer[T]) process(ctx context.Context, ev *Event[T]) (dup bool, hand
 // then the handler of each event whose mark is new, in order, then the
 // commit. Any failure rolls back the whole batch and is returned.
 func (c *Consumer[T]) processBatch(ctx context.Context, evs []*Event[T]) error {
+	ctx, cancel := c.attemptContext(ctx)
+	defer cancel()
 	tx, err := c.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -267,6 +271,15 @@ func (c *Consumer[T]) processBatch(ctx context.Context, evs []*Event[T]) error {
 		}
 	}
 	return nil
+}
+
+// attemptContext bounds one attempt's transaction by attemptTimeout, when
+// set.
+func (c *Consumer[T]) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.attemptTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.attemptTimeout)
 }
 
 // callHandler runs the handler, turning a panic into an error.

@@ -1,0 +1,239 @@
+package inbox
+
+import (
+	"crypto/tls"
+	"database/sql"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// MaxHandlerTimeout is the longest RabbitMQConfig.HandlerTimeout that
+// RabbitMQ's consumer_timeout (30 minutes by default) leaves room for: a
+// delivery held unacknowledged longer than consumer_timeout closes the
+// channel, and every delivery on it comes again.
+const MaxHandlerTimeout = 25 * time.Minute
+
+// RabbitMQConfig configures a RabbitMQConsumer: the inbox fed by a
+// RabbitMQ quorum queue instead of Kafka topics. Consumer, URL and either
+// DB and Handler (pgx) or SQLDB and SQLHandler (database/sql) are
+// required. The fields shared with Config mean the same.
+type RabbitMQConfig[T any] struct {
+	// Consumer names this consumer: the consumer column of
+	// processed_messages (each consumer deduplicates on its own) and the
+	// default queue name. Required.
+	Consumer string
+	// URL is the broker, amqp://user:pass@host:port/vhost or amqps://...
+	// for TLS. The password is never logged. Required.
+	URL string
+	// TLS configures amqps (RootCAs, client certificates, ServerName). It
+	// needs an amqps URL. Default nil: an amqps URL verifies the broker
+	// against the system roots.
+	TLS *tls.Config
+	// Queue is the quorum queue consumed. Default Consumer.
+	Queue string
+	// Exchange is the relay's exchange (its --rabbitmq-exchange), declared
+	// as a durable topic exchange and bound to Queue with RoutingKeys.
+	// Default "outbox". Not used with Passive.
+	Exchange string
+	// RoutingKeys are the binding patterns of Queue on Exchange, e.g.
+	// "Order.*" or "OrderCreated" (the relay's default routing key is the
+	// event type). Default ["#"]: every event. Not used with Passive.
+	RoutingKeys []string
+	// Passive uses a queue that already exists, as it was declared: nothing
+	// is declared or bound, and a queue that does not exist is an error.
+	// Its delivery limit and dead-letter exchange are then whatever it has;
+	// give DeliveryLimit the queue's x-delivery-limit so that the consumer
+	// knows when an event's last delivery is failing. Default false: the
+	// consumer declares the exchange, the queue, its dead-letter exchange
+	// and queue, and the bindings, every queue argument explicitly.
+	Passive bool
+	// DeliveryLimit is the queue's x-delivery-limit: a message is
+	// dead-lettered when it is given back once more after DeliveryLimit
+	// redeliveries (DeliveryLimit+1 deliveries in all). Default 5, as in
+	// the article; RabbitMQ 4.0 would default to 20 without it.
+	DeliveryLimit int
+	// DeadLetterExchange is the queue's x-dead-letter-exchange, declared as
+	// a durable topic exchange. Default Queue + ".dlx".
+	DeadLetterExchange string
+	// DeadLetterQueue is a quorum queue bound to DeadLetterExchange with
+	// "#", where dead letters wait to be inspected. Default Queue + ".dlq".
+	DeadLetterQueue string
+	// Competing lets every running instance consume the queue at once
+	// (x-single-active-consumer false): more throughput, and no order per
+	// aggregate between instances. Default false: the queue is declared
+	// with x-single-active-consumer true, one instance consumes and the
+	// others wait as hot standbys, and each aggregate's events are applied
+	// in queue order.
+	Competing bool
+	// Prefetch is the channel's basic.qos prefetch count: the most
+	// deliveries held unacknowledged. Default 10, as in the article.
+	Prefetch int
+	// HandlerTimeout bounds each attempt's transaction (the mark, the
+	// handler, the commit); an attempt that runs out counts as failed.
+	// Default 1 minute; at most MaxHandlerTimeout (25 minutes), under
+	// RabbitMQ's consumer_timeout.
+	HandlerTimeout time.Duration
+	// RegistryURL is the schema registry that application/avro values'
+	// writer schemas come from (Confluent wire format). Default "": only
+	// JSON and CloudEvents JSON values are decoded; an Avro value is then
+	// dead-lettered.
+	RegistryURL string
+	// DB begins the per-event transactions (pgx), for Handler.
+	DB DB
+	// Handler applies an event in a pgx.Tx of DB.
+	Handler Handler[T]
+	// SQLDB begins the per-event transactions with database/sql, for
+	// SQLHandler.
+	SQLDB *sql.DB
+	// SQLHandler applies an event in a *sql.Tx of SQLDB.
+	SQLHandler SQLHandler[T]
+	// TxOptions apply to every event's (or batch's) transaction, as in
+	// Config. Default: the server's defaults.
+	TxOptions pgx.TxOptions
+	// BatchSize runs up to BatchSize deliveries of one worker (those
+	// already received) in one transaction, as in Config; at most Prefetch.
+	// Default 1.
+	BatchSize int
+	// Workers process events concurrently; an aggregate (aggregate_type
+	// and aggregate_id) always goes to the same worker. Default 4.
+	Workers int
+	// TransientTimeout bounds how long one event's transient errors are
+	// retried in place, without giving the delivery back; after it the
+	// next failure gives it back as a counted failure. HandlerTimeout plus
+	// TransientTimeout must stay within MaxHandlerTimeout. Default 10
+	// minutes.
+	TransientTimeout time.Duration
+	// Table is the processed_messages table (docs/inbox.sql). Default
+	// "processed_messages".
+	Table string
+	// RetryMin and RetryMax bound the backoff before a failed delivery is
+	// given back (growing with its delivery count), between transient
+	// retries, and between reconnects; defaults 100 ms and 5 s.
+	RetryMin, RetryMax time.Duration
+	// Retention, CleanupInterval and CleanupBatch delete old marks, as in
+	// Config. Default: no cleanup in Run.
+	Retention       time.Duration
+	CleanupInterval time.Duration
+	CleanupBatch    int
+	// OnDuplicate, when set, is called after an event whose mark was
+	// already there was skipped (and acknowledged).
+	OnDuplicate func(ev *Event[T])
+	// Logger receives the consumer's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// validate checks the settings and fills in the defaults.
+func (c *RabbitMQConfig[T]) validate() error {
+	switch {
+	case c.Consumer == "":
+		return &ConfigError{"Consumer", "empty: name the consumer (it scopes deduplication and is the default queue)"}
+	case c.URL == "":
+		return &ConfigError{"URL", "empty: give the broker's amqp:// or amqps:// URL"}
+	case c.Handler == nil && c.SQLHandler == nil:
+		return &ConfigError{"Handler", "nil: give the function that applies an event (or SQLHandler with SQLDB)"}
+	case c.Handler != nil && c.SQLHandler != nil:
+		return &ConfigError{"SQLHandler", "set together with Handler: give one, Handler with DB or SQLHandler with SQLDB"}
+	case c.Handler != nil && c.DB == nil:
+		return &ConfigError{"DB", "nil: give a *pgxpool.Pool (or any DB)"}
+	case c.SQLHandler != nil && c.SQLDB == nil:
+		return &ConfigError{"SQLDB", "nil: give the *sql.DB SQLHandler's transactions come from"}
+	case c.TxOptions.AccessMode == pgx.ReadOnly:
+		return &ConfigError{"TxOptions", "AccessMode read only: the mark is an INSERT, use read write (the default)"}
+	case c.DeliveryLimit < 0:
+		return &ConfigError{"DeliveryLimit", "negative: give the queue's x-delivery-limit (default 5)"}
+	case c.Prefetch < 0:
+		return &ConfigError{"Prefetch", "negative: give the deliveries held at once (default 10)"}
+	case c.BatchSize < 0:
+		return &ConfigError{"BatchSize", "negative: give the events per transaction (default 1)"}
+	case c.Workers < 0:
+		return &ConfigError{"Workers", "negative"}
+	case c.HandlerTimeout < 0:
+		return &ConfigError{"HandlerTimeout", "negative: give the longest attempt (default 1m)"}
+	case c.HandlerTimeout > MaxHandlerTimeout:
+		return &ConfigError{"HandlerTimeout", c.HandlerTimeout.String() + " is over " + MaxHandlerTimeout.String() +
+			": RabbitMQ closes the channel of a delivery unacknowledged for consumer_timeout (30m by default), and it comes again"}
+	}
+	u, err := url.Parse(c.URL)
+	switch {
+	case err != nil:
+		return &ConfigError{"URL", "does not parse (the password is not shown)"}
+	case u.Scheme != "amqp" && u.Scheme != "amqps":
+		return &ConfigError{"URL", "scheme " + strconv.Quote(u.Scheme) + ": want amqp or amqps"}
+	case c.TLS != nil && u.Scheme != "amqps":
+		return &ConfigError{"TLS", "is set but URL is not amqps://: use amqps, or leave TLS nil"}
+	}
+	if c.Queue == "" {
+		c.Queue = c.Consumer
+	}
+	if c.Exchange == "" {
+		c.Exchange = "outbox"
+	}
+	if len(c.RoutingKeys) == 0 {
+		c.RoutingKeys = []string{"#"}
+	}
+	if c.DeliveryLimit == 0 {
+		c.DeliveryLimit = 5
+	}
+	if c.DeadLetterExchange == "" {
+		c.DeadLetterExchange = c.Queue + ".dlx"
+	}
+	if c.DeadLetterQueue == "" {
+		c.DeadLetterQueue = c.Queue + ".dlq"
+	}
+	if c.Prefetch == 0 {
+		c.Prefetch = 10
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 1
+	}
+	if c.BatchSize > c.Prefetch {
+		return &ConfigError{"BatchSize", strconv.Itoa(c.BatchSize) + " is over Prefetch (" + strconv.Itoa(c.Prefetch) + "): a batch is made of deliveries held at once"}
+	}
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.HandlerTimeout == 0 {
+		c.HandlerTimeout = time.Minute
+	}
+	if c.TransientTimeout <= 0 {
+		c.TransientTimeout = 10 * time.Minute
+	}
+	if c.HandlerTimeout+c.TransientTimeout > MaxHandlerTimeout {
+		return &ConfigError{"TransientTimeout", "HandlerTimeout + TransientTimeout is " + (c.HandlerTimeout + c.TransientTimeout).String() +
+			", over " + MaxHandlerTimeout.String() + ": a delivery would be held near RabbitMQ's consumer_timeout (30m)"}
+	}
+	if c.Table == "" {
+		c.Table = "processed_messages"
+	}
+	if c.RetryMin <= 0 {
+		c.RetryMin = 100 * time.Millisecond
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 5 * time.Second
+	}
+	if c.CleanupInterval <= 0 {
+		c.CleanupInterval = time.Minute
+	}
+	if c.CleanupBatch <= 0 {
+		c.CleanupBatch = 1000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// core is the Config of the processing core the Kafka consumer shares:
+// one attempt per delivery (a counted failure gives the delivery back to
+// the broker, which counts it against the delivery limit), transient
+// errors retried in place.
+func (c *RabbitMQConfig[T]) core() Config[T] {
+	return Config[T]{Consumer: c.Consumer, DB: c.DB, Handler: c.Handler, SQLDB: c.SQLDB, SQLHandler: c.SQLHandler,
+		TxOptions: c.TxOptions, MaxAttempts: 1, TransientTimeout: c.TransientTimeout, BatchSize: c.BatchSize,
+		Workers: c.Workers, Table: c.Table, RetryMin: c.RetryMin, RetryMax: c.RetryMax, Retention: c.Retention,
+		CleanupInterval: c.CleanupInterval, CleanupBatch: c.CleanupBatch, OnDuplicate: c.OnDuplicate, Logger: c.Logger}
+}

@@ -1,0 +1,259 @@
+package inbox
+
+// The RabbitMQ half of the harness: one private RabbitMQ node shared by
+// the package's tests (testMain closes it), a plain amqp091-go publisher
+// that sends relay-shaped messages with confirms, and a child consumer:
+// the test binary itself, started again with inboxChildEnv set, so that a
+// consumer can be killed with -9.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
+)
+
+var rabbit struct {
+	once sync.Once
+	node *rabbittest.Node
+	err  error
+}
+
+// rabbitNode returns the package's RabbitMQ node, starting it first; the
+// test skips while the service tier is off and fails if it cannot start.
+func rabbitNode(t testing.TB) *rabbittest.Node {
+	t.Helper()
+	testtier.Need(t)
+	rabbit.once.Do(func() { rabbit.node, rabbit.err = rabbittest.Start(rabbittest.Options{}) })
+	if rabbit.err != nil {
+		t.Fatal(rabbit.err)
+	}
+	return rabbit.node
+}
+
+// closeRabbit stops the package's node, if a test started it.
+func closeRabbit() {
+	if rabbit.node != nil {
+		rabbit.node.Close()
+	}
+}
+
+// orderEvent is the JSON payload of the test's events: the aggregate and
+// its event number, which gives the order the events were published in.
+type orderEvent struct {
+	OrderID string `json:"order_id"`
+	N       int    `json:"n"`
+}
+
+// relayMessage is a message as the relay publishes it: persistent,
+// message_id = event id, type = event type, timestamp = commit time,
+// content_type, app_id cdc-relay, the Kafka record's headers plus
+// aggregate_id and aggregate_type.
+func relayMessage(id, aggID string, n int) amqp.Publishing {
+	body, _ := json.Marshal(orderEvent{OrderID: aggID, N: n})
+	return amqp.Publishing{
+		DeliveryMode: amqp.Persistent, MessageId: id, Type: "OrderCreated", Timestamp: time.Now().UTC().Truncate(time.Second),
+		ContentType: "application/json", AppId: "cdc-relay", Body: body,
+		Headers: amqp.Table{"id": id, "event_type": "OrderCreated", "aggregate_type": "Order", "aggregate_id": aggID,
+			"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+	}
+}
+
+// publisher sends messages on a confirm channel, with mandatory, and
+// waits for each message's confirm: no test message is lost on its way.
+type publisher struct {
+	t    testing.TB
+	conn *amqp.Connection
+	ch   *amqp.Channel
+}
+
+func newPublisher(t testing.TB, url string) *publisher {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	return &publisher{t: t, conn: conn, ch: ch}
+}
+
+// publish sends msgs to exchange with routing key = their type and fails
+// the test unless every one is confirmed.
+func (p *publisher) publish(exchange string, msgs ...amqp.Publishing) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dcs := make([]*amqp.DeferredConfirmation, len(msgs))
+	for i, m := range msgs {
+		dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, m.Type, true, false, m)
+		if err != nil {
+			p.t.Fatalf("publish %s: %v", m.MessageId, err)
+		}
+		dcs[i] = dc
+	}
+	for i, dc := range dcs {
+		ok, err := dc.WaitContext(ctx)
+		if err != nil || !ok {
+			p.t.Fatalf("publish %s: not confirmed (%v)", msgs[i].MessageId, err)
+		}
+	}
+}
+
+// queueDepth returns a queue's ready messages (passive declare).
+func queueDepth(t testing.TB, url, queue string) int {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("queue %s: %v", queue, err)
+	}
+	return q.Messages
+}
+
+// drain takes every message waiting in queue (basic.get with ack).
+func drain(t testing.TB, url, queue string) []amqp.Delivery {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []amqp.Delivery
+	for {
+		d, ok, err := ch.Get(queue, true)
+		if err != nil {
+			t.Fatalf("get from %s: %v", queue, err)
+		}
+		if !ok {
+			return out
+		}
+		out = append(out, d)
+	}
+}
+
+// effectsDDL is the test handler's table: one row per applied event, in
+// the order applied (seq).
+const effectsDDL = `CREATE TABLE IF NOT EXISTS effects (seq bigserial PRIMARY KEY, consumer text NOT NULL,
+	message_id text NOT NULL, aggregate_id text NOT NULL, n int NOT NULL)`
+
+// applyEffect is the test handler: it records the event in tx.
+func applyEffect(consumer string) Handler[orderEvent] {
+	return func(ctx context.Context, tx pgx.Tx, ev *Event[orderEvent]) error {
+		_, err := tx.Exec(ctx, "INSERT INTO effects (consumer, message_id, aggregate_id, n) VALUES ($1, $2, $3, $4)",
+			consumer, ev.ID, ev.AggregateID, ev.Value.N)
+		return err
+	}
+}
+
+// runRabbit runs a RabbitMQConsumer in the test process until the test
+// ends, and returns it with the channel Run's result arrives on.
+func runRabbit[T any](t *testing.T, cfg RabbitMQConfig[T]) (*RabbitMQConsumer[T], <-chan error) {
+	t.Helper()
+	c, err := NewRabbitMQ(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Error("Run did not return within 60 s of the cancellation")
+		}
+	})
+	return c, done
+}
+
+// The child consumer's settings, in its environment.
+const (
+	inboxChildEnv = "INBOX_RABBITMQ_CHILD" // the consumer name; set: run as the child
+	childURLEnv   = "INBOX_RABBITMQ_URL"
+	childPGEnv    = "INBOX_RABBITMQ_PG"
+	childExEnv    = "INBOX_RABBITMQ_EXCHANGE"
+	childQueueEnv = "INBOX_RABBITMQ_QUEUE"
+)
+
+// The test binary runs as a child consumer when inboxChildEnv is set: a
+// process a test can kill with -9.
+func init() {
+	if name := os.Getenv(inboxChildEnv); name != "" {
+		os.Exit(childConsumer(name))
+	}
+}
+
+// childConsumer consumes with applyEffect until SIGTERM, printing
+// "duplicate <id>" for each duplicate skipped.
+func childConsumer(name string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	pool, err := pgxpool.New(ctx, os.Getenv(childPGEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer pool.Close()
+	c, err := NewRabbitMQ(RabbitMQConfig[orderEvent]{
+		Consumer: name, URL: os.Getenv(childURLEnv), Exchange: os.Getenv(childExEnv), Queue: os.Getenv(childQueueEnv),
+		RoutingKeys: []string{"#"}, DB: pool, Handler: applyEffect(name), Workers: 4,
+		RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
+		OnDuplicate: func(ev *Event[orderEvent]) { fmt.Println("duplicate " + ev.ID) },
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if err := c.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	st := c.Stats()
+	fmt.Println("processed " + strconv.FormatInt(st.Processed, 10))
+	return 0
+}
+
+// startChild starts a child consumer.
+func startChild(t *testing.T, name, consumer, url, pgURL, exchange, queue string) *proc {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return relaytest.Start(t, exe, []string{"-test.run=^$"}, relaytest.Options{Name: name, TailBytes: 3000, Env: []string{
+		inboxChildEnv + "=" + consumer, childURLEnv + "=" + url, childPGEnv + "=" + pgURL, childExEnv + "=" + exchange, childQueueEnv + "=" + queue}})
+}

@@ -1,0 +1,248 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// rabbitConfig is a consumer of exchange ex with fast retries, applying
+// applyEffect in the database at url.
+func rabbitConfig(t *testing.T, nodeURL, url, ex string) RabbitMQConfig[orderEvent] {
+	consumer := "c_" + suffix()
+	return RabbitMQConfig[orderEvent]{Consumer: consumer, URL: nodeURL, Exchange: ex, RoutingKeys: []string{"OrderCreated"},
+		DB: newPool(t, url), Handler: applyEffect(consumer), RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond}
+}
+
+// waitConsuming waits until queue exists and has a consumer.
+func waitConsuming(t testing.TB, nodeURL, queue string) {
+	t.Helper()
+	waitFor(t, 60*time.Second, "a consumer on "+queue, func() bool {
+		conn, err := amqp.Dial(nodeURL)
+		if err != nil {
+			return false
+		}
+		defer conn.Close()
+		ch, err := conn.Channel()
+		if err != nil {
+			return false
+		}
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		return err == nil && q.Consumers > 0
+	})
+}
+
+// outOfOrder counts the pairs of one aggregate's effects applied in
+// another order than their events were published in.
+func outOfOrder(t testing.TB, url, consumer string) int64 {
+	t.Helper()
+	return mustInt(t, url, `SELECT count(*) FROM effects a JOIN effects b
+		ON a.consumer = b.consumer AND a.aggregate_id = b.aggregate_id AND a.n < b.n AND a.seq > b.seq WHERE a.consumer = $1`, consumer)
+}
+
+// TestRabbitMQEndToEnd: relay-shaped messages from a plain amqp091-go
+// publisher (JSON, and a structured CloudEvent) through a declared quorum
+// queue into the handler: each applied once, in order per aggregate, the
+// same message_id published twice applied once, every delivery acked.
+func TestRabbitMQEndToEnd(t *testing.T) {
+	node := rabbitNode(t)
+	url := newDB(t)
+	execSQL(t, url, effectsDDL)
+	ex := "ex_" + suffix()
+	cfg := rabbitConfig(t, node.URL(), url, ex)
+	var mu sync.Mutex
+	var seen *Event[orderEvent]
+	apply := cfg.Handler
+	cfg.Handler = func(ctx context.Context, tx pgx.Tx, ev *Event[orderEvent]) error {
+		mu.Lock()
+		if ev.ID == uuidN(0) {
+			seen = ev
+		}
+		mu.Unlock()
+		return apply(ctx, tx, ev)
+	}
+	c, _ := runRabbit(t, cfg)
+	waitConsuming(t, node.URL(), cfg.Consumer)
+
+	const aggs, per = 10, 20
+	var msgs []amqp.Publishing
+	for n := range per {
+		for a := range aggs {
+			msgs = append(msgs, relayMessage(uuidN(a*100+n), fmt.Sprintf("agg-%d", a), n))
+		}
+	}
+	p := newPublisher(t, node.URL())
+	p.publish(ex, msgs...)
+	p.publish(ex, msgs[:20]...) // the same message_ids again: duplicates
+	ce := amqp.Publishing{DeliveryMode: amqp.Persistent, Type: "OrderCreated", ContentType: "application/cloudevents+json; charset=utf-8",
+		Body: []byte(`{"specversion":"1.0","id":"ce-1","source":"/cdc-relay","type":"OrderCreated","subject":"agg-ce",` +
+			`"datacontenttype":"application/json","data":{"order_id":"agg-ce","n":7}}`)}
+	p.publish(ex, ce)
+
+	want := int64(aggs*per + 1)
+	waitFor(t, 120*time.Second, "every event applied and every duplicate skipped", func() bool {
+		n, err := queryInt(url, "SELECT count(*) FROM effects WHERE consumer = $1", cfg.Consumer)
+		return err == nil && n == want && c.Stats().Duplicates == 20
+	})
+	if n := mustInt(t, url, "SELECT count(*) FROM (SELECT message_id FROM effects WHERE consumer = $1 GROUP BY message_id HAVING count(*) > 1) x", cfg.Consumer); n != 0 {
+		t.Errorf("%d events applied more than once", n)
+	}
+	if n := mustInt(t, url, "SELECT count(*) FROM processed_messages WHERE consumer = $1", cfg.Consumer); n != want {
+		t.Errorf("%d marks, want %d", n, want)
+	}
+	if n := outOfOrder(t, url, cfg.Consumer); n != 0 {
+		t.Errorf("%d pairs of an aggregate's events applied out of order", n)
+	}
+	if n := mustInt(t, url, "SELECT count(*) FROM effects WHERE message_id = 'ce-1' AND aggregate_id = 'agg-ce' AND n = 7"); n != 1 {
+		t.Errorf("the structured CloudEvent was applied %d times with its id, subject and data, want 1", n)
+	}
+	if got := c.Stats(); got.Processed != want || got.DeadLettered != 0 {
+		t.Errorf("Stats %+v: want %d processed, none dead-lettered", got, want)
+	}
+	waitFor(t, 30*time.Second, "the queue empty", func() bool { return queueDepth(t, node.URL(), cfg.Consumer) == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if seen == nil || seen.Type != "OrderCreated" || seen.AggregateType != "Order" || seen.AggregateID != "agg-0" ||
+		string(seen.Key) != "agg-0" || seen.Headers["traceparent"] == "" || seen.Value.OrderID != "agg-0" {
+		t.Errorf("the handler saw %+v", seen)
+	}
+}
+
+// TestRabbitMQPoison: a handler that always fails on one event gives it
+// back until the delivery limit, and the broker dead-letters it; an
+// undecodable value is dead-lettered at once; an event that fails twice
+// and then succeeds is applied before its aggregate's later events.
+func TestRabbitMQPoison(t *testing.T) {
+	node := rabbitNode(t)
+	url := newDB(t)
+	execSQL(t, url, effectsDDL)
+	ex := "ex_" + suffix()
+	cfg := rabbitConfig(t, node.URL(), url, ex)
+	cfg.DeliveryLimit = 2
+	poison, flaky := "poison-1", "flaky-1"
+	var mu sync.Mutex
+	calls := map[string]int{}
+	apply := cfg.Handler
+	cfg.Handler = func(ctx context.Context, tx pgx.Tx, ev *Event[orderEvent]) error {
+		mu.Lock()
+		calls[ev.ID]++
+		n := calls[ev.ID]
+		mu.Unlock()
+		switch {
+		case ev.ID == poison:
+			return errors.New("poison")
+		case ev.ID == flaky && n <= 2:
+			return fmt.Errorf("flaky, call %d", n)
+		}
+		return apply(ctx, tx, ev)
+	}
+	c, _ := runRabbit(t, cfg)
+	waitConsuming(t, node.URL(), cfg.Consumer)
+
+	bad := relayMessage("bad-1", "agg-b", 0)
+	bad.Body = []byte(`{"order_id": `)
+	msgs := []amqp.Publishing{relayMessage("p-0", "agg-p", 0), relayMessage(poison, "agg-p", 1), relayMessage("f-0", "agg-f", 0),
+		relayMessage(flaky, "agg-f", 1), bad, relayMessage("p-2", "agg-p", 2), relayMessage("f-2", "agg-f", 2), relayMessage("f-3", "agg-f", 3)}
+	newPublisher(t, node.URL()).publish(ex, msgs...)
+
+	var letters []amqp.Delivery
+	waitFor(t, 120*time.Second, "two dead letters", func() bool {
+		letters = append(letters, drain(t, node.URL(), cfg.Consumer+".dlq")...)
+		return len(letters) >= 2
+	})
+	reasons := map[string]string{}
+	for _, d := range letters {
+		reasons[d.MessageId], _ = d.Headers["x-first-death-reason"].(string)
+	}
+	if reasons[poison] != "delivery_limit" || reasons["bad-1"] != "rejected" || len(letters) != 2 {
+		t.Errorf("dead letters %v: want %s for the delivery limit and bad-1 rejected", reasons, poison)
+	}
+	waitFor(t, 60*time.Second, "the other events applied", func() bool {
+		n, err := queryInt(url, "SELECT count(*) FROM effects WHERE consumer = $1", cfg.Consumer)
+		return err == nil && n == 6
+	})
+	mu.Lock()
+	if calls[poison] != cfg.DeliveryLimit+1 || calls["bad-1"] != 0 || calls[flaky] != 3 {
+		t.Errorf("handler calls %v: want %d for %s (the delivery limit + 1), 0 for bad-1, 3 for %s", calls, cfg.DeliveryLimit+1, poison, flaky)
+	}
+	mu.Unlock()
+	if n := outOfOrder(t, url, cfg.Consumer); n != 0 {
+		t.Errorf("%d pairs of an aggregate's events applied out of order: the failed event's aggregate did not wait for it", n)
+	}
+	if got := c.Stats(); got.DeadLettered != 2 || got.Processed != 6 {
+		t.Errorf("Stats %+v: want 2 dead-lettered, 6 processed", got)
+	}
+}
+
+// TestRabbitMQQueueArguments: a queue declared earlier with other
+// arguments makes Run fail with both sets named; Passive consumes it as
+// it is; Passive on a missing queue is ErrQueueNotFound.
+func TestRabbitMQQueueArguments(t *testing.T) {
+	node := rabbitNode(t)
+	url := newDB(t)
+	execSQL(t, url, effectsDDL)
+	queue := "q_" + suffix()
+	conn, err := amqp.Dial(node.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{
+		"x-queue-type": "quorum", "x-delivery-limit": int32(3), "x-dead-letter-exchange": "elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := rabbitConfig(t, node.URL(), url, "ex_"+suffix())
+	cfg.Queue = queue
+	c, err := NewRabbitMQ(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	var qe *QueueArgumentsError
+	if !errors.As(err, &qe) {
+		t.Fatalf("Run: %v, want a *QueueArgumentsError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"PRECONDITION_FAILED", "wanted {durable: true, x-dead-letter-exchange: " + queue + ".dlx, x-dead-letter-strategy: at-least-once, x-delivery-limit: 5, x-overflow: reject-publish, x-queue-type: quorum, x-single-active-consumer: true}",
+		"x-delivery-limit: 3", "x-dead-letter-exchange: elsewhere", "x-overflow: none", "set Passive",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error does not say %q:\n%s", want, msg)
+		}
+	}
+	if !qe.Complete {
+		t.Errorf("not every difference learned: %s", msg)
+	}
+
+	cfg.Passive = true
+	pc, _ := runRabbit(t, cfg)
+	waitConsuming(t, node.URL(), queue)
+	m := relayMessage(uuidN(1), "agg-1", 0)
+	m.Type = queue // the default exchange routes by queue name
+	newPublisher(t, node.URL()).publish("", m)
+	waitFor(t, 60*time.Second, "the event applied from the existing queue", func() bool { return pc.Stats().Processed == 1 })
+
+	cfg.Queue = "missing_" + suffix()
+	mc, err := NewRabbitMQ(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.Run(ctx); !errors.Is(err, ErrQueueNotFound) {
+		t.Errorf("Run on a missing queue with Passive: %v, want ErrQueueNotFound", err)
+	}
+}
