@@ -102,22 +102,30 @@ func newPublisher(t testing.TB, url string) *publisher {
 // the test unless every one is confirmed.
 func (p *publisher) publish(exchange string, msgs ...amqp.Publishing) {
 	p.t.Helper()
+	if err := p.send(exchange, msgs...); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// send is publish for another goroutine than the test's: it returns the
+// first message that was not confirmed.
+func (p *publisher) send(exchange string, msgs ...amqp.Publishing) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dcs := make([]*amqp.DeferredConfirmation, len(msgs))
 	for i, m := range msgs {
 		dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, m.Type, true, false, m)
 		if err != nil {
-			p.t.Fatalf("publish %s: %v", m.MessageId, err)
+			return fmt.Errorf("publish %s: %w", m.MessageId, err)
 		}
 		dcs[i] = dc
 	}
 	for i, dc := range dcs {
-		ok, err := dc.WaitContext(ctx)
-		if err != nil || !ok {
-			p.t.Fatalf("publish %s: not confirmed (%v)", msgs[i].MessageId, err)
+		if ok, err := dc.WaitContext(ctx); err != nil || !ok {
+			return fmt.Errorf("publish %s: not confirmed (%v)", msgs[i].MessageId, err)
 		}
 	}
+	return nil
 }
 
 // queueDepth returns a queue's ready messages (passive declare).

@@ -1,9 +1,15 @@
 package inbox
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +17,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
+	"github.com/cdc-relay/cdc-relay/internal/testca"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // rabbitConfig is a consumer of exchange ex with fast retries, applying
@@ -245,4 +255,183 @@ func TestRabbitMQQueueArguments(t *testing.T) {
 	if err := mc.Run(ctx); !errors.Is(err, ErrQueueNotFound) {
 		t.Errorf("Run on a missing queue with Passive: %v, want ErrQueueNotFound", err)
 	}
+}
+
+// TestRabbitMQChaos runs two consumer processes on one queue (single
+// active consumer: one applies, the other waits) while a publisher sends
+// events of 30 aggregates, some twice, and kills a consumer with -9 five
+// times, starting it again each time. Afterwards every published event
+// was applied exactly once, each aggregate's events in the order
+// published, nothing was dead-lettered, and the duplicates that reached
+// the consumers were skipped.
+func TestRabbitMQChaos(t *testing.T) {
+	node := rabbitNode(t)
+	url := newDB(t)
+	execSQL(t, url, effectsDDL)
+	s := suffix()
+	ex, queue, consumer := "ex_"+s, "q_"+s, "chaos_"+s
+	names := []string{"consumer-a", "consumer-b"}
+	children := []*proc{startChild(t, names[0], consumer, node.URL(), url, ex, queue)}
+	waitConsuming(t, node.URL(), queue)
+	children = append(children, startChild(t, names[1], consumer, node.URL(), url, ex, queue))
+
+	// The publisher: chunks of 10 events every 20 ms until stopped; every
+	// fifth chunk sends the one before again (duplicates).
+	const aggs = 30
+	stop := make(chan struct{})
+	type result struct {
+		total int
+		err   error
+	}
+	published := make(chan result, 1)
+	p := newPublisher(t, node.URL())
+	go func() {
+		next := make([]int, aggs)
+		var prev []amqp.Publishing
+		total := 0
+		for chunk := 0; ; chunk++ {
+			select {
+			case <-stop:
+				published <- result{total: total}
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			var msgs []amqp.Publishing
+			for range 10 {
+				a := total % aggs
+				msgs = append(msgs, relayMessage(fmt.Sprintf("%s-%d-%d", s, a, next[a]), fmt.Sprintf("agg-%d", a), next[a]))
+				next[a]++
+				total++
+			}
+			err := p.send(ex, msgs...)
+			if err == nil && chunk%5 == 4 {
+				err = p.send(ex, prev...)
+			}
+			if err != nil {
+				published <- result{total: total, err: err}
+				return
+			}
+			prev = msgs
+		}
+	}()
+	applied := func() int64 {
+		n, _ := queryInt(url, "SELECT count(*) FROM effects WHERE consumer = $1", consumer)
+		return n
+	}
+	var killed []*proc
+	for k := range 5 {
+		at := applied() + 150
+		waitFor(t, 120*time.Second, fmt.Sprintf("%d events applied", at), func() bool { return applied() >= at })
+		i := k % 2
+		children[i].Kill()
+		killed = append(killed, children[i])
+		t.Logf("%s killed at %d events applied", names[i], applied())
+		children[i] = startChild(t, names[i], consumer, node.URL(), url, ex, queue)
+	}
+	close(stop)
+	var total int
+	select {
+	case res := <-published:
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		total = res.total
+	case <-time.After(60 * time.Second):
+		t.Fatal("the publisher did not stop")
+	}
+	waitFor(t, 180*time.Second, fmt.Sprintf("all %d events applied", total), func() bool { return applied() >= int64(total) })
+
+	if n := applied(); n != int64(total) {
+		t.Errorf("%d effects, want one per published event: %d", n, total)
+	}
+	if n := mustInt(t, url, "SELECT count(DISTINCT message_id) FROM effects WHERE consumer = $1", consumer); n != int64(total) {
+		t.Errorf("%d distinct events applied, want %d", n, total)
+	}
+	if n := mustInt(t, url, "SELECT count(*) FROM processed_messages WHERE consumer = $1", consumer); n != int64(total) {
+		t.Errorf("%d marks, want %d", n, total)
+	}
+	if n := outOfOrder(t, url, consumer); n != 0 {
+		t.Errorf("%d pairs of an aggregate's events applied out of order", n)
+	}
+	if n := queueDepth(t, node.URL(), queue+".dlq"); n != 0 {
+		t.Errorf("%d dead letters: no event should have failed", n)
+	}
+	dups := 0
+	for _, p := range append(children, killed...) {
+		dups += len(p.Lines("duplicate "))
+	}
+	t.Logf("%d events published (and %d more as duplicates), %d duplicates skipped by the consumers", total, total/50*10, dups)
+	if dups == 0 {
+		t.Error("no duplicate reached a consumer; the dedupe path was not exercised")
+	}
+}
+
+// TestRabbitMQTLS: over amqps, with the CA that signed the node's
+// certificate in TLS.RootCAs, events are consumed and applied; with
+// another CA the consumer never connects, and says why.
+func TestRabbitMQTLS(t *testing.T) {
+	testtier.Need(t)
+	url := newDB(t)
+	execSQL(t, url, effectsDDL)
+	ca := testca.New(t)
+	certPEM, keyPEM := ca.Issue(t, "localhost", "localhost", "127.0.0.1")
+	dir := t.TempDir()
+	files := &rabbittest.TLSFiles{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem")}
+	for path, b := range map[string][]byte{files.CA: ca.PEM, files.Cert: certPEM, files.Key: keyPEM} {
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node, err := rabbittest.Start(rabbittest.Options{TLS: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+
+	ex := "ex_" + suffix()
+	cfg := rabbitConfig(t, node.AMQPSURL(), url, ex)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.PEM)
+	cfg.TLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	c, _ := runRabbit(t, cfg)
+	waitConsuming(t, node.URL(), cfg.Consumer)
+	var msgs []amqp.Publishing
+	for i := range 10 {
+		msgs = append(msgs, relayMessage(uuidN(i), "agg-tls", i))
+	}
+	newPublisher(t, node.URL()).publish(ex, msgs...)
+	waitFor(t, 60*time.Second, "10 events applied over amqps", func() bool { return c.Stats().Processed == 10 })
+
+	other := testca.New(t)
+	wrong := x509.NewCertPool()
+	wrong.AppendCertsFromPEM(other.PEM)
+	logs := &syncBuffer{}
+	bad := rabbitConfig(t, node.AMQPSURL(), url, ex)
+	bad.TLS = &tls.Config{RootCAs: wrong, MinVersion: tls.VersionTLS12}
+	bad.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	runRabbit(t, bad)
+	waitFor(t, 60*time.Second, "the untrusted certificate reported", func() bool {
+		return strings.Contains(logs.String(), "connection lost; reconnecting") && strings.Contains(logs.String(), "certificate")
+	})
+	if strings.Contains(logs.String(), "guest:guest") {
+		t.Error("the password reached the log")
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger and a polling test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
