@@ -77,25 +77,37 @@ func relayMessage(id, aggID string, n int) amqp.Publishing {
 // waits for each message's confirm: no test message is lost on its way.
 type publisher struct {
 	t    testing.TB
+	url  string
 	conn *amqp.Connection
 	ch   *amqp.Channel
 }
 
 func newPublisher(t testing.TB, url string) *publisher {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
+	p := &publisher{t: t, url: url}
+	if err := p.dial(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	t.Cleanup(func() { p.conn.Close() })
+	return p
+}
+
+// dial (again) opens the connection and its confirm channel.
+func (p *publisher) dial() error {
+	if p.conn != nil {
+		p.conn.Close()
+	}
+	conn, err := amqp.Dial(p.url)
+	if err != nil {
+		return err
+	}
+	p.conn = conn
 	ch, err := conn.Channel()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
-	return &publisher{t: t, conn: conn, ch: ch}
+	p.ch = ch
+	return ch.Confirm(false)
 }
 
 // publish sends msgs to exchange with routing key = their type and fails
