@@ -134,6 +134,7 @@ func rabbitEvent[T any](queue string, d *amqp.Delivery) *Event[T] {
 
 // structuredEvent is the part of a structured CloudEvent the inbox reads.
 type structuredEvent struct {
+	SpecVersion     string          `json:"specversion"`
 	ID              string          `json:"id"`
 	Type            string          `json:"type"`
 	Subject         string          `json:"subject"`
@@ -152,6 +153,9 @@ func (r *RabbitMQConsumer[T]) prepare(ctx context.Context, d *amqp.Delivery) (ev
 		var se structuredEvent
 		if err := json.Unmarshal(body, &se); err != nil {
 			return ev, ReasonUndecodable + ": the structured CloudEvent is not a JSON object: " + err.Error()
+		}
+		if se.SpecVersion == "" {
+			return ev, ReasonUndecodable + ": the structured CloudEvent has no specversion"
 		}
 		ev.ID = firstOf(ev.ID, se.ID)
 		ev.Type = firstOf(ev.Type, se.Type)
