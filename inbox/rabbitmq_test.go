@@ -467,3 +467,49 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestRabbitMQAvro: an application/avro value in the Confluent wire
+// format is decoded with its writer schema from the registry into the
+// handler's map; a value whose schema id the registry lacks is
+// dead-lettered at once.
+func TestRabbitMQAvro(t *testing.T) {
+	node := rabbitNode(t)
+	url := newDB(t)
+	ex := "ex_" + suffix()
+	s := registerSchema(t, ex+"-OrderCreated", "OrderCreated")
+	consumer := "c_" + suffix()
+	var mu sync.Mutex
+	var got []*Event[map[string]any]
+	c, _ := runRabbit(t, RabbitMQConfig[map[string]any]{Consumer: consumer, URL: node.URL(), Exchange: ex, RegistryURL: registry.URL(),
+		DB: newPool(t, url), RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
+		Handler: func(_ context.Context, _ pgx.Tx, ev *Event[map[string]any]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, ev)
+			return nil
+		}})
+	waitConsuming(t, node.URL(), consumer)
+	m := relayMessage(uuidN(1), uuidN(100), 0)
+	m.ContentType, m.Body = ContentTypeAvro, avroValue(t, s, orderCreated(uuidN(100), "c-1", 1999))
+	unknown := relayMessage(uuidN(2), uuidN(100), 1)
+	unknown.ContentType, unknown.Body = ContentTypeAvro, []byte{0, 0x7f, 0xff, 0xff, 0xf0, 2}
+	newPublisher(t, node.URL()).publish(ex, m, unknown)
+
+	waitFor(t, 60*time.Second, "the Avro event applied and the unknown schema dead-lettered", func() bool {
+		st := c.Stats()
+		return st.Processed == 1 && st.DeadLettered == 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0].SchemaID != s.ID() || got[0].Value["amount_cents"] != int64(1999) || got[0].Value["order_id"] != uuidN(100) {
+		t.Errorf("the handler saw %+v", got)
+	}
+	var letters []amqp.Delivery
+	waitFor(t, 30*time.Second, "the dead letter", func() bool {
+		letters = append(letters, drain(t, node.URL(), consumer+".dlq")...)
+		return len(letters) >= 1
+	})
+	if letters[0].MessageId != uuidN(2) {
+		t.Errorf("dead letter %s, want %s", letters[0].MessageId, uuidN(2))
+	}
+}
