@@ -1,5 +1,7 @@
 // Package inbox is the consumer half of the outbox pattern: an idempotent
-// Kafka consumer for the topics cdc-relay writes.
+// Kafka consumer for the topics cdc-relay writes (New), or RabbitMQ
+// consumer for the queues its exchange feeds (NewRabbitMQ), with one
+// Handler API and the same exactly-once effects.
 //
 // In: records from a franz-go (kgo) consumer group (explicit commits,
 // never auto-commit; the range or roundrobin protocol, which the kafka-go
@@ -33,6 +35,21 @@
 // consumer's own dead letters again through the same path. Cleanup deletes
 // old marks in bounded batches. The DDL is docs/inbox.sql.
 //
-// The package owns the group client, the dead-letter producer and its
-// goroutines for the duration of Run; the caller owns the DB pool.
+// RabbitMQ (rabbitmq*.go): one quorum queue, declared with every argument
+// explicit (x-delivery-limit 5, x-dead-letter-exchange, at-least-once
+// dead-lettering with x-overflow reject-publish, single active consumer)
+// and bound to the relay's exchange, or used as it exists (Passive); a
+// declare refused with 406 is a *QueueArgumentsError naming both argument
+// sets. Values by content_type: JSON, Confluent-framed Avro, CloudEvents;
+// the id is message_id (the redelivered flag is only a hint: every
+// delivery is deduplicated by its mark). Prefetch 10, a manual ack after
+// the commit; a failed event is given back with basic.reject after a
+// backoff, so that the broker counts it and, past the delivery limit,
+// dead-letters it, while its aggregate's later events wait for it. The
+// connection is the package's own (amqp091-go's recovery off): lost, it
+// is made again with backoff and the held deliveries come again.
+//
+// The package owns the group client, the dead-letter producer (or the
+// AMQP connection) and its goroutines for the duration of Run; the caller
+// owns the DB pool.
 package inbox
