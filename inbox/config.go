@@ -175,19 +175,15 @@ type Config[T any] struct {
 }
 
 func (c *Config[T]) validate() error {
-	switch {
-	case c.Consumer == "":
+	if c.Consumer == "" {
 		return &ConfigError{"Consumer", "empty: name the consumer (it scopes deduplication and is the default group id)"}
-	case c.Handler == nil && c.SQLHandler == nil:
-		return &ConfigError{"Handler", "nil: give the function that applies an event (or SQLHandler with SQLDB)"}
-	case c.Handler != nil && c.SQLHandler != nil:
-		return &ConfigError{"SQLHandler", "set together with Handler: give one, Handler with DB or SQLHandler with SQLDB"}
+	}
+	if err := c.validateProcessing(); err != nil {
+		return err
+	}
+	switch {
 	case c.MaxAttempts < 0:
 		return &ConfigError{"MaxAttempts", "negative: give the attempts before the dead-letter topic (default 5)"}
-	case c.BatchSize < 0:
-		return &ConfigError{"BatchSize", "negative: give the events per transaction (default 1)"}
-	case c.TxOptions.AccessMode == pgx.ReadOnly:
-		return &ConfigError{"TxOptions", "AccessMode read only: the mark is an INSERT, use read write (the default)"}
 	case c.KeyFormat != "" && c.KeyFormat != KeyString && c.KeyFormat != KeyJSON && c.KeyFormat != KeyJSONSchema && c.KeyFormat != KeyAvro:
 		return &ConfigError{"KeyFormat", "\"" + c.KeyFormat + "\": want string, json, json-schema or avro (the relay's --key-format)"}
 	case len(c.Brokers) == 0:
@@ -196,16 +192,55 @@ func (c *Config[T]) validate() error {
 		return &ConfigError{"Topics", "empty: give the topics to read"}
 	case c.RegistryURL == "":
 		return &ConfigError{"RegistryURL", "empty: give the schema registry URL"}
-	case c.Handler != nil && c.DB == nil:
-		return &ConfigError{"DB", "nil: give a *pgxpool.Pool (or any DB)"}
-	case c.SQLHandler != nil && c.SQLDB == nil:
-		return &ConfigError{"SQLDB", "nil: give the *sql.DB SQLHandler's transactions come from"}
-	case c.Workers < 0:
-		return &ConfigError{"Workers", "negative"}
 	}
 	if err := c.validateSecurity(); err != nil {
 		return err
 	}
+	c.processingDefaults()
+	if c.KeyFormat == "" {
+		c.KeyFormat = KeyString
+	}
+	if c.GroupID == "" {
+		c.GroupID = c.Consumer
+	}
+	if c.DLQTopic == "" {
+		c.DLQTopic = c.Consumer + ".dlq"
+	}
+	if c.CommitInterval <= 0 {
+		c.CommitInterval = 100 * time.Millisecond
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	return nil
+}
+
+// validateProcessing checks the settings of the processing core, which
+// the Kafka and RabbitMQ consumers share: the handler and its database,
+// the transaction options, batches and workers.
+func (c *Config[T]) validateProcessing() error {
+	switch {
+	case c.Handler == nil && c.SQLHandler == nil:
+		return &ConfigError{"Handler", "nil: give the function that applies an event (or SQLHandler with SQLDB)"}
+	case c.Handler != nil && c.SQLHandler != nil:
+		return &ConfigError{"SQLHandler", "set together with Handler: give one, Handler with DB or SQLHandler with SQLDB"}
+	case c.Handler != nil && c.DB == nil:
+		return &ConfigError{"DB", "nil: give a *pgxpool.Pool (or any DB)"}
+	case c.SQLHandler != nil && c.SQLDB == nil:
+		return &ConfigError{"SQLDB", "nil: give the *sql.DB SQLHandler's transactions come from"}
+	case c.TxOptions.AccessMode == pgx.ReadOnly:
+		return &ConfigError{"TxOptions", "AccessMode read only: the mark is an INSERT, use read write (the default)"}
+	case c.BatchSize < 0:
+		return &ConfigError{"BatchSize", "negative: give the events per transaction (default 1)"}
+	case c.Workers < 0:
+		return &ConfigError{"Workers", "negative"}
+	}
+	return nil
+}
+
+// processingDefaults fills in the defaults of the processing core's
+// settings.
+func (c *Config[T]) processingDefaults() {
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 5
 	}
@@ -215,20 +250,11 @@ func (c *Config[T]) validate() error {
 	if c.TransientTimeout <= 0 {
 		c.TransientTimeout = 10 * time.Minute
 	}
-	if c.KeyFormat == "" {
-		c.KeyFormat = KeyString
-	}
-	if c.GroupID == "" {
-		c.GroupID = c.Consumer
-	}
 	if c.Workers == 0 {
 		c.Workers = 4
 	}
 	if c.QueueSize <= 0 {
 		c.QueueSize = 256
-	}
-	if c.DLQTopic == "" {
-		c.DLQTopic = c.Consumer + ".dlq"
 	}
 	if c.Table == "" {
 		c.Table = "processed_messages"
@@ -239,12 +265,6 @@ func (c *Config[T]) validate() error {
 	if c.RetryMax <= 0 {
 		c.RetryMax = 5 * time.Second
 	}
-	if c.CommitInterval <= 0 {
-		c.CommitInterval = 100 * time.Millisecond
-	}
-	if c.SessionTimeout <= 0 {
-		c.SessionTimeout = 10 * time.Second
-	}
 	if c.CleanupInterval <= 0 {
 		c.CleanupInterval = time.Minute
 	}
@@ -254,7 +274,6 @@ func (c *Config[T]) validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return nil
 }
 
 // validateSecurity checks the TLS and SASL settings as the relay checks

@@ -32,15 +32,16 @@ type RabbitMQConsumer[T any] struct {
 // NewRabbitMQ checks cfg and returns a RabbitMQConsumer. A missing or
 // invalid field is a *ConfigError naming it.
 func NewRabbitMQ[T any](cfg RabbitMQConfig[T]) (*RabbitMQConsumer[T], error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	table, err := quoteTable(cfg.Table)
+	coreCfg, err := cfg.validate()
 	if err != nil {
 		return nil, err
 	}
-	log := cfg.Logger.With("consumer", cfg.Consumer, "queue", cfg.Queue)
-	core := &Consumer[T]{cfg: cfg.core(), log: log, attemptTimeout: cfg.HandlerTimeout}
+	table, err := quoteTable(coreCfg.Table)
+	if err != nil {
+		return nil, err
+	}
+	log := coreCfg.Logger.With("consumer", cfg.Consumer, "queue", cfg.Queue)
+	core := &Consumer[T]{cfg: coreCfg, log: log, attemptTimeout: cfg.HandlerTimeout}
 	core.setTable(table)
 	if cfg.RegistryURL != "" {
 		if core.schemas, err = newSchemas(cfg.RegistryURL, log); err != nil {
@@ -72,7 +73,7 @@ func (r *RabbitMQConsumer[T]) Cleanup(ctx context.Context, olderThan time.Durati
 // for up to 10 s; the rest roll back and the broker delivers them again.
 func (r *RabbitMQConsumer[T]) Run(ctx context.Context) error {
 	var cleanupDone chan struct{}
-	if r.cfg.Retention > 0 {
+	if r.core.cfg.Retention > 0 {
 		cleanupDone = make(chan struct{})
 		go func() {
 			defer close(cleanupDone)
@@ -80,7 +81,7 @@ func (r *RabbitMQConsumer[T]) Run(ctx context.Context) error {
 		}()
 		defer func() { <-cleanupDone }()
 	}
-	b := backoff.Backoff{Min: r.cfg.RetryMin, Max: r.cfg.RetryMax}
+	b := backoff.Backoff{Min: r.core.cfg.RetryMin, Max: r.core.cfg.RetryMax}
 	for {
 		err := r.session(ctx, &b)
 		if ctx.Err() != nil {
@@ -144,7 +145,7 @@ func (r *RabbitMQConsumer[T]) session(ctx context.Context, b *backoff.Backoff) e
 	// cannot reach the broker, which delivers the message again.
 	work, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
-	queues := make([]chan rjob, r.cfg.Workers)
+	queues := make([]chan rjob, r.core.cfg.Workers)
 	var workers sync.WaitGroup
 	for i := range queues {
 		queues[i] = make(chan rjob, r.cfg.Prefetch)
@@ -201,7 +202,7 @@ func (r *RabbitMQConsumer[T]) session(ctx context.Context, b *backoff.Backoff) e
 func (r *RabbitMQConsumer[T]) worker(agg string) int {
 	h := fnv.New32a()
 	h.Write([]byte(agg))
-	return int(h.Sum32() % uint32(r.cfg.Workers))
+	return int(h.Sum32() % uint32(r.core.cfg.Workers))
 }
 
 // deliveryCount is the broker's count of earlier deliveries of d that

@@ -126,46 +126,45 @@ type RabbitMQConfig[T any] struct {
 	Logger *slog.Logger
 }
 
-// validate checks the settings and fills in the defaults.
-func (c *RabbitMQConfig[T]) validate() error {
+// validate checks the settings and fills in the defaults of RabbitMQ's;
+// it returns the Config of the processing core the Kafka consumer shares,
+// with its defaults: one attempt per delivery (a counted failure gives the
+// delivery back to the broker, which counts it against the delivery
+// limit), transient errors retried in place.
+func (c *RabbitMQConfig[T]) validate() (Config[T], error) {
+	core := Config[T]{Consumer: c.Consumer, DB: c.DB, Handler: c.Handler, SQLDB: c.SQLDB, SQLHandler: c.SQLHandler,
+		TxOptions: c.TxOptions, TransientTimeout: c.TransientTimeout, BatchSize: c.BatchSize, Workers: c.Workers,
+		Table: c.Table, RetryMin: c.RetryMin, RetryMax: c.RetryMax, Retention: c.Retention,
+		CleanupInterval: c.CleanupInterval, CleanupBatch: c.CleanupBatch, OnDuplicate: c.OnDuplicate, Logger: c.Logger}
 	switch {
 	case c.Consumer == "":
-		return &ConfigError{"Consumer", "empty: name the consumer (it scopes deduplication and is the default queue)"}
+		return core, &ConfigError{"Consumer", "empty: name the consumer (it scopes deduplication and is the default queue)"}
 	case c.URL == "":
-		return &ConfigError{"URL", "empty: give the broker's amqp:// or amqps:// URL"}
-	case c.Handler == nil && c.SQLHandler == nil:
-		return &ConfigError{"Handler", "nil: give the function that applies an event (or SQLHandler with SQLDB)"}
-	case c.Handler != nil && c.SQLHandler != nil:
-		return &ConfigError{"SQLHandler", "set together with Handler: give one, Handler with DB or SQLHandler with SQLDB"}
-	case c.Handler != nil && c.DB == nil:
-		return &ConfigError{"DB", "nil: give a *pgxpool.Pool (or any DB)"}
-	case c.SQLHandler != nil && c.SQLDB == nil:
-		return &ConfigError{"SQLDB", "nil: give the *sql.DB SQLHandler's transactions come from"}
-	case c.TxOptions.AccessMode == pgx.ReadOnly:
-		return &ConfigError{"TxOptions", "AccessMode read only: the mark is an INSERT, use read write (the default)"}
+		return core, &ConfigError{"URL", "empty: give the broker's amqp:// or amqps:// URL"}
 	case c.DeliveryLimit < 0:
-		return &ConfigError{"DeliveryLimit", "negative: give the queue's x-delivery-limit (default 5)"}
+		return core, &ConfigError{"DeliveryLimit", "negative: give the queue's x-delivery-limit (default 5)"}
 	case c.Prefetch < 0:
-		return &ConfigError{"Prefetch", "negative: give the deliveries held at once (default 10)"}
-	case c.BatchSize < 0:
-		return &ConfigError{"BatchSize", "negative: give the events per transaction (default 1)"}
-	case c.Workers < 0:
-		return &ConfigError{"Workers", "negative"}
+		return core, &ConfigError{"Prefetch", "negative: give the deliveries held at once (default 10)"}
 	case c.HandlerTimeout < 0:
-		return &ConfigError{"HandlerTimeout", "negative: give the longest attempt (default 1m)"}
+		return core, &ConfigError{"HandlerTimeout", "negative: give the longest attempt (default 1m)"}
 	case c.HandlerTimeout > MaxHandlerTimeout:
-		return &ConfigError{"HandlerTimeout", c.HandlerTimeout.String() + " is over " + MaxHandlerTimeout.String() +
+		return core, &ConfigError{"HandlerTimeout", c.HandlerTimeout.String() + " is over " + MaxHandlerTimeout.String() +
 			": RabbitMQ closes the channel of a delivery unacknowledged for consumer_timeout (30m by default), and it comes again"}
 	}
 	u, err := url.Parse(c.URL)
 	switch {
 	case err != nil:
-		return &ConfigError{"URL", "does not parse (the password is not shown)"}
+		return core, &ConfigError{"URL", "does not parse (the password is not shown)"}
 	case u.Scheme != "amqp" && u.Scheme != "amqps":
-		return &ConfigError{"URL", "scheme " + strconv.Quote(u.Scheme) + ": want amqp or amqps"}
+		return core, &ConfigError{"URL", "scheme " + strconv.Quote(u.Scheme) + ": want amqp or amqps"}
 	case c.TLS != nil && u.Scheme != "amqps":
-		return &ConfigError{"TLS", "is set but URL is not amqps://: use amqps, or leave TLS nil"}
+		return core, &ConfigError{"TLS", "is set but URL is not amqps://: use amqps, or leave TLS nil"}
 	}
+	if err := core.validateProcessing(); err != nil {
+		return core, err
+	}
+	core.processingDefaults()
+	core.MaxAttempts = 1
 	if c.Queue == "" {
 		c.Queue = c.Consumer
 	}
@@ -187,53 +186,15 @@ func (c *RabbitMQConfig[T]) validate() error {
 	if c.Prefetch == 0 {
 		c.Prefetch = 10
 	}
-	if c.BatchSize == 0 {
-		c.BatchSize = 1
-	}
-	if c.BatchSize > c.Prefetch {
-		return &ConfigError{"BatchSize", strconv.Itoa(c.BatchSize) + " is over Prefetch (" + strconv.Itoa(c.Prefetch) + "): a batch is made of deliveries held at once"}
-	}
-	if c.Workers == 0 {
-		c.Workers = 4
-	}
 	if c.HandlerTimeout == 0 {
 		c.HandlerTimeout = time.Minute
 	}
-	if c.TransientTimeout <= 0 {
-		c.TransientTimeout = 10 * time.Minute
+	if core.BatchSize > c.Prefetch {
+		return core, &ConfigError{"BatchSize", strconv.Itoa(core.BatchSize) + " is over Prefetch (" + strconv.Itoa(c.Prefetch) + "): a batch is made of deliveries held at once"}
 	}
-	if c.HandlerTimeout+c.TransientTimeout > MaxHandlerTimeout {
-		return &ConfigError{"TransientTimeout", "HandlerTimeout + TransientTimeout is " + (c.HandlerTimeout + c.TransientTimeout).String() +
+	if sum := c.HandlerTimeout + core.TransientTimeout; sum > MaxHandlerTimeout {
+		return core, &ConfigError{"TransientTimeout", "HandlerTimeout + TransientTimeout is " + sum.String() +
 			", over " + MaxHandlerTimeout.String() + ": a delivery would be held near RabbitMQ's consumer_timeout (30m)"}
 	}
-	if c.Table == "" {
-		c.Table = "processed_messages"
-	}
-	if c.RetryMin <= 0 {
-		c.RetryMin = 100 * time.Millisecond
-	}
-	if c.RetryMax <= 0 {
-		c.RetryMax = 5 * time.Second
-	}
-	if c.CleanupInterval <= 0 {
-		c.CleanupInterval = time.Minute
-	}
-	if c.CleanupBatch <= 0 {
-		c.CleanupBatch = 1000
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return nil
-}
-
-// core is the Config of the processing core the Kafka consumer shares:
-// one attempt per delivery (a counted failure gives the delivery back to
-// the broker, which counts it against the delivery limit), transient
-// errors retried in place.
-func (c *RabbitMQConfig[T]) core() Config[T] {
-	return Config[T]{Consumer: c.Consumer, DB: c.DB, Handler: c.Handler, SQLDB: c.SQLDB, SQLHandler: c.SQLHandler,
-		TxOptions: c.TxOptions, MaxAttempts: 1, TransientTimeout: c.TransientTimeout, BatchSize: c.BatchSize,
-		Workers: c.Workers, Table: c.Table, RetryMin: c.RetryMin, RetryMax: c.RetryMax, Retention: c.Retention,
-		CleanupInterval: c.CleanupInterval, CleanupBatch: c.CleanupBatch, OnDuplicate: c.OnDuplicate, Logger: c.Logger}
+	return core, nil
 }

@@ -189,7 +189,7 @@ func (r *RabbitMQConsumer[T]) prepare(ctx context.Context, d *amqp.Delivery) (ev
 		if r.core.schemas == nil {
 			return ev, ReasonUnknownSchema + ": an Avro value, and RegistryURL is not set"
 		}
-		b := backoff.Backoff{Min: r.cfg.RetryMin, Max: r.cfg.RetryMax}
+		b := backoff.Backoff{Min: r.core.cfg.RetryMin, Max: r.core.cfg.RetryMax}
 		for {
 			id, err := decode(ctx, r.core.schemas, body, &ev.Value)
 			if err == nil {

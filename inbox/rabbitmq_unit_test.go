@@ -69,7 +69,7 @@ func TestNewRabbitMQConfig(t *testing.T) {
 	got := c.cfg
 	if got.Queue != "loyalty" || got.Exchange != "outbox" || len(got.RoutingKeys) != 1 || got.RoutingKeys[0] != "#" ||
 		got.DeliveryLimit != 5 || got.DeadLetterExchange != "loyalty.dlx" || got.DeadLetterQueue != "loyalty.dlq" ||
-		got.Prefetch != 10 || got.HandlerTimeout != time.Minute || got.Workers != 4 || got.BatchSize != 1 {
+		got.Prefetch != 10 || got.HandlerTimeout != time.Minute || c.core.cfg.Workers != 4 || c.core.cfg.BatchSize != 1 || c.core.cfg.MaxAttempts != 1 {
 		t.Errorf("defaults: %+v", got)
 	}
 	args := c.queueArgs()

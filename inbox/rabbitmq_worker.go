@@ -30,7 +30,7 @@ type rworker[T any] struct {
 func (w *rworker[T]) run(ctx context.Context, q <-chan rjob) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	batch := make([]rjob, 0, w.r.cfg.BatchSize)
+	batch := make([]rjob, 0, w.r.core.cfg.BatchSize)
 	for {
 		var j rjob
 		select {
@@ -45,7 +45,7 @@ func (w *rworker[T]) run(ctx context.Context, q <-chan rjob) {
 		}
 		batch = w.admit(batch[:0], j)
 	more:
-		for len(batch) < w.r.cfg.BatchSize {
+		for len(batch) < w.r.core.cfg.BatchSize {
 			select {
 			case next, ok := <-q:
 				if !ok {
@@ -151,11 +151,11 @@ func (w *rworker[T]) giveBack(ctx context.Context, j rjob, ev *Event[T], failure
 	count := deliveryCount(&j.d)
 	last := count >= int64(r.cfg.DeliveryLimit)
 	if !last {
-		d := r.cfg.RetryMin
-		for i := int64(0); i < count && d < r.cfg.RetryMax; i++ {
+		d := r.core.cfg.RetryMin
+		for i := int64(0); i < count && d < r.core.cfg.RetryMax; i++ {
 			d *= 2
 		}
-		t := time.NewTimer(min(d, r.cfg.RetryMax))
+		t := time.NewTimer(min(d, r.core.cfg.RetryMax))
 		select {
 		case <-ctx.Done():
 			t.Stop()
