@@ -140,48 +140,51 @@ func (p *publisher) send(exchange string, msgs ...amqp.Publishing) error {
 	return nil
 }
 
-// queueDepth returns a queue's ready messages (passive declare).
-func queueDepth(t testing.TB, url, queue string) int {
+// amqpChannel opens a connection and a channel on it for the test's own
+// look at the broker; both close when the test ends.
+func amqpChannel(t testing.TB, url string) *amqp.Channel {
 	t.Helper()
 	conn, err := amqp.Dial(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	return ch
+}
+
+// queueDepth returns a queue's ready messages (passive declare).
+func queueDepth(t testing.TB, url, queue string) int {
+	t.Helper()
+	q, err := amqpChannel(t, url).QueueDeclarePassive(queue, true, false, false, false, nil)
 	if err != nil {
 		t.Fatalf("queue %s: %v", queue, err)
 	}
 	return q.Messages
 }
 
-// drain takes every message waiting in queue (basic.get with ack).
-func drain(t testing.TB, url, queue string) []amqp.Delivery {
+// deadLetters takes messages from the dead-letter queue (basic.get with
+// ack) until want arrived, and returns them.
+func deadLetters(t testing.TB, url, queue string, want int) []amqp.Delivery {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := amqpChannel(t, url)
 	var out []amqp.Delivery
-	for {
-		d, ok, err := ch.Get(queue, true)
-		if err != nil {
-			t.Fatalf("get from %s: %v", queue, err)
+	waitFor(t, 120*time.Second, fmt.Sprintf("%d dead letters in %s", want, queue), func() bool {
+		for {
+			d, ok, err := ch.Get(queue, true)
+			if err != nil {
+				t.Fatalf("get from %s: %v", queue, err)
+			}
+			if !ok {
+				return len(out) >= want
+			}
+			out = append(out, d)
 		}
-		if !ok {
-			return out
-		}
-		out = append(out, d)
-	}
+	})
+	return out
 }
 
 // effectsDDL is the test handler's table: one row per applied event, in

@@ -1,7 +1,6 @@
 package inbox
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -19,6 +18,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 	"github.com/cdc-relay/cdc-relay/internal/testca"
 	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
@@ -31,20 +31,25 @@ func rabbitConfig(t *testing.T, nodeURL, url, ex string) RabbitMQConfig[orderEve
 		DB: newPool(t, url), Handler: applyEffect(consumer), RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond}
 }
 
+// rabbitSetup returns the package's RabbitMQ node and a database of the
+// test's own with processed_messages and the effects table.
+func rabbitSetup(t *testing.T) (*rabbittest.Node, string) {
+	t.Helper()
+	node := rabbitNode(t)
+	url := newDB(t)
+	execSQL(t, url, effectsDDL)
+	return node, url
+}
+
 // waitConsuming waits until queue exists and has a consumer.
 func waitConsuming(t testing.TB, nodeURL, queue string) {
 	t.Helper()
+	ch := amqpChannel(t, nodeURL)
 	waitFor(t, 60*time.Second, "a consumer on "+queue, func() bool {
-		conn, err := amqp.Dial(nodeURL)
-		if err != nil {
-			return false
-		}
-		defer conn.Close()
-		ch, err := conn.Channel()
-		if err != nil {
-			return false
-		}
 		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if err != nil { // a 404 closes the channel
+			ch = amqpChannel(t, nodeURL)
+		}
 		return err == nil && q.Consumers > 0
 	})
 }
@@ -62,9 +67,7 @@ func outOfOrder(t testing.TB, url, consumer string) int64 {
 // queue into the handler: each applied once, in order per aggregate, the
 // same message_id published twice applied once, every delivery acked.
 func TestRabbitMQEndToEnd(t *testing.T) {
-	node := rabbitNode(t)
-	url := newDB(t)
-	execSQL(t, url, effectsDDL)
+	node, url := rabbitSetup(t)
 	ex := "ex_" + suffix()
 	cfg := rabbitConfig(t, node.URL(), url, ex)
 	var mu sync.Mutex
@@ -130,9 +133,7 @@ func TestRabbitMQEndToEnd(t *testing.T) {
 // undecodable value is dead-lettered at once; an event that fails twice
 // and then succeeds is applied before its aggregate's later events.
 func TestRabbitMQPoison(t *testing.T) {
-	node := rabbitNode(t)
-	url := newDB(t)
-	execSQL(t, url, effectsDDL)
+	node, url := rabbitSetup(t)
 	ex := "ex_" + suffix()
 	cfg := rabbitConfig(t, node.URL(), url, ex)
 	cfg.DeliveryLimit = 2
@@ -162,11 +163,7 @@ func TestRabbitMQPoison(t *testing.T) {
 		relayMessage(flaky, "agg-f", 1), bad, relayMessage("p-2", "agg-p", 2), relayMessage("f-2", "agg-f", 2), relayMessage("f-3", "agg-f", 3)}
 	newPublisher(t, node.URL()).publish(ex, msgs...)
 
-	var letters []amqp.Delivery
-	waitFor(t, 120*time.Second, "two dead letters", func() bool {
-		letters = append(letters, drain(t, node.URL(), cfg.Consumer+".dlq")...)
-		return len(letters) >= 2
-	})
+	letters := deadLetters(t, node.URL(), cfg.Consumer+".dlq", 2)
 	reasons := map[string]string{}
 	for _, d := range letters {
 		reasons[d.MessageId], _ = d.Headers["x-first-death-reason"].(string)
@@ -195,20 +192,9 @@ func TestRabbitMQPoison(t *testing.T) {
 // arguments makes Run fail with both sets named; Passive consumes it as
 // it is; Passive on a missing queue is ErrQueueNotFound.
 func TestRabbitMQQueueArguments(t *testing.T) {
-	node := rabbitNode(t)
-	url := newDB(t)
-	execSQL(t, url, effectsDDL)
+	node, url := rabbitSetup(t)
 	queue := "q_" + suffix()
-	conn, err := amqp.Dial(node.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{
+	if _, err := amqpChannel(t, node.URL()).QueueDeclare(queue, true, false, false, false, amqp.Table{
 		"x-queue-type": "quorum", "x-delivery-limit": int32(3), "x-dead-letter-exchange": "elsewhere"}); err != nil {
 		t.Fatal(err)
 	}
@@ -265,9 +251,7 @@ func TestRabbitMQQueueArguments(t *testing.T) {
 // published, nothing was dead-lettered, and the duplicates that reached
 // the consumers were skipped.
 func TestRabbitMQChaos(t *testing.T) {
-	node := rabbitNode(t)
-	url := newDB(t)
-	execSQL(t, url, effectsDDL)
+	node, url := rabbitSetup(t)
 	s := suffix()
 	ex, queue, consumer := "ex_"+s, "q_"+s, "chaos_"+s
 	names := []string{"consumer-a", "consumer-b"}
@@ -437,7 +421,7 @@ func TestRabbitMQTLS(t *testing.T) {
 	other := testca.New(t)
 	wrong := x509.NewCertPool()
 	wrong.AppendCertsFromPEM(other.PEM)
-	logs := &syncBuffer{}
+	logs := &relaytest.LogBuffer{}
 	bad := rabbitConfig(t, node.AMQPSURL(), url, ex)
 	bad.TLS = &tls.Config{RootCAs: wrong, MinVersion: tls.VersionTLS12}
 	bad.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -448,24 +432,6 @@ func TestRabbitMQTLS(t *testing.T) {
 	if strings.Contains(logs.String(), "guest:guest") {
 		t.Error("the password reached the log")
 	}
-}
-
-// syncBuffer is a bytes.Buffer for a logger and a polling test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestRabbitMQAvro: an application/avro value in the Confluent wire
@@ -504,11 +470,7 @@ func TestRabbitMQAvro(t *testing.T) {
 	if len(got) != 1 || got[0].SchemaID != s.ID() || got[0].Value["amount_cents"] != int64(1999) || got[0].Value["order_id"] != uuidN(100) {
 		t.Errorf("the handler saw %+v", got)
 	}
-	var letters []amqp.Delivery
-	waitFor(t, 30*time.Second, "the dead letter", func() bool {
-		letters = append(letters, drain(t, node.URL(), consumer+".dlq")...)
-		return len(letters) >= 1
-	})
+	letters := deadLetters(t, node.URL(), consumer+".dlq", 1)
 	if letters[0].MessageId != uuidN(2) {
 		t.Errorf("dead letter %s, want %s", letters[0].MessageId, uuidN(2))
 	}
