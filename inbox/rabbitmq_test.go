@@ -66,10 +66,17 @@ func outOfOrder(t testing.TB, url, consumer string) int64 {
 // publisher (JSON, and a structured CloudEvent) through a declared quorum
 // queue into the handler: each applied once, in order per aggregate, the
 // same message_id published twice applied once, every delivery acked.
-func TestRabbitMQEndToEnd(t *testing.T) {
+func TestRabbitMQEndToEnd(t *testing.T) { rabbitEndToEnd(t, 1) }
+
+// TestRabbitMQEndToEndBatch is TestRabbitMQEndToEnd with up to 10
+// deliveries per transaction (BatchSize).
+func TestRabbitMQEndToEndBatch(t *testing.T) { rabbitEndToEnd(t, 10) }
+
+func rabbitEndToEnd(t *testing.T, batch int) {
 	node, url := rabbitSetup(t)
 	ex := "ex_" + suffix()
 	cfg := rabbitConfig(t, node.URL(), url, ex)
+	cfg.BatchSize = batch
 	var mu sync.Mutex
 	var seen *Event[orderEvent]
 	apply := cfg.Handler
@@ -116,8 +123,8 @@ func TestRabbitMQEndToEnd(t *testing.T) {
 	if n := mustInt(t, url, "SELECT count(*) FROM effects WHERE message_id = 'ce-1' AND aggregate_id = 'agg-ce' AND n = 7"); n != 1 {
 		t.Errorf("the structured CloudEvent was applied %d times with its id, subject and data, want 1", n)
 	}
-	if got := c.Stats(); got.Processed != want || got.DeadLettered != 0 {
-		t.Errorf("Stats %+v: want %d processed, none dead-lettered", got, want)
+	if got := c.Stats(); got.Processed != want || got.DeadLettered != 0 || (batch > 1) != (got.Batches > 0) {
+		t.Errorf("Stats %+v: want %d processed, none dead-lettered, batches with BatchSize %d", got, want, batch)
 	}
 	waitFor(t, 30*time.Second, "the queue empty", func() bool { return queueDepth(t, node.URL(), cfg.Consumer) == 0 })
 	mu.Lock()
@@ -130,14 +137,15 @@ func TestRabbitMQEndToEnd(t *testing.T) {
 
 // TestRabbitMQPoison: a handler that always fails on one event gives it
 // back until the delivery limit, and the broker dead-letters it; an
-// undecodable value is dead-lettered at once; an event that fails twice
-// and then succeeds is applied before its aggregate's later events.
+// undecodable value is dead-lettered at once; a handler that runs past
+// HandlerTimeout fails its attempt; an event that fails twice and then
+// succeeds is applied before its aggregate's later events.
 func TestRabbitMQPoison(t *testing.T) {
 	node, url := rabbitSetup(t)
 	ex := "ex_" + suffix()
 	cfg := rabbitConfig(t, node.URL(), url, ex)
-	cfg.DeliveryLimit = 2
-	poison, flaky := "poison-1", "flaky-1"
+	cfg.DeliveryLimit, cfg.HandlerTimeout = 2, 300*time.Millisecond
+	poison, flaky, hang := "poison-1", "flaky-1", "hang-1"
 	var mu sync.Mutex
 	calls := map[string]int{}
 	apply := cfg.Handler
@@ -151,6 +159,9 @@ func TestRabbitMQPoison(t *testing.T) {
 			return errors.New("poison")
 		case ev.ID == flaky && n <= 2:
 			return fmt.Errorf("flaky, call %d", n)
+		case ev.ID == hang:
+			<-ctx.Done() // HandlerTimeout ends it
+			return ctx.Err()
 		}
 		return apply(ctx, tx, ev)
 	}
@@ -160,31 +171,31 @@ func TestRabbitMQPoison(t *testing.T) {
 	bad := relayMessage("bad-1", "agg-b", 0)
 	bad.Body = []byte(`{"order_id": `)
 	msgs := []amqp.Publishing{relayMessage("p-0", "agg-p", 0), relayMessage(poison, "agg-p", 1), relayMessage("f-0", "agg-f", 0),
-		relayMessage(flaky, "agg-f", 1), bad, relayMessage("p-2", "agg-p", 2), relayMessage("f-2", "agg-f", 2), relayMessage("f-3", "agg-f", 3)}
+		relayMessage(flaky, "agg-f", 1), bad, relayMessage("p-2", "agg-p", 2), relayMessage("f-2", "agg-f", 2), relayMessage("f-3", "agg-f", 3), relayMessage(hang, "agg-h", 0)}
 	newPublisher(t, node.URL()).publish(ex, msgs...)
 
-	letters := deadLetters(t, node.URL(), cfg.Consumer+".dlq", 2)
+	letters := deadLetters(t, node.URL(), cfg.Consumer+".dlq", 3)
 	reasons := map[string]string{}
 	for _, d := range letters {
 		reasons[d.MessageId], _ = d.Headers["x-first-death-reason"].(string)
 	}
-	if reasons[poison] != "delivery_limit" || reasons["bad-1"] != "rejected" || len(letters) != 2 {
-		t.Errorf("dead letters %v: want %s for the delivery limit and bad-1 rejected", reasons, poison)
+	if reasons[poison] != "delivery_limit" || reasons[hang] != "delivery_limit" || reasons["bad-1"] != "rejected" || len(letters) != 3 {
+		t.Errorf("dead letters %v: want %s and %s for the delivery limit and bad-1 rejected", reasons, poison, hang)
 	}
 	waitFor(t, 60*time.Second, "the other events applied", func() bool {
 		n, err := queryInt(url, "SELECT count(*) FROM effects WHERE consumer = $1", cfg.Consumer)
 		return err == nil && n == 6
 	})
 	mu.Lock()
-	if calls[poison] != cfg.DeliveryLimit+1 || calls["bad-1"] != 0 || calls[flaky] != 3 {
-		t.Errorf("handler calls %v: want %d for %s (the delivery limit + 1), 0 for bad-1, 3 for %s", calls, cfg.DeliveryLimit+1, poison, flaky)
+	if calls[poison] != cfg.DeliveryLimit+1 || calls[hang] != cfg.DeliveryLimit+1 || calls["bad-1"] != 0 || calls[flaky] != 3 {
+		t.Errorf("handler calls %v: want %d for %s and %s (the delivery limit + 1), 0 for bad-1, 3 for %s", calls, cfg.DeliveryLimit+1, poison, hang, flaky)
 	}
 	mu.Unlock()
 	if n := outOfOrder(t, url, cfg.Consumer); n != 0 {
 		t.Errorf("%d pairs of an aggregate's events applied out of order: the failed event's aggregate did not wait for it", n)
 	}
-	if got := c.Stats(); got.DeadLettered != 2 || got.Processed != 6 {
-		t.Errorf("Stats %+v: want 2 dead-lettered, 6 processed", got)
+	if got := c.Stats(); got.DeadLettered != 3 || got.Processed != 6 {
+		t.Errorf("Stats %+v: want 3 dead-lettered, 6 processed", got)
 	}
 }
 
