@@ -45,7 +45,8 @@
 // delivery is deduplicated by its mark). Prefetch 10, a manual ack after
 // the commit; a failed event is given back with basic.reject after a
 // backoff, so that the broker counts it and, past the delivery limit,
-// dead-letters it, while its aggregate's later events wait for it. The
+// dead-letters it, while its aggregate's later events go back behind it
+// or wait for it. The
 // connection is the package's own (amqp091-go's recovery off): lost, it
 // is made again with backoff and the held deliveries come again.
 //

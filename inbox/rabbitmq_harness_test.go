@@ -9,7 +9,9 @@ package inbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/signal"
 	"strconv"
@@ -232,6 +234,19 @@ const (
 	childQueueEnv = "INBOX_RABBITMQ_QUEUE"
 )
 
+// flakyFirst fails the first delivery of one event in ten (by its id):
+// the delivery is given back and applied when it comes again.
+func flakyFirst(h Handler[orderEvent]) Handler[orderEvent] {
+	return func(ctx context.Context, tx pgx.Tx, ev *Event[orderEvent]) error {
+		f := fnv.New32a()
+		f.Write([]byte(ev.ID))
+		if f.Sum32()%10 == 0 && ev.Headers["x-delivery-count"] == "" {
+			return errors.New("flaky: fails an event's first delivery")
+		}
+		return h(ctx, tx, ev)
+	}
+}
+
 // The test binary runs as a child consumer when inboxChildEnv is set: a
 // process a test can kill with -9.
 func init() {
@@ -240,8 +255,8 @@ func init() {
 	}
 }
 
-// childConsumer consumes with applyEffect until SIGTERM, printing
-// "duplicate <id>" for each duplicate skipped.
+// childConsumer consumes with flakyFirst(applyEffect) until SIGTERM,
+// printing "duplicate <id>" for each duplicate skipped.
 func childConsumer(name string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -253,7 +268,7 @@ func childConsumer(name string) int {
 	defer pool.Close()
 	c, err := NewRabbitMQ(RabbitMQConfig[orderEvent]{
 		Consumer: name, URL: os.Getenv(childURLEnv), Exchange: os.Getenv(childExEnv), Queue: os.Getenv(childQueueEnv),
-		RoutingKeys: []string{"#"}, DB: pool, Handler: applyEffect(name), Workers: 4,
+		RoutingKeys: []string{"#"}, DB: pool, Handler: flakyFirst(applyEffect(name)), Workers: 4,
 		RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond,
 		OnDuplicate: func(ev *Event[orderEvent]) { fmt.Println("duplicate " + ev.ID) },
 	})

@@ -257,10 +257,15 @@ func TestRabbitMQQueueArguments(t *testing.T) {
 // TestRabbitMQChaos runs two consumer processes on one queue (single
 // active consumer: one applies, the other waits) while a publisher sends
 // events of 30 aggregates, some twice, kills a consumer with -9 five
-// times, starting it again each time, and restarts the broker once. Afterwards every published event
-// was applied exactly once, each aggregate's events in the order
-// published, nothing was dead-lettered, and the duplicates that reached
-// the consumers were skipped.
+// times, starting it again each time, and restarts the broker once; the
+// consumers fail the first delivery of one event in ten and give it back.
+// Afterwards every published event was applied exactly once, each
+// aggregate's events in the order published, nothing was dead-lettered,
+// and the duplicates that reached the consumers were skipped. (Order
+// around a failed event is TestRabbitMQPoison's: with 30 aggregates two
+// events of one are seldom held at once. With 6, a kill in the moment a
+// failed event and its aggregate's later ones are in flight reorders a
+// pair now and then; see docs/KIT.md.)
 func TestRabbitMQChaos(t *testing.T) {
 	node, url := rabbitSetup(t)
 	s := suffix()
@@ -383,13 +388,17 @@ func TestRabbitMQChaos(t *testing.T) {
 	if n := queueDepth(t, node.URL(), queue+".dlq"); n != 0 {
 		t.Errorf("%d dead letters: no event should have failed", n)
 	}
-	dups := 0
+	dups, givenBack := 0, 0
 	for _, p := range append(children, killed...) {
 		dups += len(p.Lines("duplicate "))
+		givenBack += strings.Count(p.Output(), "the delivery is given back")
 	}
-	t.Logf("%d events published, %d duplicates skipped by the consumers", total, dups)
+	t.Logf("%d events published, %d duplicates skipped by the consumers, %d failed deliveries given back", total, dups, givenBack)
 	if dups == 0 {
 		t.Error("no duplicate reached a consumer; the dedupe path was not exercised")
+	}
+	if givenBack == 0 {
+		t.Error("no delivery was given back; the failure path was not exercised")
 	}
 }
 
