@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -189,3 +190,73 @@ func TestRabbitMQDecode(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// acks records what a worker told the broker about each delivery.
+type acks struct{ log []string }
+
+func (a *acks) Ack(tag uint64, _ bool) error {
+	a.log = append(a.log, fmt.Sprintf("ack %d", tag))
+	return nil
+}
+func (a *acks) Nack(tag uint64, _ bool, _ bool) error {
+	a.log = append(a.log, fmt.Sprintf("nack %d", tag))
+	return nil
+}
+func (a *acks) Reject(tag uint64, requeue bool) error {
+	a.log = append(a.log, fmt.Sprintf("reject %d %v", tag, requeue))
+	return nil
+}
+
+var _ amqp.Acknowledger = (*acks)(nil)
+
+// TestBlockKeepsOrder walks a worker's block through the broker's answers:
+// event 1 of aggregate A failed and was rejected; 2 and 3 were held or on
+// their way, and go back behind it; 1 comes back, then 2 and 3 (given
+// back), and 4 (new) arrives before 3: 4 waits until 3 is applied.
+func TestBlockKeepsOrder(t *testing.T) {
+	c, err := NewRabbitMQ(validRabbit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &acks{}
+	tag := uint64(0)
+	job := func(id string, redelivered bool) rjob {
+		tag++
+		return rjob{d: amqp.Delivery{Acknowledger: a, DeliveryTag: tag, MessageId: id, Redelivered: redelivered}, id: id, agg: "A"}
+	}
+	w := &rworker[orderEvent]{r: c, blocked: map[string]*block{"A": {id: "1", since: time.Now(), behind: map[string]bool{}}}}
+	w.pending = []rjob{job("2", false)}
+	w.requeuePending("A")
+	if w.hold(job("3", false)) != true {
+		t.Fatal("3, on its way while 1 is away, was not held")
+	}
+	if got := strings.Join(a.log, ", "); got != "nack 1, nack 2" {
+		t.Fatalf("broker told %q, want 2 and 3 given back (nack 1, nack 2)", got)
+	}
+	one := job("1", true)
+	if w.hold(one) {
+		t.Fatal("1, back, was held")
+	}
+	w.ack(one) // applied
+	if w.blocked["A"] == nil {
+		t.Fatal("the block was lifted before 2 and 3 came back")
+	}
+	two, four, three := job("2", true), job("4", false), job("3", true)
+	if w.hold(two) {
+		t.Fatal("2, given back behind 1, was held after 1 was applied")
+	}
+	w.ack(two)
+	if !w.hold(four) {
+		t.Fatal("4 went ahead of 3, still on its way back")
+	}
+	if w.hold(three) {
+		t.Fatal("3 was held")
+	}
+	w.ack(three)
+	if w.blocked["A"] != nil || len(w.pending) != 1 || w.pending[0].id != "4" {
+		t.Fatalf("after 3: block %+v, pending %+v; want no block and 4 pending", w.blocked["A"], w.pending)
+	}
+	if got := strings.Join(a.log, ", "); got != "nack 1, nack 2, ack 3, ack 4, ack 6" {
+		t.Errorf("broker told %q", got)
+	}
+}
