@@ -40,15 +40,15 @@
 // dead-lettering with x-overflow reject-publish, single active consumer)
 // and bound to the relay's exchange, or used as it exists (Passive); a
 // declare refused with 406 is a *QueueArgumentsError naming both argument
-// sets. Values by content_type: JSON, Confluent-framed Avro, CloudEvents;
-// the id is message_id (the redelivered flag is only a hint: every
-// delivery is deduplicated by its mark). Prefetch 10, a manual ack after
-// the commit; a failed event is given back with basic.reject after a
-// backoff, so that the broker counts it and, past the delivery limit,
-// dead-letters it, while its aggregate's later events go back behind it
-// or wait for it. The
-// connection is the package's own (amqp091-go's recovery off): lost, it
-// is made again with backoff and the held deliveries come again.
+// sets. Values by content_type: JSON, Confluent-framed Avro, CloudEvents.
+// The id is the id header or message_id; the redelivered flag is only a
+// hint, every delivery is deduplicated by its mark. Prefetch 10, a manual
+// ack after the commit; a failed event is given back with basic.reject
+// after a backoff, so that the broker counts it and, past the delivery
+// limit, dead-letters it, while its aggregate's later events go back
+// behind it or wait for it. The connection is the package's own
+// (amqp091-go's recovery off): lost, it is made again with backoff and
+// the held deliveries come again.
 //
 // The package owns the group client, the dead-letter producer (or the
 // AMQP connection) and its goroutines for the duration of Run; the caller

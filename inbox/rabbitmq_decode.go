@@ -83,17 +83,24 @@ func cloudEventAttr(h amqp.Table, attr string) string {
 }
 
 // deliveryID is the dedupe key of a delivery as far as its properties and
-// headers tell: message_id, else the id header, else a CloudEvents id.
-// A structured CloudEvent without them gets its id from the body (prepare).
+// headers tell: the id header (the relay's event id), else message_id
+// (the event id too, unless --builtin-headers leaves the header out), else
+// a CloudEvents id. A structured CloudEvent without them gets its id from
+// the body (prepare). The relay's placeholder message_id of a row without
+// an id ("seq-" and its sequence number, not stable across restarts) is
+// none.
 func deliveryID(d *amqp.Delivery) string {
-	if d.MessageId != "" {
-		return d.MessageId
-	}
 	if id := amqpHeader(d.Headers, "id"); id != "" {
 		return id
 	}
+	if d.MessageId != "" && (d.AppId != relayAppID || !strings.HasPrefix(d.MessageId, "seq-")) {
+		return d.MessageId
+	}
 	return cloudEventAttr(d.Headers, "id")
 }
+
+// relayAppID is the app_id of the relay's messages.
+const relayAppID = "cdc-relay"
 
 // aggregateKey is what orders a delivery: its aggregate type and id, or,
 // without an aggregate_id, its id (no order to keep).

@@ -159,6 +159,8 @@ func TestRabbitMQDecode(t *testing.T) {
 			d.Body = []byte(`{"specversion":"1.0","id":"ce-3","datacontenttype":"application/json","data_base64":"eyJuIjo1fQ=="}`)
 		}, "id-1/OrderCreated/Order/agg-1/5", ""},
 		{"no id", func(d *amqp.Delivery) { d.MessageId, d.Headers = "", nil }, "", ReasonNoID},
+		{"the relay's placeholder id", func(d *amqp.Delivery) { d.MessageId, d.AppId, d.Headers = "seq-42", "cdc-relay", nil }, "", ReasonNoID},
+		{"message_id without the id header", func(d *amqp.Delivery) { delete(d.Headers, "id") }, "id-1/OrderCreated/Order/agg-1/3", ""},
 		{"bad JSON", func(d *amqp.Delivery) { d.Body = []byte(`{"n": 1} {}`) }, "", ReasonUndecodable},
 		{"unknown content type", func(d *amqp.Delivery) { d.ContentType = "application/xml" }, "", ReasonUndecodable},
 		{"Avro without a registry", func(d *amqp.Delivery) { d.ContentType = ContentTypeAvro }, "", ReasonUnknownSchema},
