@@ -9,9 +9,70 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	recordpkg "github.com/cdc-relay/cdc-relay/record"
 )
+
+// TestCloudEventsModeSetting: --cloudevents-mode defaults to binary, is
+// read from the flag, the environment and the YAML file, and exits 2
+// naming itself and the fix when unknown or given without --cloudevents.
+func TestCloudEventsModeSetting(t *testing.T) {
+	withCE := append(append([]string{}, required...), "--cloudevents", "--cloudevents-source", "/orders")
+	c, err := LoadConfig(withCE, env(nil), &bytes.Buffer{})
+	if err != nil || c.CloudEventsMode != recordpkg.CloudEventsBinary {
+		t.Fatalf("default: mode %v, err %v; want binary", c.CloudEventsMode, err)
+	}
+	yaml := filepath.Join(t.TempDir(), "relay.yaml")
+	if err := os.WriteFile(yaml, []byte("cloudevents-mode: structured\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+	}{
+		"flag": {append(append([]string{}, withCE...), "--cloudevents-mode", "structured"), nil},
+		"env":  {withCE, map[string]string{"CDC_RELAY_CLOUDEVENTS_MODE": "structured"}},
+		"yaml": {append([]string{"--config", yaml}, withCE...), nil},
+	} {
+		c, err := LoadConfig(tc.args, env(tc.env), &bytes.Buffer{})
+		if err != nil || c.CloudEventsMode != recordpkg.CloudEventsStructured {
+			t.Errorf("%s: mode %v, err %v; want structured", name, c.CloudEventsMode, err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		wants []string
+	}{
+		{"structured without --cloudevents", append(append([]string{}, required...), "--cloudevents-mode", "structured"), nil,
+			[]string{"--cloudevents-mode", "--cloudevents true"}},
+		{"structured without --cloudevents, env", required, map[string]string{"CDC_RELAY_CLOUDEVENTS_MODE": "structured"},
+			[]string{"--cloudevents-mode", "--cloudevents true"}},
+		{"unknown mode", append(append([]string{}, withCE...), "--cloudevents-mode", "envelope"), nil,
+			[]string{"--cloudevents-mode", `"envelope"`, "structured"}},
+		{"unknown mode, env", withCE, map[string]string{"CDC_RELAY_CLOUDEVENTS_MODE": "Binary"}, []string{"--cloudevents-mode", "binary"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := run(append([]string{"run"}, tc.args...), env(tc.env), &bytes.Buffer{}, &stderr); code != exitConfig {
+				t.Fatalf("exit code %d, want %d; stderr: %s", code, exitConfig, stderr.String())
+			}
+			out := strings.TrimSpace(stderr.String())
+			for _, want := range tc.wants {
+				if !strings.Contains(out, want) {
+					t.Errorf("stderr %q does not say %s", out, want)
+				}
+			}
+			if strings.Contains(out, "\n") {
+				t.Errorf("want a one-line message, got %q", out)
+			}
+		})
+	}
+}
 
 // cloudEventsPython is the virtualenv scripts/setup.sh installs the
 // CloudEvents Python SDK into.
