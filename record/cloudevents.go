@@ -180,24 +180,22 @@ const (
 // (property true). Any other key is not a CloudEvents header: ok is false.
 // The relay's own attributes map without allocating.
 func AMQPBinaryName(kafkaKey string) (name string, property, ok bool) {
-	switch kafkaKey {
-	case HeaderCESpecVersion:
-		return "cloudEvents_specversion", false, true
-	case HeaderCEID:
-		return "cloudEvents_id", false, true
-	case HeaderCESource:
-		return "cloudEvents_source", false, true
-	case HeaderCEType:
-		return "cloudEvents_type", false, true
-	case HeaderCESubject:
-		return "cloudEvents_subject", false, true
-	case HeaderCETime:
-		return "cloudEvents_time", false, true
-	case HeaderContentType:
-		return AMQPContentType, true, true
+	if name, ok := amqpNames[kafkaKey]; ok {
+		return name, kafkaKey == HeaderContentType, true
 	}
 	if attr, found := strings.CutPrefix(kafkaKey, "ce_"); found && attr != "" {
 		return AMQPCEPrefix + attr, false, true // an extension attribute
 	}
 	return "", false, false
+}
+
+// amqpNames are the AMQP names of the headers the relay writes.
+var amqpNames = map[string]string{
+	HeaderCESpecVersion: AMQPCEPrefix + "specversion",
+	HeaderCEID:          AMQPCEPrefix + "id",
+	HeaderCESource:      AMQPCEPrefix + "source",
+	HeaderCEType:        AMQPCEPrefix + "type",
+	HeaderCESubject:     AMQPCEPrefix + "subject",
+	HeaderCETime:        AMQPCEPrefix + "time",
+	HeaderContentType:   AMQPContentType,
 }

@@ -284,18 +284,7 @@ func BenchmarkBuildCloudEvents(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				row := ceRow()
-				ctx := context.Background()
-				now := time.Now()
-				b.SetBytes(int64(len(row.Payload)))
-				b.ReportAllocs()
-				for b.Loop() {
-					rec := publisher.NewRecord()
-					if inv, err := builder.Build(ctx, rec, now, row); inv != nil || err != nil {
-						b.Fatal(inv, err)
-					}
-					publisher.Release(rec)
-				}
+				benchBuild(b, builder, ceRow())
 			})
 		}
 	}
