@@ -78,6 +78,8 @@ type Config struct {
 	MessagePrefixSet  bool
 	CloudEvents       bool
 	CloudEventsSource string
+	// CloudEventsMode is --cloudevents-mode; default binary.
+	CloudEventsMode recordpkg.CloudEventsMode
 	// UnknownFields is --unknown-fields: what becomes of a payload member
 	// the schema lacks; UnknownFieldsName is its text (ignore or dlq).
 	UnknownFields     recordpkg.UnknownFields

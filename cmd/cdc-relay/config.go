@@ -283,11 +283,20 @@ func mapColumns(cols *decoder.Columns, m map[string]string, where string) error 
 	return nil
 }
 
-// cloudEvents resolves --cloudevents and --cloudevents-source.
+// cloudEvents resolves --cloudevents, --cloudevents-source and
+// --cloudevents-mode.
 func cloudEvents(c *Config, v *config.Values) error {
 	c.CloudEvents = config.CloudEvents.From(v)
 	c.CloudEventsSource = config.CloudEventsSource.From(v)
+	mode, err := recordpkg.ParseCloudEventsMode(config.CloudEventsMode.From(v))
+	if err != nil {
+		return cfgErr("cloudevents-mode", "%v", err)
+	}
+	c.CloudEventsMode = mode
 	if !c.CloudEvents {
+		if mode != recordpkg.CloudEventsBinary {
+			return cfgErr("cloudevents-mode", "%s needs --cloudevents: set --cloudevents true (and --cloudevents-source), or leave --cloudevents-mode unset", mode)
+		}
 		return nil
 	}
 	src := c.CloudEventsSource
