@@ -100,7 +100,7 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 		return &StartError{Err: err}
 	}
 	defer tr.shutdown(log) // after the publisher's flush, below
-	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log, tracing: tr, unconfigured: &rateLog{},
+	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DeadLetters(), metrics: m, log: log, tracing: tr, unconfigured: &rateLog{},
 		dead: &deadLetters{count: func(reason string) { m.DeadLetter(reason) }}}
 	pub, err := su.NewPublisher(base.rejected, func(end, commitEnd uint64, commit time.Time) (*publisher.Record, error) {
 		server := stats.Server()
