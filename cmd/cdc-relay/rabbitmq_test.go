@@ -1,0 +1,402 @@
+package main
+
+// The relay publishing to RabbitMQ: a private node (internal/rabbittest),
+// shared by the package's RabbitMQ tests, each with its own exchange,
+// queues and streams; what arrives is read by a plain amqp091-go consumer,
+// not by the relay's code.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
+)
+
+var (
+	rabbitOnce sync.Once
+	rabbitNode *rabbittest.Node
+	rabbitErr  error
+)
+
+// needRabbit starts the package's RabbitMQ node once; the test fails if it
+// cannot start (and skips while the service tier is off).
+func needRabbit(t *testing.T) *rabbittest.Node {
+	t.Helper()
+	testtier.Need(t)
+	rabbitOnce.Do(func() { rabbitNode, rabbitErr = rabbittest.Start(rabbittest.Options{}) })
+	if rabbitErr != nil {
+		t.Fatal(rabbitErr)
+	}
+	return rabbitNode
+}
+
+// closeRabbit stops the node, if a test started it (testMain).
+func closeRabbit() {
+	if rabbitNode != nil {
+		rabbitNode.Close()
+	}
+}
+
+// rabbitArgs are the relay flags for the fixture on RabbitMQ: its own
+// exchange, dead-letter stream and checkpoint streams, JSON values.
+func (f *fixture) rabbitArgs(n *rabbittest.Node, extra ...string) []string {
+	return append([]string{"run",
+		"--pg-url", f.pg.url,
+		"--slot", f.slot,
+		"--publication", f.publication,
+		"--table", "public." + f.table,
+		"--rabbitmq-url", n.URL(),
+		"--rabbitmq-exchange", f.exchange(),
+		"--rabbitmq-dlq-stream", f.exchange() + ".dlq",
+		"--rabbitmq-checkpoint-stream", f.exchange() + ".checkpoints",
+		"--value-format", "json",
+		"--log-level", "debug",
+	}, extra...)
+}
+
+func (f *fixture) exchange() string { return "x" + f.name }
+
+// amqpChannel opens a connection and a channel to n, closed at cleanup.
+func amqpChannel(t *testing.T, n *rabbittest.Node) *amqp.Channel {
+	t.Helper()
+	conn, err := amqp.Dial(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// bindQueue declares the fixture's exchange as the relay does (a durable
+// topic exchange) and a queue bound to it with key, and returns the queue
+// name.
+func (f *fixture) bindQueue(ch *amqp.Channel, key string) string {
+	f.t.Helper()
+	if err := ch.ExchangeDeclare(f.exchange(), amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+		f.t.Fatal(err)
+	}
+	q := f.exchange() + ".q" + randSuffix()
+	if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := ch.QueueBind(q, key, f.exchange(), false, nil); err != nil {
+		f.t.Fatal(err)
+	}
+	return q
+}
+
+// collect consumes queue (a stream from its first offset when stream is
+// true) into a list the returned function reads.
+func collect(t *testing.T, n *rabbittest.Node, queue string, stream bool) func() []amqp.Delivery {
+	t.Helper()
+	ch := amqpChannel(t, n)
+	if err := ch.Qos(500, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	var args amqp.Table
+	if stream {
+		args = amqp.Table{"x-stream-offset": "first"}
+	}
+	msgs, err := ch.Consume(queue, "", false, false, false, false, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []amqp.Delivery
+	go func() {
+		for d := range msgs {
+			d.Ack(false)
+			mu.Lock()
+			got = append(got, d)
+			mu.Unlock()
+		}
+	}()
+	return func() []amqp.Delivery {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]amqp.Delivery(nil), got...)
+	}
+}
+
+// waitSlotPast waits until the slot's confirmed_flush_lsn reaches lsn.
+func (f *fixture) waitSlotPast(lsn uint64, timeout time.Duration) {
+	f.t.Helper()
+	waitFor(f.t, timeout, fmt.Sprintf("confirmed_flush_lsn past %X", lsn), func() bool { return f.confirmedFlush() >= lsn })
+}
+
+// TestRabbitMQEndToEnd: rows inserted by concurrent writers arrive in a
+// queue bound to the exchange, each a persistent message with message_id,
+// type, timestamp, content_type, app_id, the routing key of its event type
+// and the headers of the Kafka record plus aggregate_id and
+// aggregate_type, its body the payload; in commit order per aggregate; and
+// the slot is confirmed past them.
+func TestRabbitMQEndToEnd(t *testing.T) {
+	t.Parallel()
+	n := needRabbit(t)
+	f := newFixture(t, "")
+	ch := amqpChannel(t, n)
+	queue := f.bindQueue(ch, "#")
+	got := collect(t, n, queue, false)
+	r := startRelay(t, f.rabbitArgs(n))
+	r.waitStreaming(60 * time.Second)
+
+	const writers, perWriter = 3, 200
+	type inserted struct {
+		aggID, evType, payload, headers string
+		created                         time.Time
+	}
+	var mu sync.Mutex
+	all := map[string]inserted{} // by id
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, f.pg.url)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close(ctx)
+			for done := 0; done < perWriter; {
+				k := min(1+done%7, perWriter-done)
+				evs := make([]event, k)
+				for i := range evs {
+					agg := uuidFor(w*1000 + (done+i)%5) // each writer owns 5 aggregates
+					evType, payload := "OrderCreated", orderCreated(agg, done+i)
+					if (done+i)%3 == 0 {
+						evType, payload = "OrderCancelled", orderCancelled(agg, done+i)
+					}
+					evs[i] = event{AggregateType: "Order", AggregateID: agg, EventType: evType, Payload: payload,
+						Headers: fmt.Sprintf(`{"traceparent": "00-%032x-%016x-01", "attempt": %d}`, done+i, w+1, i)}
+				}
+				before := time.Now()
+				ids, err := f.insertTx(ctx, conn, evs)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				for i, id := range ids {
+					all[strconv.FormatInt(id, 10)] = inserted{evs[i].AggregateID, evs[i].EventType, evs[i].Payload, evs[i].Headers, before}
+				}
+				mu.Unlock()
+				done += k
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	end := currentLSN(t, f.connect())
+	waitFor(t, 120*time.Second, "every event in the queue", func() bool { return len(got()) >= writers*perWriter })
+
+	lastByAgg := map[string]int64{}
+	seen := map[string]bool{}
+	for _, d := range got() {
+		in, ok := all[d.MessageId]
+		if !ok {
+			t.Fatalf("message_id %q is no inserted id", d.MessageId)
+		}
+		if seen[d.MessageId] {
+			continue // at least once: a duplicate is allowed, never a gap
+		}
+		seen[d.MessageId] = true
+		if d.DeliveryMode != amqp.Persistent || d.Type != in.evType || d.ContentType != "application/json" || d.AppId != "cdc-relay" ||
+			d.Exchange != f.exchange() || d.RoutingKey != in.evType {
+			t.Fatalf("message %s: delivery mode %d, type %q, content type %q, app id %q, exchange %q, routing key %q",
+				d.MessageId, d.DeliveryMode, d.Type, d.ContentType, d.AppId, d.Exchange, d.RoutingKey)
+		}
+		// The commit time, in whole seconds, after the insert began.
+		if d.Timestamp.Before(in.created.Truncate(time.Second)) || d.Timestamp.After(time.Now()) {
+			t.Fatalf("message %s: timestamp %s, inserted at %s", d.MessageId, d.Timestamp, in.created)
+		}
+		var rowHeaders map[string]any
+		json.Unmarshal([]byte(in.headers), &rowHeaders)
+		want := map[string]string{"id": d.MessageId, "event_type": in.evType, "aggregate_type": "Order", "aggregate_id": in.aggID,
+			"traceparent": rowHeaders["traceparent"].(string), "attempt": fmt.Sprint(rowHeaders["attempt"])}
+		if len(d.Headers) != len(want) {
+			t.Fatalf("message %s: headers %v, want %v", d.MessageId, d.Headers, want)
+		}
+		for k, v := range want {
+			if d.Headers[k] != v {
+				t.Fatalf("message %s: header %s = %v, want %q", d.MessageId, k, d.Headers[k], v)
+			}
+		}
+		if !jsonEqual(d.Body, []byte(in.payload)) {
+			t.Fatalf("message %s: body %s, want %s", d.MessageId, d.Body, in.payload)
+		}
+		id, _ := strconv.ParseInt(d.MessageId, 10, 64)
+		if id < lastByAgg[in.aggID] {
+			t.Fatalf("aggregate %s: event %d after %d, out of commit order", in.aggID, id, lastByAgg[in.aggID])
+		}
+		lastByAgg[in.aggID] = id
+	}
+	if len(seen) != len(all) {
+		t.Fatalf("%d of %d events arrived", len(seen), len(all))
+	}
+	f.waitSlotPast(end, 60*time.Second)
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+}
+
+// TestRabbitMQDeadLetters: with --routing-key '{aggregate_id}', an event
+// whose key a queue is bound to arrives there; one no queue is bound for is
+// returned and becomes a dead letter of kind unroutable in the dead-letter
+// stream; one whose 300-byte aggregate id makes too long a key becomes a
+// dead letter of kind invalid_routing_key. Both are counted, and the slot
+// is confirmed past all three.
+func TestRabbitMQDeadLetters(t *testing.T) {
+	t.Parallel()
+	n := needRabbit(t)
+	f := newFixture(t, "")
+	ch := amqpChannel(t, n)
+	queue := f.bindQueue(ch, "bound-1")
+	delivered := collect(t, n, queue, false)
+	r := startRelay(t, f.rabbitArgs(n, "--routing-key", "{aggregate_id}"))
+	r.waitStreaming(60 * time.Second)
+
+	long := strings.Repeat("l", 300)
+	ids, err := f.insertTx(context.Background(), f.connect(), []event{
+		{AggregateType: "Order", AggregateID: "bound-1", EventType: "OrderCreated", Payload: `{"n": 1}`},
+		{AggregateType: "Order", AggregateID: "nobody-1", EventType: "OrderCreated", Payload: `{"n": 2}`},
+		{AggregateType: "Order", AggregateID: long, EventType: "OrderCreated", Payload: `{"n": 3}`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := currentLSN(t, f.connect())
+	waitFor(t, 60*time.Second, "the routable event", func() bool { return len(delivered()) >= 1 })
+	if d := delivered()[0]; d.MessageId != strconv.FormatInt(ids[0], 10) || d.RoutingKey != "bound-1" {
+		t.Fatalf("delivered %s with key %s, want %d with key bound-1", d.MessageId, d.RoutingKey, ids[0])
+	}
+	// The stream exists once the relay declared it.
+	dlq := collect(t, n, f.exchange()+".dlq", true)
+	waitFor(t, 60*time.Second, "two dead letters", func() bool { return len(dlq()) >= 2 })
+	kinds := map[string]amqp.Delivery{}
+	for _, d := range dlq() {
+		kind, _ := d.Headers["error_kind"].(string)
+		kinds[kind] = d
+	}
+	un, inv := kinds["unroutable"], kinds["invalid_routing_key"]
+	if un.MessageId != strconv.FormatInt(ids[1], 10) || un.Headers["routing_key"] != "nobody-1" || un.Headers["exchange"] != f.exchange() ||
+		un.Headers["aggregate_id"] != "nobody-1" || string(un.Body) != `{"n":2}` || un.Type != "OrderCreated" {
+		t.Fatalf("unroutable dead letter: %s %v %s", un.MessageId, un.Headers, un.Body)
+	}
+	if reason, _ := un.Headers["error"].(string); !strings.Contains(reason, "no queue is bound") {
+		t.Fatalf("unroutable reason %q", reason)
+	}
+	if inv.MessageId != strconv.FormatInt(ids[2], 10) || inv.Headers["aggregate_id"] != long {
+		t.Fatalf("invalid_routing_key dead letter: %s %v", inv.MessageId, inv.Headers)
+	}
+	if reason, _ := inv.Headers["error"].(string); !strings.Contains(reason, "300 bytes") {
+		t.Fatalf("invalid_routing_key reason %q", reason)
+	}
+	r.waitMetric("cdc_relay_rabbitmq_unroutable_total", 10*time.Second, func(v float64) bool { return v == 1 })
+	r.waitMetric("cdc_relay_dlq_events_total", 10*time.Second, func(v float64) bool { return v == 2 })
+	f.waitSlotPast(end, 60*time.Second)
+	if len(delivered()) != 1 {
+		t.Fatalf("%d messages in the bound queue, want 1", len(delivered()))
+	}
+}
+
+// TestRabbitMQExchangeOfAnotherType: an existing fanout exchange named
+// like --rabbitmq-exchange makes run exit 2, naming it.
+func TestRabbitMQExchangeOfAnotherType(t *testing.T) {
+	t.Parallel()
+	n := needRabbit(t)
+	f := newFixture(t, "")
+	ch := amqpChannel(t, n)
+	if err := ch.ExchangeDeclare(f.exchange(), amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := startRelay(t, f.rabbitArgs(n))
+	if code := r.wait(60 * time.Second); code != 2 {
+		t.Fatalf("exit %d, want 2; output:\n%s", code, tailString(r.Output(), 3000))
+	}
+	if out := r.Output(); !strings.Contains(out, "--rabbitmq-exchange: exchange \""+f.exchange()+"\" exists with another type") {
+		t.Fatalf("the message does not name the exchange:\n%s", tailString(out, 3000))
+	}
+}
+
+// TestRabbitMQKilledRelayLosesNothing: a relay killed (SIGKILL) while a
+// writer inserts, then started again, leaves every event in the queue at
+// least once, and the slot confirmed past them.
+func TestRabbitMQKilledRelayLosesNothing(t *testing.T) {
+	t.Parallel()
+	n := needRabbit(t)
+	f := newFixture(t, "")
+	ch := amqpChannel(t, n)
+	got := collect(t, n, f.bindQueue(ch, "#"), false)
+	args := f.rabbitArgs(n)
+	r := startRelay(t, args)
+	r.waitStreaming(60 * time.Second)
+
+	const total = 600
+	conn := f.connect()
+	want := map[string]bool{}
+	insert := func(from, to int) {
+		for i := from; i < to; i += 10 {
+			evs := make([]event, 10)
+			for j := range evs {
+				evs[j] = event{AggregateType: "Order", AggregateID: uuidFor((i + j) % 7), EventType: "OrderCreated", Payload: orderCreated(uuidFor((i+j)%7), i+j)}
+			}
+			ids, err := f.insertTx(context.Background(), conn, evs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range ids {
+				want[strconv.FormatInt(id, 10)] = true
+			}
+		}
+	}
+	insert(0, total/2)
+	waitFor(t, 60*time.Second, "some events in the queue", func() bool { return len(got()) > 0 })
+	r.kill()
+	insert(total/2, total)
+	r = startRelay(t, args)
+	r.waitStreaming(60 * time.Second)
+	end := currentLSN(t, conn)
+	waitFor(t, 120*time.Second, "every event in the queue", func() bool {
+		seen := map[string]bool{}
+		for _, d := range got() {
+			seen[d.MessageId] = true
+		}
+		for id := range want {
+			if !seen[id] {
+				return false
+			}
+		}
+		return true
+	})
+	f.waitSlotPast(end, 60*time.Second)
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+	// The checkpoint lives in RabbitMQ streams: the directory names this
+	// relay's stream.
+	for _, stream := range []string{".relays", ".gaps"} {
+		if _, err := amqpChannel(t, n).QueueDeclarePassive(f.exchange()+".checkpoints"+stream, true, false, false, false, nil); err != nil {
+			t.Errorf("checkpoint stream %s: %v", stream, err)
+		}
+	}
+}
