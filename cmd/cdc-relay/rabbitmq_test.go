@@ -66,21 +66,6 @@ func (f *fixture) rabbitArgs(n *rabbittest.Node, extra ...string) []string {
 
 func (f *fixture) exchange() string { return "x" + f.name }
 
-// amqpChannel opens a connection and a channel to n, closed at cleanup.
-func amqpChannel(t *testing.T, n *rabbittest.Node) *amqp.Channel {
-	t.Helper()
-	conn, err := amqp.Dial(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ch
-}
-
 // bindQueue declares the fixture's exchange as the relay does (a durable
 // topic exchange) and a queue bound to it with key, and returns the queue
 // name.
@@ -103,7 +88,7 @@ func (f *fixture) bindQueue(ch *amqp.Channel, key string) string {
 // true) into a list the returned function reads.
 func collect(t *testing.T, n *rabbittest.Node, queue string, stream bool) func() []amqp.Delivery {
 	t.Helper()
-	ch := amqpChannel(t, n)
+	ch := n.Channel(t)
 	if err := ch.Qos(500, 0, false); err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +123,19 @@ func (f *fixture) waitSlotPast(lsn uint64, timeout time.Duration) {
 	waitFor(f.t, timeout, fmt.Sprintf("confirmed_flush_lsn past %X", lsn), func() bool { return f.confirmedFlush() >= lsn })
 }
 
+// rabbitRelay starts a fixture's relay on RabbitMQ with extra flags, once
+// a queue is bound to its exchange with bindKey; it returns what the
+// queue received so far, read by a plain consumer.
+func rabbitRelay(t *testing.T, bindKey string, extra ...string) (*fixture, *rabbittest.Node, func() []amqp.Delivery, *relay) {
+	t.Helper()
+	n := needRabbit(t)
+	f := newFixture(t, "")
+	got := collect(t, n, f.bindQueue(n.Channel(t), bindKey), false)
+	r := startRelay(t, f.rabbitArgs(n, extra...))
+	r.waitStreaming(60 * time.Second)
+	return f, n, got, r
+}
+
 // TestRabbitMQEndToEnd: rows inserted by concurrent writers arrive in a
 // queue bound to the exchange, each a persistent message with message_id,
 // type, timestamp, content_type, app_id, the routing key of its event type
@@ -146,13 +144,7 @@ func (f *fixture) waitSlotPast(lsn uint64, timeout time.Duration) {
 // the slot is confirmed past them.
 func TestRabbitMQEndToEnd(t *testing.T) {
 	t.Parallel()
-	n := needRabbit(t)
-	f := newFixture(t, "")
-	ch := amqpChannel(t, n)
-	queue := f.bindQueue(ch, "#")
-	got := collect(t, n, queue, false)
-	r := startRelay(t, f.rabbitArgs(n))
-	r.waitStreaming(60 * time.Second)
+	f, _, got, r := rabbitRelay(t, "#")
 
 	const writers, perWriter = 3, 200
 	type inserted struct {
@@ -267,13 +259,7 @@ func TestRabbitMQEndToEnd(t *testing.T) {
 // is confirmed past all three.
 func TestRabbitMQDeadLetters(t *testing.T) {
 	t.Parallel()
-	n := needRabbit(t)
-	f := newFixture(t, "")
-	ch := amqpChannel(t, n)
-	queue := f.bindQueue(ch, "bound-1")
-	delivered := collect(t, n, queue, false)
-	r := startRelay(t, f.rabbitArgs(n, "--routing-key", "{aggregate_id}"))
-	r.waitStreaming(60 * time.Second)
+	f, n, delivered, r := rabbitRelay(t, "bound-1", "--routing-key", "{aggregate_id}")
 
 	long := strings.Repeat("l", 300)
 	ids, err := f.insertTx(context.Background(), f.connect(), []event{
@@ -325,7 +311,7 @@ func TestRabbitMQExchangeOfAnotherType(t *testing.T) {
 	t.Parallel()
 	n := needRabbit(t)
 	f := newFixture(t, "")
-	ch := amqpChannel(t, n)
+	ch := n.Channel(t)
 	if err := ch.ExchangeDeclare(f.exchange(), amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -343,13 +329,7 @@ func TestRabbitMQExchangeOfAnotherType(t *testing.T) {
 // least once, and the slot confirmed past them.
 func TestRabbitMQKilledRelayLosesNothing(t *testing.T) {
 	t.Parallel()
-	n := needRabbit(t)
-	f := newFixture(t, "")
-	ch := amqpChannel(t, n)
-	got := collect(t, n, f.bindQueue(ch, "#"), false)
-	args := f.rabbitArgs(n)
-	r := startRelay(t, args)
-	r.waitStreaming(60 * time.Second)
+	f, n, got, r := rabbitRelay(t, "#")
 
 	const total = 600
 	conn := f.connect()
@@ -373,7 +353,7 @@ func TestRabbitMQKilledRelayLosesNothing(t *testing.T) {
 	waitFor(t, 60*time.Second, "some events in the queue", func() bool { return len(got()) > 0 })
 	r.kill()
 	insert(total/2, total)
-	r = startRelay(t, args)
+	r = startRelay(t, f.rabbitArgs(n))
 	r.waitStreaming(60 * time.Second)
 	end := currentLSN(t, conn)
 	waitFor(t, 120*time.Second, "every event in the queue", func() bool {
@@ -395,7 +375,7 @@ func TestRabbitMQKilledRelayLosesNothing(t *testing.T) {
 	// The checkpoint lives in RabbitMQ streams: the directory names this
 	// relay's stream.
 	for _, stream := range []string{".relays", ".gaps"} {
-		if _, err := amqpChannel(t, n).QueueDeclarePassive(f.exchange()+".checkpoints"+stream, true, false, false, false, nil); err != nil {
+		if _, err := n.Channel(t).QueueDeclarePassive(f.exchange()+".checkpoints"+stream, true, false, false, false, nil); err != nil {
 			t.Errorf("checkpoint stream %s: %v", stream, err)
 		}
 	}
