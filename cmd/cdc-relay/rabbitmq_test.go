@@ -7,8 +7,10 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
@@ -48,8 +51,12 @@ func closeRabbit() {
 }
 
 // rabbitArgs are the relay flags for the fixture on RabbitMQ: its own
-// exchange, dead-letter stream and checkpoint streams, JSON values.
+// exchange, dead-letter stream and checkpoint streams; JSON values unless
+// extra sets --value-format.
 func (f *fixture) rabbitArgs(n *rabbittest.Node, extra ...string) []string {
+	if !slices.Contains(extra, "--value-format") {
+		extra = append([]string{"--value-format", "json"}, extra...)
+	}
 	return append([]string{"run",
 		"--pg-url", f.pg.url,
 		"--slot", f.slot,
@@ -59,7 +66,6 @@ func (f *fixture) rabbitArgs(n *rabbittest.Node, extra ...string) []string {
 		"--rabbitmq-exchange", f.exchange(),
 		"--rabbitmq-dlq-stream", f.exchange() + ".dlq",
 		"--rabbitmq-checkpoint-stream", f.exchange() + ".checkpoints",
-		"--value-format", "json",
 		"--log-level", "debug",
 	}, extra...)
 }
@@ -377,6 +383,44 @@ func TestRabbitMQKilledRelayLosesNothing(t *testing.T) {
 	for _, stream := range []string{".relays", ".gaps"} {
 		if _, err := n.Channel(t).QueueDeclarePassive(f.exchange()+".checkpoints"+stream, true, false, false, false, nil); err != nil {
 			t.Errorf("checkpoint stream %s: %v", stream, err)
+		}
+	}
+}
+
+// TestRabbitMQAvroCloudEvents: with --value-format avro the value is the
+// Confluent wire format of the schema registered under the exchange's
+// name (<exchange>-<record>, topic_record); with --cloudevents the
+// attributes are cloudEvents_* headers and content_type is the data's.
+func TestRabbitMQAvroCloudEvents(t *testing.T) {
+	t.Parallel()
+	relaytest.Need(t, registry)
+	f, _, got, _ := rabbitRelay(t, "#", "--value-format", "avro", "--schema-registry-url", registry.URL(), "--schemas-dir", schemaDir,
+		"--cloudevents", "--cloudevents-source", "/orders")
+	agg := uuidFor(1)
+	ids, err := f.insertTx(context.Background(), f.connect(), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the event", func() bool { return len(got()) >= 1 })
+	d := got()[0]
+	subject := f.exchange() + "-com.example.orders.OrderCreated"
+	id := registry.LatestID(t, subject)
+	if len(d.Body) < 5 || d.Body[0] != 0 || int(binary.BigEndian.Uint32(d.Body[1:5])) != id {
+		t.Fatalf("body % x does not start with the wire-format header of schema %d (%s)", d.Body[:min(5, len(d.Body))], id, subject)
+	}
+	want := map[string]string{"cloudEvents_specversion": "1.0", "cloudEvents_id": strconv.FormatInt(ids[0], 10), "cloudEvents_source": "/orders",
+		"cloudEvents_type": "OrderCreated", "cloudEvents_subject": agg}
+	for k, v := range want {
+		if d.Headers[k] != v {
+			t.Errorf("header %s = %v, want %q", k, d.Headers[k], v)
+		}
+	}
+	if _, ok := d.Headers["cloudEvents_time"]; !ok || d.ContentType != "application/avro" {
+		t.Errorf("cloudEvents_time %v, content type %q", d.Headers["cloudEvents_time"], d.ContentType)
+	}
+	for k := range d.Headers {
+		if strings.HasPrefix(k, "ce_") || k == "content-type" {
+			t.Errorf("header %s is Kafka's", k)
 		}
 	}
 }
