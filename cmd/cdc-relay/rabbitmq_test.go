@@ -424,3 +424,53 @@ func TestRabbitMQAvroCloudEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestRabbitMQBlockedIsDegraded: a memory alarm on a node of the test's
+// own pauses publishing: cdc_relay_rabbitmq_blocked is 1 and, after 10 s,
+// /readyz answers degraded naming it; once the alarm clears, the event
+// held back arrives and the relay is ready again.
+func TestRabbitMQBlockedIsDegraded(t *testing.T) {
+	t.Parallel()
+	testtier.Need(t)
+	n, err := rabbittest.Start(rabbittest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	f := newFixture(t, "")
+	got := collect(t, n, f.bindQueue(n.Channel(t), "#"), false)
+	r := startRelay(t, f.rabbitArgs(n))
+	r.waitStreaming(60 * time.Second)
+	if _, err := n.Ctl("set_vm_memory_high_watermark", "0.000001"); err != nil {
+		t.Fatal(err)
+	}
+	cleared := false
+	t.Cleanup(func() {
+		if !cleared {
+			n.Ctl("set_vm_memory_high_watermark", "0.4")
+		}
+	})
+	if _, err := f.insertTx(context.Background(), f.connect(), []event{{AggregateType: "Order", AggregateID: "a", EventType: "OrderCreated", Payload: `{"n": 1}`}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitMetric("cdc_relay_rabbitmq_blocked", 30*time.Second, func(v float64) bool { return v == 1 })
+	var body map[string]string
+	waitFor(t, 60*time.Second, "/readyz degraded", func() bool {
+		var code int
+		code, body = r.getJSON("/readyz")
+		return code == 503 && body["state"] == "degraded"
+	})
+	if !strings.Contains(body["reason"], "rabbitmq: the broker has blocked publishing") {
+		t.Fatalf("reason %q", body["reason"])
+	}
+	if len(got()) != 0 {
+		t.Fatalf("%d messages arrived while the broker blocked publishing", len(got()))
+	}
+	if _, err := n.Ctl("set_vm_memory_high_watermark", "0.4"); err != nil {
+		t.Fatal(err)
+	}
+	cleared = true
+	waitFor(t, 60*time.Second, "the event held back", func() bool { return len(got()) == 1 })
+	r.waitMetric("cdc_relay_rabbitmq_blocked", 30*time.Second, func(v float64) bool { return v == 0 })
+	waitFor(t, 30*time.Second, "/readyz ready", func() bool { code, _ := r.getJSON("/readyz"); return code == 200 })
+}
