@@ -255,6 +255,9 @@ func TestRabbitMQEndToEnd(t *testing.T) {
 	if code := r.terminate(); code != 0 {
 		t.Fatalf("exit %d after SIGTERM", code)
 	}
+	if out := r.Output(); !strings.Contains(out, "rabbitmq_url=amqp://guest:xxxxx@") || strings.Contains(out, ":guest@") {
+		t.Fatalf("the log does not redact the password of --rabbitmq-url:\n%s", tailString(out, 3000))
+	}
 }
 
 // TestRabbitMQDeadLetters: with --routing-key '{aggregate_id}', an event
@@ -327,6 +330,25 @@ func TestRabbitMQExchangeOfAnotherType(t *testing.T) {
 	}
 	if out := r.Output(); !strings.Contains(out, "--rabbitmq-exchange: exchange \""+f.exchange()+"\" exists with another type") {
 		t.Fatalf("the message does not name the exchange:\n%s", tailString(out, 3000))
+	}
+}
+
+// TestRabbitMQNothingDeclared: with --rabbitmq-declare=false the relay
+// declares nothing, and an exchange that does not exist is exit 2 naming
+// it.
+func TestRabbitMQNothingDeclared(t *testing.T) {
+	t.Parallel()
+	n := needRabbit(t)
+	f := newFixture(t, "")
+	r := startRelay(t, f.rabbitArgs(n, "--rabbitmq-declare=false"))
+	if code := r.wait(60 * time.Second); code != 2 {
+		t.Fatalf("exit %d, want 2; output:\n%s", code, tailString(r.Output(), 3000))
+	}
+	if out := r.Output(); !strings.Contains(out, "--rabbitmq-exchange: exchange \""+f.exchange()+"\" does not exist, and the relay declares nothing") {
+		t.Fatalf("the message does not name the exchange:\n%s", tailString(out, 3000))
+	}
+	if err := n.Channel(t).ExchangeDeclarePassive(f.exchange(), amqp.ExchangeTopic, true, false, false, false, nil); err == nil {
+		t.Fatal("the relay declared the exchange")
 	}
 }
 
