@@ -19,10 +19,10 @@ import (
 // messages are counted in m, and the dead letters it makes (unroutable,
 // invalid_routing_key) counted and logged, at most one line a minute per
 // kind.
-func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger) *rabbitmq.Sink {
-	rk, _ := rabbitmq.ParseRoutingKey(cfg.RoutingKey) // checked with the settings
-	if rk == nil {
-		rk, _ = rabbitmq.ParseRoutingKey(rabbitmq.DefaultRoutingKey)
+func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger) (*rabbitmq.Sink, error) {
+	rk, err := rabbitmq.ParseRoutingKey(cfg.RoutingKey)
+	if err != nil {
+		return nil, ConfigErr("routing-key", "%v", err)
 	}
 	contentType := "application/avro"
 	if cfg.ValueFormat == recordpkg.ValueJSON {
@@ -47,7 +47,7 @@ func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger) *rabbitmq.Sink {
 		},
 		Observer: rabbitObserver{m: m, exchange: cfg.RabbitMQExchange},
 		Logger:   log,
-	})
+	}), nil
 }
 
 // newRabbitCheckpoints is the checkpoint's backend under RabbitMQ: the

@@ -109,7 +109,9 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 	var rabbit *rabbitmq.Sink
 	var newSink func(ctx context.Context, acker publisher.Acker) recordSink
 	if cfg.RabbitMQ() {
-		rabbit = newRabbitSink(cfg, m, log)
+		if rabbit, err = newRabbitSink(cfg, m, log); err != nil {
+			return &StartError{Err: err}
+		}
 		m.SetHealth(nil, guard.WriteHealth)
 		m.ready.rabbitmq = rabbit.Health
 		newSink = func(ctx context.Context, acker publisher.Acker) recordSink {
