@@ -326,6 +326,7 @@ func (b *Builder) Build(ctx context.Context, rec *publisher.Record, commitTime t
 	r.aggID, arena = keep(arena, src.AggregateID)
 	r.headersJSON, arena = keep(arena, src.Headers)
 	rec.Time = commitTime
+	rec.ID, rec.EventType, rec.AggregateType, rec.AggregateID = r.id, r.eventType, r.aggType, r.aggID
 
 	reason, kind, err := b.build(ctx, rec, &r, arena)
 	if err != nil {

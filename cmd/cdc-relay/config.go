@@ -145,6 +145,9 @@ func buildConfig(v *config.Values) (*Config, error) {
 	if _, err := pgconn.ParseConfig(c.PGURL); err != nil {
 		return nil, cfgErr("pg-url", "not a valid libpq URL or DSN (%s): use e.g. postgres://user:pass@host:5432/db", redactErr(err))
 	}
+	if err := chooseBroker(c, v); err != nil {
+		return nil, err
+	}
 	if err := outboxTables(c, config.Table.Text(v), v.File()); err != nil {
 		return nil, err
 	}
@@ -179,7 +182,7 @@ func buildConfig(v *config.Values) (*Config, error) {
 	if c.ReadTimeout < 3*c.StatusInterval {
 		return nil, cfgErr("read-timeout", "%s must be at least 3 × --status-interval (%s): the server answers every status update", c.ReadTimeout, c.StatusInterval)
 	}
-	if c.MaxRecordBytes > c.KafkaBatchBytes {
+	if c.MaxRecordBytes > c.KafkaBatchBytes && !c.RabbitMQ() {
 		return nil, cfgErr("max-record-bytes", "%d is larger than --kafka-batch-bytes %d: a record must fit in one produce request", c.MaxRecordBytes, c.KafkaBatchBytes)
 	}
 	return c, nil

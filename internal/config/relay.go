@@ -57,7 +57,7 @@ var (
 	AllowExtraTables     = newBool(Setting{Name: "allow-extra-tables", Default: "false", Help: "true: accept a publication that publishes other tables besides the outbox tables (FOR ALL TABLES, TABLES IN SCHEMA, or more tables listed, as Debezium's); their rows are skipped and counted in cdc_relay_skipped_rows_total. false: such a publication is exit 2", Doc: "`true`: accept a publication that also publishes other tables (`FOR ALL TABLES`, `FOR TABLES IN SCHEMA`, or more tables listed, as Debezium's `dbz_publication`); their rows are skipped and counted in `cdc_relay_skipped_rows_total{table}`, the first of each table logged at INFO. `false`: such a publication exits 2 naming this flag"})
 	Table                = newList(Setting{Name: "table", Arg: "SCHEMA.TABLE", Default: "public.outbox", Entry: tableEntry, NameKey: "name", Help: "the outbox table; repeat the flag for several (env and YAML: a list), all in one publication; --table '' for a table-less outbox (logical messages only)", Doc: "the outbox table; repeat the flag for several (env: comma-separated; YAML: a list, each entry may map its own `columns:`), all in one publication; `--table ''` (YAML `table: []`) for a table-less outbox of logical messages only. A table that does not exist, or one given twice, exits 2"})
 	MessagePrefix        = newString(Setting{Name: "message-prefix", Arg: "PREFIX", Default: "outbox", Help: "logical decoding messages (pg_logical_emit_message, PostgreSQL 14+) with this prefix are outbox events too; empty: none", Doc: "on PostgreSQL 14+, transactional logical decoding messages with this prefix are outbox events too (the table-less outbox, below); empty: none. Set explicitly against PostgreSQL 13, it exits 2"})
-	KafkaBrokers         = newString(Setting{Name: "kafka-brokers", Arg: "HOST:PORT,...", Help: "comma-separated Kafka bootstrap list", Doc: "comma-separated bootstrap list", Check: brokers})
+	KafkaBrokers         = newString(Setting{Name: "kafka-brokers", Arg: "HOST:PORT,...", Help: "comma-separated Kafka bootstrap list", Doc: "comma-separated bootstrap list; exactly one of `--kafka-brokers` and `--rabbitmq-url` is required", DocDefault: "one of the two", Check: brokers})
 	KafkaTLS             = newBool(Setting{Name: "kafka-tls", Default: "false", Help: "true: connect to the brokers over TLS", Doc: "connect to the brokers over TLS"})
 	KafkaTLSCAFile       = newString(Setting{Name: "kafka-tls-ca-file", Arg: "FILE", Help: "PEM CA bundle that signs the brokers' certificates (default: the system roots)", Doc: "PEM CA bundle for the brokers (default: system roots)"})
 	KafkaTLSCertFile     = newString(Setting{Name: "kafka-tls-cert-file", Arg: "FILE", Help: "PEM client certificate, for brokers that require mutual TLS", Doc: "client certificate for mutual TLS"})
@@ -142,6 +142,12 @@ var Relay = NewRegistry(map[string]*Shape{"columns": Columns},
 	KafkaSASLMechanism,
 	KafkaSASLUsername,
 	KafkaSASLPassword,
+	RabbitMQURL,
+	RabbitMQExchange,
+	RabbitMQDeclare,
+	RoutingKey,
+	RabbitMQDLQStream,
+	RabbitMQCheckpointStream,
 	SchemaRegistryCAFile,
 	TopicTemplate,
 	SchemaRegistryURL,
