@@ -74,6 +74,32 @@ func (s *CheckpointStore) relayStream(relayID string) string {
 	return s.cfg.Name + ".relay." + hex.EncodeToString(h[:8])
 }
 
+// streamArgs are a stream's declare arguments, with or without retention.
+func (s *CheckpointStore) streamArgs(retention bool) amqp.Table {
+	args := amqp.Table{"x-queue-type": "stream"}
+	if retention {
+		args["x-max-length-bytes"] = s.cfg.MaxBytes
+		args["x-stream-max-segment-size-bytes"] = s.cfg.SegmentBytes
+	}
+	return args
+}
+
+// CheckpointStream is one stream a store uses, as `cdc-relay check` sees it.
+type CheckpointStream struct {
+	Name, Role string     // Role: "checkpoints of this relay", "gaps" or "relay directory"
+	Args       amqp.Table // the arguments the store declares it with
+}
+
+// Streams are the streams relayID's store uses: its own checkpoints, the
+// gaps and the directory.
+func (s *CheckpointStore) Streams(relayID string) []CheckpointStream {
+	return []CheckpointStream{
+		{s.relayStream(relayID), "checkpoints of this relay", s.streamArgs(true)},
+		{s.gaps(), "gaps", s.streamArgs(false)},
+		{s.directory(), "relay directory", s.streamArgs(false)},
+	}
+}
+
 // channel is the store's confirm channel, opened when needed.
 func (s *CheckpointStore) channel() (*amqp.Channel, error) {
 	if s.ch != nil && !s.ch.IsClosed() {
@@ -114,11 +140,7 @@ func (s *CheckpointStore) Close() {
 // declare declares a durable stream with retention args (nil: none). A
 // declare that meets a queue with other arguments is an error naming it.
 func (s *CheckpointStore) declare(ch *amqp.Channel, name string, retention bool) error {
-	args := amqp.Table{"x-queue-type": "stream"}
-	if retention {
-		args["x-max-length-bytes"] = s.cfg.MaxBytes
-		args["x-stream-max-segment-size-bytes"] = s.cfg.SegmentBytes
-	}
+	args := s.streamArgs(retention)
 	if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
 		var aerr *amqp.Error
 		if errors.As(err, &aerr) && aerr.Code == amqp.PreconditionFailed {
