@@ -199,6 +199,7 @@ type Outgoing struct {
 type Confirmer struct {
 	ch      *amqp.Channel
 	returns chan amqp.Return
+	closed  chan *amqp.Error
 }
 
 // confirmBatch bounds a batch: the returns channel holds that many.
@@ -214,7 +215,7 @@ func NewConfirmer(conn *amqp.Connection) (*Confirmer, error) {
 		ch.Close()
 		return nil, err
 	}
-	return &Confirmer{ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, confirmBatch))}, nil
+	return &Confirmer{ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, confirmBatch)), closed: ch.NotifyClose(make(chan *amqp.Error, 1))}, nil
 }
 
 // Close closes the channel.
@@ -262,13 +263,27 @@ func (c *Confirmer) Publish(ctx context.Context, msgs []Outgoing) ([]error, erro
 		// return of the batch is in the channel now.
 		for more := true; more; {
 			select {
-			case r := <-c.returns:
+			case r, open := <-c.returns:
+				if !open {
+					more = false
+					break
+				}
 				if i, ok := ids[r.MessageId]; ok {
 					out[i] = fmt.Errorf("%w: %s (%d)", ErrReturned, r.ReplyText, r.ReplyCode)
 				}
 			default:
 				more = false
 			}
+		}
+		// A channel the broker closed (403 on the exchange, say) settles
+		// what was unconfirmed as nacked: that is the channel's error.
+		select {
+		case err, open := <-c.closed:
+			if open && err != nil {
+				return nil, err
+			}
+			return nil, amqp.ErrClosed
+		default:
 		}
 		start = end
 	}
