@@ -185,7 +185,9 @@ func (r *rabbitCheck) exchange() bool {
 func (r *rabbitCheck) exchangeWrite() {
 	ex := r.cfg.Exchange
 	tmp := ex + "." + r.tag
-	err := r.do(func(ch *amqp.Channel) error { return ch.ExchangeDeclare(tmp, amqp.ExchangeDirect, false, false, false, false, nil) })
+	err := r.do(func(ch *amqp.Channel) error {
+		return ch.ExchangeDeclare(tmp, amqp.ExchangeDirect, false, false, false, false, nil)
+	})
 	if err != nil {
 		r.warn("RabbitMQ: the user's write permission on exchange %s is not verified: check would bind it to a temporary exchange %s, which the user may not declare (%v); the relay publishes to %s and needs write permission on it", ex, tmp, err, ex)
 		return

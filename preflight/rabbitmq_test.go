@@ -85,9 +85,15 @@ func TestCheckRabbitMQ(t *testing.T) {
 	if err := store.Write(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	declare(func(ch *amqp.Channel) error { return ch.ExchangeDeclare("ok-ex", amqp.ExchangeTopic, true, false, false, false, nil) })
-	declare(func(ch *amqp.Channel) error { return ch.ExchangeDeclare("direct-ex", amqp.ExchangeDirect, true, false, false, false, nil) })
-	declare(func(ch *amqp.Channel) error { return ch.ExchangeDeclare("transient-ex", amqp.ExchangeTopic, false, false, false, false, nil) })
+	declare(func(ch *amqp.Channel) error {
+		return ch.ExchangeDeclare("ok-ex", amqp.ExchangeTopic, true, false, false, false, nil)
+	})
+	declare(func(ch *amqp.Channel) error {
+		return ch.ExchangeDeclare("direct-ex", amqp.ExchangeDirect, true, false, false, false, nil)
+	})
+	declare(func(ch *amqp.Channel) error {
+		return ch.ExchangeDeclare("transient-ex", amqp.ExchangeTopic, false, false, false, false, nil)
+	})
 	declare(func(ch *amqp.Channel) error {
 		_, err := ch.QueueDeclare("dlq-ok", true, false, false, false, amqp.Table{"x-queue-type": "stream", "x-max-length-bytes": int64(1 << 20)})
 		return err
@@ -176,7 +182,9 @@ func TestCheckRabbitMQ(t *testing.T) {
 			"FAIL  RabbitMQ: the TLS certificate of localhost:",
 			"is not trusted",
 		}},
-		{"amqps to a plain port", func(c *RabbitMQConfig) { c.URL, c.TLS = strings.Replace(n.URL(), "amqp://", "amqps://", 1), &tls.Config{RootCAs: roots} }, 1, []string{
+		{"amqps to a plain port", func(c *RabbitMQConfig) {
+			c.URL, c.TLS = strings.Replace(n.URL(), "amqp://", "amqps://", 1), &tls.Config{RootCAs: roots}
+		}, 1, []string{
 			"does not speak TLS",
 		}},
 		{"amqp to the TLS port", func(c *RabbitMQConfig) { c.URL = strings.Replace(n.AMQPSURL(), "amqps://", "amqp://", 1) }, 1, []string{
