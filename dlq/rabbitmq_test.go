@@ -17,11 +17,7 @@ import (
 
 var rabbit rabbittest.Shared
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	rabbit.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(rabbit.Run(m)) }
 
 // deadLetter is a dead letter as the relay writes one to its stream,
 // written here by a plain amqp091 publisher.

@@ -2,7 +2,6 @@ package tail
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -280,20 +279,7 @@ func appendRabbitLine(ctx context.Context, f *tailFormatter, dst []byte, cfg *Ra
 	}
 	dst = append(dst, `,"timestamp":`...)
 	dst = str(dst, ts)
-	dst = append(dst, `,"key":`...)
-	dst = append(dst, k.json...)
-	dst = append(dst, `,"headers":`...)
-	dst = append(dst, headers...)
-	dst = append(dst, `,"value":`...)
-	dst = append(dst, val.json...)
-	dst = append(dst, `,"schema_id":`...)
-	if val.framed {
-		dst = strconv.AppendInt(dst, int64(val.schemaID), 10)
-	} else {
-		dst = append(dst, "null"...)
-	}
-	dst = append(dst, `,"subject":`...)
-	dst = str(dst, val.subject)
+	dst = appendContent(dst, k.json, headers, val)
 	dst = append(dst, `,"exchange":`...)
 	dst = schemaregistry.AppendQuoted(dst, d.Exchange) // "" is the default exchange
 	dst = append(dst, `,"routing_key":`...)
@@ -341,11 +327,6 @@ func appendRabbitPretty(dst []byte, cfg *RabbitMQConfig, d *amqp.Delivery, offse
 		}
 	}
 	dst = append(dst, "value: "...)
-	var buf bytes.Buffer
-	if json.Indent(&buf, val.json, "", "  ") == nil {
-		dst = append(dst, buf.Bytes()...)
-	} else {
-		dst = append(dst, val.json...)
-	}
+	dst = appendIndented(dst, val.json)
 	return append(dst, "\n\n"...)
 }

@@ -24,11 +24,7 @@ import (
 
 var rabbit rabbittest.Shared
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	rabbit.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(rabbit.Run(m)) }
 
 var rabbitNames atomic.Int64
 
