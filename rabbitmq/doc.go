@@ -29,4 +29,8 @@
 //     connection.unblocked; Health says since when.
 //
 // Owns: the connection, its channel and the window of unconfirmed messages.
+//
+// For the operator tools: ReadStream reads a stream without consuming it,
+// to an end marker it publishes with confirms, and Confirmer publishes a
+// batch with mandatory and confirms and tells each message's fate.
 package rabbitmq
