@@ -11,7 +11,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 	"github.com/cdc-relay/cdc-relay/relay"
 )
 
@@ -30,24 +30,6 @@ var rabbitNames atomic.Int64
 
 func fresh(prefix string) string {
 	return prefix + "-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10) + "-" + strconv.FormatInt(rabbitNames.Add(1), 10)
-}
-
-// syncBuffer is a writer tests read while tail writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -92,7 +74,7 @@ func publish(t *testing.T, ch *amqp.Channel, exchange, key string, msg amqp.Publ
 }
 
 // startTail runs RunRabbitMQ until it returns; wait gives its error.
-func startTail(t *testing.T, ctx context.Context, cfg RabbitMQConfig, out io.Writer, log *syncBuffer) (wait func() error) {
+func startTail(t *testing.T, ctx context.Context, cfg RabbitMQConfig, out io.Writer, log *relaytest.LogBuffer) (wait func() error) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- RunRabbitMQ(ctx, cfg, out, slog.New(slog.NewTextHandler(log, nil))) }()
@@ -133,7 +115,7 @@ func TestTailRabbitMQExchange(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, log syncBuffer
+	var out, log relaytest.LogBuffer
 	wait := startTail(t, ctx, RabbitMQConfig{URL: n.URL(), Exchange: ex, Pattern: "order.*", Count: 2}, &out, &log)
 	waitFor(t, "tail following", time.Minute, func() bool { return strings.Contains(log.String(), "msg=following") })
 
@@ -206,7 +188,7 @@ func TestTailRabbitMQSlowDropsOldest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	w := &blockingWriter{release: make(chan struct{})}
-	var log syncBuffer
+	var log relaytest.LogBuffer
 	wait := startTail(t, ctx, RabbitMQConfig{URL: n.URL(), Exchange: ex, MaxLength: 20}, w, &log)
 	waitFor(t, "tail following", time.Minute, func() bool { return strings.Contains(log.String(), "msg=following") })
 	const sent = 500
@@ -260,7 +242,7 @@ func TestTailRabbitMQStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for round := range 2 {
-		var out, log syncBuffer
+		var out, log relaytest.LogBuffer
 		if err := startTail(t, ctx, RabbitMQConfig{URL: n.URL(), Stream: st, Start: FromBeginning}, &out, &log)(); err != nil {
 			t.Fatal(err)
 		}
@@ -278,7 +260,7 @@ func TestTailRabbitMQStream(t *testing.T) {
 		}
 	}
 	// From an offset, following: the rest and what comes.
-	var out, log syncBuffer
+	var out, log relaytest.LogBuffer
 	wait := startTail(t, ctx, RabbitMQConfig{URL: n.URL(), Stream: st, Start: FromOffsets, Offset: 2, Follow: true, Count: 2}, &out, &log)
 	publish(t, ch, "", st, amqp.Publishing{MessageId: "m3"})
 	if err := wait(); err != nil {
@@ -307,7 +289,7 @@ func TestTailRabbitMQStream(t *testing.T) {
 		{RabbitMQConfig{Exchange: ex + "-missing"}, "rabbitmq-exchange", "does not exist"},
 	} {
 		c.cfg.URL = n.URL()
-		var out, log syncBuffer
+		var out, log relaytest.LogBuffer
 		err := startTail(t, ctx, c.cfg, &out, &log)()
 		var cerr *relay.ConfigError
 		if !errors.As(err, &cerr) || cerr.Key != c.key || !strings.Contains(err.Error(), c.message) {
