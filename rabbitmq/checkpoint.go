@@ -33,7 +33,8 @@ type CheckpointStore struct {
 
 	mu         sync.Mutex
 	conn       *amqp.Connection
-	ch         *amqp.Channel // confirm mode, for writes and markers
+	ch         *amqp.Channel    // confirm mode, for writes and markers
+	returns    chan amqp.Return // ch's returns: one listener per channel
 	registered map[string]bool
 }
 
@@ -119,7 +120,10 @@ func (s *CheckpointStore) channel() (*amqp.Channel, error) {
 		conn.Close()
 		return nil, err
 	}
-	s.conn, s.ch = conn, ch
+	// One return listener for the channel's life: the library hands every
+	// return to every listener, blocking, so one per publish would leak and
+	// at the second return stall the connection.
+	s.conn, s.ch, s.returns = conn, ch, ch.NotifyReturn(make(chan amqp.Return, 16))
 	return ch, nil
 }
 
@@ -127,7 +131,7 @@ func (s *CheckpointStore) closeLocked() {
 	if s.conn != nil {
 		s.conn.Close()
 	}
-	s.conn, s.ch = nil, nil
+	s.conn, s.ch, s.returns = nil, nil, nil
 }
 
 // Close closes the connection; the store opens another when used again.
@@ -183,7 +187,14 @@ func (s *CheckpointStore) Settle(context.Context) error { return nil }
 
 // publish sends body to stream with confirms, mandatory, and waits.
 func (s *CheckpointStore) publish(ctx context.Context, ch *amqp.Channel, stream string, msg amqp.Publishing) error {
-	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
+	for drained := false; !drained; { // a return of a publish whose wait was cut short
+		select {
+		case _, open := <-s.returns:
+			drained = !open
+		default:
+			drained = true
+		}
+	}
 	msg.DeliveryMode = amqp.Persistent
 	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", stream, true, false, msg)
 	if err != nil {
@@ -194,8 +205,10 @@ func (s *CheckpointStore) publish(ctx context.Context, ch *amqp.Channel, stream 
 		return err
 	}
 	select {
-	case r := <-returns:
-		return fmt.Errorf("stream %s is missing (%s)", stream, r.ReplyText)
+	case r, open := <-s.returns:
+		if open {
+			return fmt.Errorf("stream %s is missing (%s)", stream, r.ReplyText)
+		}
 	default:
 	}
 	if !ok {
