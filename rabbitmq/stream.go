@@ -22,9 +22,19 @@ import (
 // 0-9-1 gives a stream reader no end, so a bounded read publishes a marker
 // with confirms and stops at it, as CheckpointStore.Load does.
 
-// MarkerType is the AMQP type of an end marker: readers of a stream pass
-// markers by, and ReadStream stops at its own.
-const MarkerType = "marker"
+// MarkerType is the AMQP type of a tool's end marker, and markerPrefix
+// begins its message id: a message is a marker only with both, so that an
+// event whose type is "marker" is never taken for one. Readers pass
+// markers by; ReadStream stops at its own.
+const (
+	MarkerType   = "cdc-relay.marker"
+	markerPrefix = "cdc-relay-marker-"
+)
+
+// IsMarker reports whether d is a tool's end marker.
+func IsMarker(d *amqp.Delivery) bool {
+	return d.Type == MarkerType && strings.HasPrefix(d.MessageId, markerPrefix)
+}
 
 // OffsetHeader is the header RabbitMQ adds to each message a stream
 // delivers: the message's offset in the stream (an int64).
@@ -139,7 +149,7 @@ func ReadStream(ctx context.Context, conn *amqp.Connection, r StreamRead, fn fun
 				return fail(errors.New("the broker closed the consumer (the channel or the connection closed)"))
 			}
 			d.Ack(false)
-			if d.Type == MarkerType {
+			if IsMarker(&d) {
 				if marker != "" && d.MessageId == marker {
 					return nil
 				}
@@ -163,7 +173,7 @@ func ReadStream(ctx context.Context, conn *amqp.Connection, r StreamRead, fn fun
 func PublishMarker(ctx context.Context, conn *amqp.Connection, stream string) (string, error) {
 	var id [12]byte
 	rand.Read(id[:])
-	marker := "marker-" + hex.EncodeToString(id[:])
+	marker := markerPrefix + hex.EncodeToString(id[:])
 	c, err := NewConfirmer(conn)
 	if err != nil {
 		return "", err

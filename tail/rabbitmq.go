@@ -207,6 +207,8 @@ func followExchange(ctx context.Context, conn *amqp.Connection, cfg *RabbitMQCon
 		return fmt.Errorf("consume tail's queue: %w", err)
 	}
 	log.Info("following", "exchange", cfg.Exchange, "pattern", cfg.Pattern, "queue", q.Name, "max_length", cfg.MaxLength)
+	log.Warn("while tail follows the exchange, its queue takes every message the pattern matches, so the relay sees none of them as unroutable: an event that no other queue is bound for is printed here and not dead-lettered; tail a stream bound to the exchange, or use a narrower pattern, where that matters",
+		"exchange", cfg.Exchange, "pattern", cfg.Pattern)
 	for {
 		select {
 		case d, ok := <-msgs:
