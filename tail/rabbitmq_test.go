@@ -263,6 +263,20 @@ func TestTailRabbitMQStream(t *testing.T) {
 			}
 		}
 	}
+	// Since a time: a time past the stream's end finds nothing, one before
+	// its start everything.
+	for _, c := range []struct {
+		since time.Time
+		want  int
+	}{{time.Now().Add(time.Hour), 0}, {time.Now().Add(-time.Hour), 3}} {
+		var out, log relaytest.LogBuffer
+		if err := startTail(t, ctx, RabbitMQConfig{URL: n.URL(), Stream: st, Start: FromTime, Since: c.since}, &out, &log)(); err != nil {
+			t.Fatal(err)
+		}
+		if got := lines(t, out.String()); len(got) != c.want {
+			t.Errorf("since %s: %d lines, want %d", c.since, len(got), c.want)
+		}
+	}
 	// From an offset, following: the rest and what comes.
 	var out, log relaytest.LogBuffer
 	wait := startTail(t, ctx, RabbitMQConfig{URL: n.URL(), Stream: st, Start: FromOffsets, Offset: 2, Follow: true, Count: 2}, &out, &log)
