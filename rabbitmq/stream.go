@@ -338,11 +338,30 @@ func headerText(v any) []byte {
 	case time.Time:
 		return []byte(v.UTC().Format(time.RFC3339))
 	case amqp.Decimal:
-		return fmt.Appendf(nil, "%de-%d", v.Value, v.Scale)
+		return decimalText(v)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Append(nil, v)
 	}
 	return b
+}
+
+// decimalText is an AMQP decimal in decimal notation: 1234 with scale 2 is
+// 12.34.
+func decimalText(d amqp.Decimal) []byte {
+	v := int64(d.Value)
+	sign := ""
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	digits := strconv.FormatInt(v, 10)
+	if d.Scale == 0 {
+		return []byte(sign + digits)
+	}
+	for len(digits) <= int(d.Scale) {
+		digits = "0" + digits
+	}
+	cut := len(digits) - int(d.Scale)
+	return []byte(sign + digits[:cut] + "." + digits[cut:])
 }

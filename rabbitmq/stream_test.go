@@ -87,3 +87,21 @@ func TestConfirmerFates(t *testing.T) {
 		t.Errorf("publish to a missing exchange: %v, want the channel's 404", err)
 	}
 }
+
+// TestTextHeaders: AMQP header values as text, in name order.
+func TestTextHeaders(t *testing.T) {
+	ts := time.Date(2026, 12, 1, 10, 0, 0, 0, time.FixedZone("x", 3600))
+	got := TextHeaders(amqp.Table{"s": "text", "b": []byte{0xff}, "i": int32(-7), "l": int64(1 << 40), "f": 1.5, "t": true,
+		"ts": ts, "void": nil, "tab": amqp.Table{"k": "v"}, "arr": []any{"a", int32(1)}, "dec": amqp.Decimal{Scale: 2, Value: 1234}, "dec2": amqp.Decimal{Scale: 3, Value: -5}})
+	want := []TextHeader{{"arr", []byte(`["a",1]`)}, {"b", []byte{0xff}}, {"dec", []byte("12.34")}, {"dec2", []byte("-0.005")}, {"f", []byte("1.5")}, {"i", []byte("-7")},
+		{"l", []byte("1099511627776")}, {"s", []byte("text")}, {"t", []byte("true")}, {"tab", []byte(`{"k":"v"}`)},
+		{"ts", []byte("2026-12-01T09:00:00Z")}, {"void", nil}}
+	if len(got) != len(want) {
+		t.Fatalf("got %d headers, want %d: %q", len(got), len(want), got)
+	}
+	for i := range want {
+		if got[i].Key != want[i].Key || string(got[i].Value) != string(want[i].Value) || (want[i].Value == nil) != (got[i].Value == nil) {
+			t.Errorf("header %d: got %s=%q, want %s=%q", i, got[i].Key, got[i].Value, want[i].Key, want[i].Value)
+		}
+	}
+}
