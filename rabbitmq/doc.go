@@ -36,4 +36,8 @@
 // default exchange.
 //
 // Owns: the connection, its channel and the window of unconfirmed messages.
+//
+// For the operator tools: ReadStream reads a stream without consuming it,
+// to an end marker it publishes with confirms, and Confirmer publishes a
+// batch with mandatory and confirms and tells each message's fate.
 package rabbitmq
