@@ -223,14 +223,16 @@ func TestGrafanaDashboard(t *testing.T) {
 
 func TestComposeUsesRealSettings(t *testing.T) {
 	docs := yamlDocs(t, "../../docker-compose.yml")
-	relay := dig(docs[0], "services", "cdc-relay")
-	envs, _ := dig(relay, "environment").(map[string]any)
-	if len(envs) == 0 {
-		t.Fatal("cdc-relay service has no environment")
-	}
-	for name := range envs {
-		if !isSettingEnv(name) {
-			t.Errorf("docker-compose env %s is not a relay setting", name)
+	for _, service := range []string{"cdc-relay", "cdc-relay-rabbitmq"} {
+		relay := dig(docs[0], "services", service)
+		envs, _ := dig(relay, "environment").(map[string]any)
+		if len(envs) == 0 {
+			t.Fatalf("%s service has no environment", service)
+		}
+		for name := range envs {
+			if !isSettingEnv(name) {
+				t.Errorf("docker-compose env %s of %s is not a relay setting", name, service)
+			}
 		}
 	}
 	pg := dig(docs[0], "services", "postgres", "command")
