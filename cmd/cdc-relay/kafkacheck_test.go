@@ -19,7 +19,20 @@ import (
 // independent client (kadm) on the broker at addr.
 func createTopic(t *testing.T, addr, name string, configs map[string]string) {
 	t.Helper()
-	createTopicRF(t, addr, name, 1, configs)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	values := map[string]*string{}
+	for k, v := range configs {
+		values[k] = &v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, values, name); err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
 }
 
 // TestCheckDLQRetention: check warns when the dead-letter topic deletes
