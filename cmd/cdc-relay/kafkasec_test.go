@@ -93,14 +93,11 @@ func TestKafkaSecurity(t *testing.T) {
 		{name: "mutual TLS over SSL", addr: sb.SSLAddr(),
 			flags: append([]string{"--kafka-tls-cert-file", certFile, "--kafka-tls-key-file", keyFile}, withTLS...)},
 
-		{name: "PLAIN wrong password", addr: sb.SASLAddr(), flags: sasl("plain"),
-			env:     map[string]string{"CDC_RELAY_KAFKA_SASL_PASSWORD": wrongPassword},
-			wantLog: "SASL_AUTHENTICATION_FAILED"},
+		// The one refused password on a real broker: preflight's
+		// TestKafkaAuthenticationFailedFake (kfake) refuses PLAIN,
+		// SCRAM-SHA-256 and another user's password with SCRAM-SHA-512.
 		{name: "SCRAM-SHA-256 wrong password over SASL_SSL", addr: sb.SASLSSLAddr(), flags: append(sasl("scram-sha-256"), withTLS...),
 			env:     map[string]string{"CDC_RELAY_KAFKA_SASL_PASSWORD": wrongPassword},
-			wantLog: "SASL_AUTHENTICATION_FAILED"},
-		{name: "SCRAM-SHA-512 another user's password", addr: sb.SASLAddr(), flags: sasl("scram-sha-512"),
-			env:     map[string]string{"CDC_RELAY_KAFKA_SASL_PASSWORD": readerPassword},
 			wantLog: "SASL_AUTHENTICATION_FAILED"},
 		{name: "SASL_SSL with a CA that did not sign the broker", addr: sb.SASLSSLAddr(),
 			flags:   append(sasl("scram-sha-512"), "--kafka-tls", "true", "--kafka-tls-ca-file", otherCAFile),
