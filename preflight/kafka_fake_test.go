@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/kfaketest"
 	"github.com/cdc-relay/cdc-relay/relay"
 )
@@ -59,27 +60,10 @@ func createFakeTopic(t *testing.T, adm *kadm.Client, name string, rf int16, conf
 // allowFake grants principal ops on the literal resource name, from any host.
 func allowFake(t *testing.T, adm *kadm.Client, principal string, resource kmsg.ACLResourceType, name string, ops ...kadm.ACLOperation) {
 	t.Helper()
-	acl := kadm.NewACLs().Allow(principal).AllowHosts("*").Operations(ops...).ResourcePatternType(kadm.ACLPatternLiteral)
-	switch resource {
-	case kmsg.ACLResourceTypeTopic:
-		acl.Topics(name)
-	case kmsg.ACLResourceTypeTransactionalId:
-		acl.TransactionalIDs(name)
-	case kmsg.ACLResourceTypeCluster:
-		acl.Clusters()
-	default:
-		t.Fatalf("allowFake: no ACLs on %s here", resource)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	results, err := adm.CreateACLs(ctx, acl)
-	if err != nil {
+	if err := kafkatest.Allow(ctx, adm, principal, resource, name, ops...); err != nil {
 		t.Fatal(err)
-	}
-	for _, r := range results {
-		if r.Err != nil {
-			t.Fatalf("create ACL for %s on %s: %v", principal, name, r.Err)
-		}
 	}
 }
 

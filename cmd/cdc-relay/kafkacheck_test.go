@@ -182,26 +182,9 @@ func startACLBroker(t *testing.T, users map[string]string) *aclBroker {
 // later: poll for their effect.
 func (b *aclBroker) allow(principal string, resource kmsg.ACLResourceType, name string, ops ...kadm.ACLOperation) {
 	b.t.Helper()
-	acl := kadm.NewACLs().Allow(principal).AllowHosts("*").Operations(ops...).ResourcePatternType(kadm.ACLPatternLiteral)
-	switch resource {
-	case kmsg.ACLResourceTypeTopic:
-		acl.Topics(name)
-	case kmsg.ACLResourceTypeTransactionalId:
-		acl.TransactionalIDs(name)
-	case kmsg.ACLResourceTypeCluster:
-		acl.Clusters()
-	default:
-		b.t.Fatalf("allow: no ACLs on %s here", resource)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	results, err := b.admin.CreateACLs(ctx, acl)
-	if err != nil {
+	if err := kafkatest.Allow(ctx, b.admin, principal, resource, name, ops...); err != nil {
 		b.t.Fatal(err)
-	}
-	for _, r := range results {
-		if r.Err != nil {
-			b.t.Fatalf("create ACL for %s on %s: %v", principal, name, r.Err)
-		}
 	}
 }
