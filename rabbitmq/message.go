@@ -3,12 +3,12 @@ package rabbitmq
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/cdc-relay/cdc-relay/publisher"
+	"github.com/cdc-relay/cdc-relay/record"
 )
 
 // AppID is every message's app_id.
@@ -33,15 +33,6 @@ const (
 const (
 	KindUnroutable      = "unroutable"
 	KindInvalidRouteKey = "invalid_routing_key"
-)
-
-// The CloudEvents attributes travel in headers named ce_<attribute> on
-// Kafka, cloudEvents_<attribute> on AMQP (the CloudEvents AMQP binding);
-// the content-type header becomes the content_type property.
-const (
-	kafkaCEPrefix = "ce_"
-	amqpCEPrefix  = "cloudEvents_"
-	ceContentType = "content-type"
 )
 
 // Format says how records become messages: the exchange, the routing key
@@ -82,12 +73,14 @@ func (f *Format) Message(r *publisher.Record) (*Message, string) {
 	for _, h := range r.Headers {
 		key := h.Key
 		if f.CloudEvents {
-			if key == ceContentType {
+			// The CloudEvents Kafka binding's ce_<attribute> headers are
+			// the AMQP binding's cloudEvents_<attribute>, and its
+			// content-type header the content_type property.
+			if name, property, ok := record.AMQPBinaryName(key); property {
 				p.ContentType = string(h.Value)
 				continue
-			}
-			if rest, ok := strings.CutPrefix(key, kafkaCEPrefix); ok {
-				key = amqpCEPrefix + rest
+			} else if ok {
+				key = name
 			}
 		}
 		if h.Value == nil {
