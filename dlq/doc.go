@@ -12,4 +12,9 @@
 // code and prints its lines and its failure on the writers it is given.
 // Owns: its Kafka clients, the retirement record's format, and redrive's
 // own decoder of messages and unconfigured_table letters.
+//
+// With RabbitMQ (RabbitMQConfig): CountRabbitMQ, RabbitRetirer and
+// RedriveRabbitMQ read the dead-letter stream without consuming it, and
+// keep what they redrove or retired in a positions stream (RabbitPosition),
+// in place of the group and the retired topic.
 package dlq

@@ -43,12 +43,16 @@ type Counts struct {
 	EventTypes   map[string]int `json:"event_types"`
 	Ages         map[string]int `json:"ages"`
 	Reappended   int            `json:"reappended"`
-	Oldest       *time.Time     `json:"oldest,omitempty"`
-	Newest       *time.Time     `json:"newest,omitempty"`
+	// Positions is, with RabbitMQ, the stream of the tools' positions
+	// (what was redriven or retired), in place of a group; Redriven counts
+	// the letters redriven (never pending).
+	Positions string     `json:"positions,omitempty"`
+	Redriven  int        `json:"redriven,omitempty"`
+	Oldest    *time.Time `json:"oldest,omitempty"`
+	Newest    *time.Time `json:"newest,omitempty"`
 }
 
-func (c *Counts) add(r *kgo.Record, now time.Time) {
-	l := letterOf(r)
+func (c *Counts) add(l *recordpkg.Letter, now time.Time) {
 	c.Pending++
 	kind := l.Kind()
 	if kind == "" {
@@ -61,7 +65,7 @@ func (c *Counts) add(r *kgo.Record, now time.Time) {
 		name = "(none)"
 	}
 	c.EventTypes[name]++
-	age := now.Sub(r.Timestamp)
+	age := now.Sub(l.Time)
 	for _, b := range ageBuckets {
 		if age < b.upTo {
 			c.Ages[b.label]++
@@ -71,7 +75,7 @@ func (c *Counts) add(r *kgo.Record, now time.Time) {
 	if l.Attempts() > 0 {
 		c.Reappended++
 	}
-	ts := r.Timestamp.UTC()
+	ts := l.Time.UTC()
 	if c.Oldest == nil || ts.Before(*c.Oldest) {
 		c.Oldest = &ts
 	}
@@ -126,7 +130,7 @@ func CountLetters(ctx context.Context, cfg *relay.Config, group, retiredTopic st
 			return
 		}
 		if c, ok := committed[r.Partition]; !ok || r.Offset >= c {
-			counts.add(r, now)
+			counts.add(letterOf(r), now)
 		}
 	})
 	if err != nil {
@@ -149,7 +153,14 @@ func fetchError(f kgo.Fetches) error {
 
 // printCounts prints the counts as a small table.
 func PrintCounts(w io.Writer, c *Counts) {
-	fmt.Fprintf(w, "%s: %d dead letters pending for group %s (%d in the topic)\n", c.Topic, c.Pending, c.Group, c.InTopic)
+	if c.Positions != "" {
+		fmt.Fprintf(w, "%s: %d dead letters pending (%d in the stream; positions in %s)\n", c.Topic, c.Pending, c.InTopic, c.Positions)
+		if c.Redriven > 0 {
+			fmt.Fprintf(w, "redriven with cdc-relay dlq redrive: %d\n", c.Redriven)
+		}
+	} else {
+		fmt.Fprintf(w, "%s: %d dead letters pending for group %s (%d in the topic)\n", c.Topic, c.Pending, c.Group, c.InTopic)
+	}
 	if c.Retired > 0 {
 		fmt.Fprintf(w, "retired with cdc-relay dlq retire: %d (in %s)\n", c.Retired, c.RetiredTopic)
 	}

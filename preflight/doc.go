@@ -11,4 +11,10 @@
 // `cdc-relay schemas check`'s results. Nothing is written anywhere: the
 // checkpoint is read only, no topic or subject is created.
 // Owns: its connections and Kafka client, for the length of one Run.
+//
+// RabbitMQ (RabbitMQ and its RabbitMQConfig) checks the connection, the
+// exchange, the user's permissions and the checkpoint and dead-letter
+// streams. AMQP lists no permissions, so it tries them on a temporary
+// exchange and queue of its own, deleted before it returns; it never
+// publishes to the relay's exchange.
 package preflight

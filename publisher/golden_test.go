@@ -111,7 +111,7 @@ func goldenRow() *decoder.Row {
 }
 
 // TestGoldenRecords: the records the relay hands to kgo, in every key and
-// value format, with CloudEvents, header and timestamp columns, as a
+// value format, with CloudEvents (binary and structured), header and timestamp columns, as a
 // tombstone, and as dead letters (invalid, too large, refused by the
 // broker, of an unconfigured table), are byte for byte the captures in
 // testdata/golden: topic, key, value, timestamp, headers in order, and the
@@ -136,6 +136,9 @@ func TestGoldenRecords(t *testing.T) {
 		}
 		cases = append(cases, buildCase{name: "cloudevents-" + vf.String(), cfg: func(c *record.Config) {
 			c.ValueFormat, c.CloudEvents, c.CloudEventsSource = vf, true, "/cdc-relay/orders"
+		}})
+		cases = append(cases, buildCase{name: "cloudevents-structured-" + vf.String(), cfg: func(c *record.Config) {
+			c.ValueFormat, c.CloudEvents, c.CloudEventsSource, c.CloudEventsMode = vf, true, "/cdc-relay/orders", record.CloudEventsStructured
 		}})
 	}
 	debeziumColumns := func(c *record.Config) {

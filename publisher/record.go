@@ -37,6 +37,13 @@ type Record struct {
 	// Time is the record's timestamp (CreateTime); the zero Time lets the
 	// encoder use the time of encoding, which the relay never does.
 	Time time.Time
+	// ID, EventType, AggregateType and AggregateID are the event's outbox
+	// columns (for a table-less message, its id is the LSN id), set by the
+	// record builder, aliasing its buffer: for a sink that carries them
+	// outside the headers (RabbitMQ's message_id, type and routing key).
+	// The Kafka record never reads them. Nil for a row of an unconfigured
+	// table.
+	ID, EventType, AggregateType, AggregateID []byte
 	// Seq is the stream's sequence number for this event.
 	Seq uint64
 	// Reserved is what the tracker charged for it; released on ack.

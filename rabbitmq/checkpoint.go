@@ -33,7 +33,8 @@ type CheckpointStore struct {
 
 	mu         sync.Mutex
 	conn       *amqp.Connection
-	ch         *amqp.Channel // confirm mode, for writes and markers
+	ch         *amqp.Channel    // confirm mode, for writes and markers
+	returns    chan amqp.Return // ch's returns: one listener per channel
 	registered map[string]bool
 }
 
@@ -74,6 +75,32 @@ func (s *CheckpointStore) relayStream(relayID string) string {
 	return s.cfg.Name + ".relay." + hex.EncodeToString(h[:8])
 }
 
+// streamArgs are a stream's declare arguments, with or without retention.
+func (s *CheckpointStore) streamArgs(retention bool) amqp.Table {
+	args := amqp.Table{"x-queue-type": "stream"}
+	if retention {
+		args["x-max-length-bytes"] = s.cfg.MaxBytes
+		args["x-stream-max-segment-size-bytes"] = s.cfg.SegmentBytes
+	}
+	return args
+}
+
+// CheckpointStream is one stream a store uses, as `cdc-relay check` sees it.
+type CheckpointStream struct {
+	Name, Role string     // Role: "checkpoints of this relay", "gaps" or "relay directory"
+	Args       amqp.Table // the arguments the store declares it with
+}
+
+// Streams are the streams relayID's store uses: its own checkpoints, the
+// gaps and the directory.
+func (s *CheckpointStore) Streams(relayID string) []CheckpointStream {
+	return []CheckpointStream{
+		{s.relayStream(relayID), "checkpoints of this relay", s.streamArgs(true)},
+		{s.gaps(), "gaps", s.streamArgs(false)},
+		{s.directory(), "relay directory", s.streamArgs(false)},
+	}
+}
+
 // channel is the store's confirm channel, opened when needed.
 func (s *CheckpointStore) channel() (*amqp.Channel, error) {
 	if s.ch != nil && !s.ch.IsClosed() {
@@ -93,7 +120,10 @@ func (s *CheckpointStore) channel() (*amqp.Channel, error) {
 		conn.Close()
 		return nil, err
 	}
-	s.conn, s.ch = conn, ch
+	// One return listener for the channel's life: the library hands every
+	// return to every listener, blocking, so one per publish would leak and
+	// at the second return stall the connection.
+	s.conn, s.ch, s.returns = conn, ch, ch.NotifyReturn(make(chan amqp.Return, 16))
 	return ch, nil
 }
 
@@ -101,7 +131,7 @@ func (s *CheckpointStore) closeLocked() {
 	if s.conn != nil {
 		s.conn.Close()
 	}
-	s.conn, s.ch = nil, nil
+	s.conn, s.ch, s.returns = nil, nil, nil
 }
 
 // Close closes the connection; the store opens another when used again.
@@ -114,11 +144,7 @@ func (s *CheckpointStore) Close() {
 // declare declares a durable stream with retention args (nil: none). A
 // declare that meets a queue with other arguments is an error naming it.
 func (s *CheckpointStore) declare(ch *amqp.Channel, name string, retention bool) error {
-	args := amqp.Table{"x-queue-type": "stream"}
-	if retention {
-		args["x-max-length-bytes"] = s.cfg.MaxBytes
-		args["x-stream-max-segment-size-bytes"] = s.cfg.SegmentBytes
-	}
+	args := s.streamArgs(retention)
 	if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
 		var aerr *amqp.Error
 		if errors.As(err, &aerr) && aerr.Code == amqp.PreconditionFailed {
@@ -161,7 +187,14 @@ func (s *CheckpointStore) Settle(context.Context) error { return nil }
 
 // publish sends body to stream with confirms, mandatory, and waits.
 func (s *CheckpointStore) publish(ctx context.Context, ch *amqp.Channel, stream string, msg amqp.Publishing) error {
-	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
+	for drained := false; !drained; { // a return of a publish whose wait was cut short
+		select {
+		case _, open := <-s.returns:
+			drained = !open
+		default:
+			drained = true
+		}
+	}
 	msg.DeliveryMode = amqp.Persistent
 	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", stream, true, false, msg)
 	if err != nil {
@@ -172,8 +205,10 @@ func (s *CheckpointStore) publish(ctx context.Context, ch *amqp.Channel, stream 
 		return err
 	}
 	select {
-	case r := <-returns:
-		return fmt.Errorf("stream %s is missing (%s)", stream, r.ReplyText)
+	case r, open := <-s.returns:
+		if open {
+			return fmt.Errorf("stream %s is missing (%s)", stream, r.ReplyText)
+		}
 	default:
 	}
 	if !ok {

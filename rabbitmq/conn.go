@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -14,7 +15,8 @@ import (
 func (p *Publisher) connect(ctx context.Context) error {
 	if err := p.dial(); err != nil {
 		var exErr *ExchangeError
-		if errors.As(err, &exErr) {
+		var stErr *StreamError
+		if errors.As(err, &exErr) || errors.As(err, &stErr) {
 			return err
 		}
 		p.mu.Lock()
@@ -78,6 +80,12 @@ func (p *Publisher) dial() error {
 			return err
 		}
 	}
+	if p.cfg.Declare {
+		if err := declareStreams(ch, p.cfg.Streams); err != nil {
+			conn.Close()
+			return err
+		}
+	}
 	if err := ch.Confirm(false); err != nil {
 		conn.Close()
 		return err
@@ -135,4 +143,18 @@ func (p *Publisher) block(b amqp.Blocking) {
 	} else {
 		p.log.Info("rabbitmq: the broker unblocked publishing")
 	}
+}
+
+// declareStreams declares each of streams as a durable stream queue.
+func declareStreams(ch *amqp.Channel, streams []string) error {
+	for _, name := range streams {
+		if _, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
+			var aerr *amqp.Error
+			if errors.As(err, &aerr) && aerr.Code == amqp.PreconditionFailed {
+				return &StreamError{Stream: name, Err: aerr}
+			}
+			return fmt.Errorf("declare stream %s: %w", name, err)
+		}
+	}
+	return nil
 }

@@ -28,5 +28,16 @@
 //   - connection.blocked (a memory or disk alarm): publishing pauses until
 //     connection.unblocked; Health says since when.
 //
+// Sink is the relay's record sink on top of it: one Session (one Publisher,
+// one connection) per replication session, each publisher.Record a
+// message as Format says (the exchange, the --routing-key key, message_id,
+// type, timestamp, content_type, app_id, the record's headers plus
+// aggregate_id and aggregate_type), dead letters to a stream through the
+// default exchange.
+//
 // Owns: the connection, its channel and the window of unconfirmed messages.
+//
+// For the operator tools: ReadStream reads a stream without consuming it,
+// to an end marker it publishes with confirms, and Confirmer publishes a
+// batch with mandatory and confirms and tells each message's fate.
 package rabbitmq

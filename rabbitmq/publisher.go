@@ -23,6 +23,10 @@ type Config struct {
 	// an *ExchangeError. Messages name their exchange themselves.
 	Exchange string
 	Declare  bool
+	// Streams, with Declare, are declared as durable stream queues
+	// (x-queue-type: stream) at every connect, the dead-letter stream for
+	// one; an existing queue of another kind is a *StreamError.
+	Streams []string
 	// The window of unconfirmed messages, in events and bytes (body and
 	// headers as sent): Publish waits for room. Defaults 10,000 and 64 MiB.
 	MaxInFlight      int
@@ -94,6 +98,18 @@ type ExchangeError struct {
 
 func (e *ExchangeError) Error() string {
 	return fmt.Sprintf("exchange %q exists with another type or durability than a durable topic exchange: %s (delete it, or name another with --rabbitmq-exchange)", e.Exchange, e.Err.Reason)
+}
+
+// StreamError is a stream declare the broker refused with 406
+// PRECONDITION_FAILED: a queue of that name exists with other arguments.
+// Retrying cannot help.
+type StreamError struct {
+	Stream string
+	Err    *amqp.Error
+}
+
+func (e *StreamError) Error() string {
+	return fmt.Sprintf("queue %q exists with other arguments than a durable stream (x-queue-type: stream): %s (delete it, or name another)", e.Stream, e.Err.Reason)
 }
 
 // ErrDeadLetterUnroutable ends Run when a dead letter is returned.
@@ -223,7 +239,7 @@ func signal(c chan struct{}) {
 }
 
 // Run publishes until ctx ends or an error retrying cannot help (an
-// *ExchangeError, ErrDeadLetterUnroutable, an Unroutable error), which it
+// *ExchangeError, a *StreamError, ErrDeadLetterUnroutable, an Unroutable error), which it
 // returns. What is unconfirmed then is not acked: the caller restarts from
 // its last acked position.
 func (p *Publisher) Run(ctx context.Context) error {

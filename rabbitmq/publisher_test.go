@@ -52,16 +52,7 @@ func startNode(t *testing.T) *rabbittest.Node {
 // channel opens a connection and a channel to n, closed at the test's end.
 func channel(t *testing.T, n *rabbittest.Node) *amqp.Channel {
 	t.Helper()
-	conn, err := amqp.Dial(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ch
+	return n.Channel(t)
 }
 
 // inOrder fails unless got is id-1, id-2, ... in that order.

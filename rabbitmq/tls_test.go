@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,15 +20,7 @@ func TestPublishOverTLS(t *testing.T) {
 	testtier.Need(t)
 	sfx := fresh()
 	ca := testca.New(t)
-	certPEM, keyPEM := ca.Issue(t, "localhost", "localhost", "127.0.0.1")
-	dir := t.TempDir()
-	files := &rabbittest.TLSFiles{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem")}
-	for path, b := range map[string][]byte{files.CA: ca.PEM, files.Cert: certPEM, files.Key: keyPEM} {
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n, err := rabbittest.Start(rabbittest.Options{TLS: files})
+	n, err := rabbittest.Start(rabbittest.Options{TLS: rabbittest.TLSFilesOf(t, ca)})
 	if err != nil {
 		t.Fatal(err)
 	}

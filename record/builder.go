@@ -50,6 +50,10 @@ type Config struct {
 	// CloudEventsSource is the ce_source attribute, a URI-reference.
 	// Required with CloudEvents.
 	CloudEventsSource string
+	// CloudEventsMode is how CloudEvents writes the attributes
+	// (--cloudevents-mode); default CloudEventsBinary. Dead letters are
+	// never CloudEvents.
+	CloudEventsMode CloudEventsMode
 	// MaxRecordBytes: larger records are invalid. Required.
 	MaxRecordBytes int
 	// DLQTopic receives dead letters. Required.
@@ -162,7 +166,7 @@ func New(cfg Config) (*Builder, error) {
 	}
 	b.unkObs, _ = b.obs.(UnknownFieldObserver)
 	if cfg.CloudEvents {
-		b.ce = newCloudEvents(cfg.CloudEventsSource, cfg.ValueFormat)
+		b.ce = newCloudEvents(cfg.CloudEventsSource, cfg.ValueFormat, cfg.CloudEventsMode)
 	}
 	index := func(col string) int {
 		for i, name := range b.extra {
@@ -306,7 +310,11 @@ func (b *Builder) Build(ctx context.Context, rec *publisher.Record, commitTime t
 	for _, v := range src.Extra {
 		kept += len(v) + 16
 	}
-	arena := rec.Buffer(2*kept + len(src.Payload) + avroSlack)
+	size := 2*kept + len(src.Payload) + avroSlack
+	if b.ce.structured {
+		size += b.ce.envelopeSize(src.ID, len(src.Payload)) + len(src.EventType) + len(src.AggregateID)
+	}
+	arena := rec.Buffer(size)
 	if commitTime.IsZero() {
 		// A non-transactional message belongs to no transaction.
 		commitTime = time.Now()
@@ -318,6 +326,7 @@ func (b *Builder) Build(ctx context.Context, rec *publisher.Record, commitTime t
 	r.aggID, arena = keep(arena, src.AggregateID)
 	r.headersJSON, arena = keep(arena, src.Headers)
 	rec.Time = commitTime
+	rec.ID, rec.EventType, rec.AggregateType, rec.AggregateID = r.id, r.eventType, r.aggType, r.aggID
 
 	reason, kind, err := b.build(ctx, rec, &r, arena)
 	if err != nil {
@@ -403,7 +412,14 @@ func (b *Builder) build(ctx context.Context, rec *publisher.Record, r *row, aren
 		}
 		headers = append(headers, publisher.Header{Key: h.name, Value: arena[start:len(arena):len(arena)]})
 	}
-	if b.ce.on {
+	// Structured mode names the envelope's content type; a tombstone has no
+	// envelope (compaction needs the null value), so it keeps binary mode's
+	// headers: every record is a CloudEvent either way.
+	structured := b.ce.structured && !tombstone
+	switch {
+	case structured:
+		headers = append(headers, publisher.Header{Key: HeaderContentType, Value: structuredContent})
+	case b.ce.on:
 		headers, arena = b.ce.append(headers, arena, r)
 	}
 	fromJSON := len(headers)
@@ -431,8 +447,15 @@ func (b *Builder) build(ctx context.Context, rec *publisher.Record, r *row, aren
 	case tombstone:
 	case b.cfg.ValueFormat == ValueJSON:
 		start := len(arena)
+		if structured {
+			arena = b.ce.appendHead(arena, r)
+		}
 		if arena, err = b.json.append(arena, src.Payload); err != nil {
 			return err.Error(), ReasonPayload, nil
+		}
+		if structured {
+			arena = append(arena, '}')
+			rec.KeepBuffer(arena) // when it grew: start the next use larger
 		}
 		value = arena[start:]
 	default:
@@ -442,6 +465,11 @@ func (b *Builder) build(ctx context.Context, rec *publisher.Record, r *row, aren
 		}
 		if cap(value) != cap(arena) {
 			rec.KeepBuffer(value) // it grew: start the next use larger
+		}
+		if structured {
+			// The envelope follows the Avro bytes it encodes.
+			value = b.ce.appendAvroEnvelope(value[len(value):], r, value)
+			rec.KeepBuffer(value)
 		}
 	}
 	if n := publisher.Size(key, value, headers); n > b.cfg.MaxRecordBytes {

@@ -9,7 +9,9 @@
 // the payload's compact JSON; nil for a tombstone), headers (the builtin
 // id, event_type and aggregate_type, --header-columns in Debezium's text
 // forms, the headers jsonb) and timestamp (the commit time, or
-// --timestamp-column). What only it owns: the byte formats of keys,
+// --timestamp-column). With --cloudevents the record is also a CloudEvent:
+// ce_* headers (binary mode) or the application/cloudevents+json envelope
+// as the value (structured mode). What only it owns: the byte formats of keys,
 // values, header columns and timestamps, and the dead-letter record, with
 // what it keeps of the row (HeaderRow) and how a dead letter is read back
 // into its row (Rebuild) for cdc-relay dlq redrive. It also reports the

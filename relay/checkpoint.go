@@ -9,10 +9,15 @@ import (
 )
 
 // NewGuard is the relay's checkpoint for cfg, reached with kopts (the
-// Kafka TLS and SASL: CheckedKafkaSecurity); readOnly creates nothing (check). The
+// Kafka TLS and SASL: CheckedKafkaSecurity), or under RabbitMQ in its
+// checkpoint streams; readOnly creates nothing (check). The
 // caller closes it when done.
 func NewGuard(cfg *Config, kopts []kgo.Opt, log *slog.Logger, readOnly bool) *checkpoint.Guard {
-	return checkpoint.NewGuard(checkpoint.Config{Store: checkpoint.NewStore(cfg.KafkaBrokers, kopts, cfg.CheckpointTopic), RelayID: cfg.RelayID,
+	var store checkpoint.Backend = checkpoint.NewStore(cfg.KafkaBrokers, kopts, cfg.CheckpointTopic)
+	if cfg.RabbitMQ() {
+		store = newRabbitCheckpoints(cfg)
+	}
+	return checkpoint.NewGuard(checkpoint.Config{Store: store, RelayID: cfg.RelayID,
 		Slot: cfg.Slot, Publication: cfg.Publication, Tables: TableNames(cfg.Tables), Version: Version, RecreateInvalidated: cfg.RecreateLostSlot,
 		ExactlyOnce: cfg.ExactlyOnce, ReadOnly: readOnly, InitialReplay: cfg.InitialReplay && !readOnly, Logger: log})
 }

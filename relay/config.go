@@ -78,6 +78,8 @@ type Config struct {
 	MessagePrefixSet  bool
 	CloudEvents       bool
 	CloudEventsSource string
+	// CloudEventsMode is --cloudevents-mode; default binary.
+	CloudEventsMode recordpkg.CloudEventsMode
 	// UnknownFields is --unknown-fields: what becomes of a payload member
 	// the schema lacks; UnknownFieldsName is its text (ignore or dlq).
 	UnknownFields     recordpkg.UnknownFields
@@ -89,4 +91,40 @@ type Config struct {
 	CheckpointTopic string
 	// RelayID keys the checkpoint; "" means <system identifier>/<database>/<slot>.
 	RelayID string
+	// RabbitMQURL, when set (--rabbitmq-url), makes the relay publish to
+	// RabbitMQ instead of Kafka (KafkaBrokers is then empty): to the
+	// durable topic exchange RabbitMQExchange (default outbox), declared
+	// unless RabbitMQDeclare is false (default true), with the routing key
+	// of the RoutingKey template (default {event_type}); dead letters go
+	// to the stream RabbitMQDLQStream (default outbox.dlq), the checkpoint
+	// to the streams named after RabbitMQCheckpointStream (default
+	// cdc-relay.checkpoints).
+	RabbitMQURL              string
+	RabbitMQExchange         string
+	RabbitMQDeclare          bool
+	RoutingKey               string
+	RabbitMQDLQStream        string
+	RabbitMQCheckpointStream string
+}
+
+// RabbitMQ reports whether the relay publishes to RabbitMQ.
+func (c *Config) RabbitMQ() bool { return c.RabbitMQURL != "" }
+
+// topicTemplate is the router's template: --topic-template, or under
+// RabbitMQ the exchange's name, which stands for the topic wherever a
+// topic names something (the schema-registry subjects).
+func (c *Config) topicTemplate() string {
+	if c.RabbitMQ() {
+		return c.RabbitMQExchange
+	}
+	return c.TopicTemplate
+}
+
+// DeadLetters names where dead letters go: --dlq-topic, or under RabbitMQ
+// the --rabbitmq-dlq-stream.
+func (c *Config) DeadLetters() string {
+	if c.RabbitMQ() {
+		return c.RabbitMQDLQStream
+	}
+	return c.DLQTopic
 }

@@ -45,6 +45,8 @@ type Metrics struct {
 	cacheMiss        prometheus.Counter
 	// unknown counts payload fields the schemas lack (UnknownField).
 	unknown *unknownFields
+	// rabbit counts RabbitMQ's nacks and returns (--rabbitmq-url).
+	rabbit rabbitMetrics
 	// ready decides the degraded state for /readyz and cdc_relay_degraded;
 	// Run sets its kafka and checkpoint (SetHealth) once they exist.
 	ready *readiness
@@ -107,6 +109,7 @@ func NewMetrics(stats *replication.Stats, lag *LagRate) *Metrics {
 	}, []string{"result"})
 	m.cacheHit, m.cacheMiss = m.registryCache.WithLabelValues("hit"), m.registryCache.WithLabelValues("miss")
 	m.unknown = newUnknownFields(reg)
+	m.rabbit = newRabbitMetrics(reg, m.ready)
 	reg.MustRegister(m.published, m.bytes, m.dlq, m.skipped, m.unconfigured, m.latency, m.errors, m.stages, m.txns, m.txnRecords, m.txnSeconds, m.registryRequests, m.registryCache,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_backpressure", Help: "1 while the reader waits for in-flight room: Kafka is slower than the WAL and PostgreSQL holds the WAL."}, func() float64 {
 			return boolFloat(stats.Backpressure())

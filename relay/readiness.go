@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/publisher"
+	"github.com/cdc-relay/cdc-relay/rabbitmq"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
@@ -25,6 +26,9 @@ type readiness struct {
 	stats *replication.Stats
 	// kafka is the publisher's Health; nil until the publisher exists.
 	kafka func() publisher.Health
+	// rabbitmq, set instead of kafka under --rabbitmq-url, is the RabbitMQ
+	// sink's Health.
+	rabbitmq func() rabbitmq.Health
 	// checkpoint is the checkpoint writes' health (checkpoint.Guard's
 	// WriteHealth): the error of the last and since when they fail.
 	checkpoint func() (error, time.Time)
@@ -40,7 +44,11 @@ func (r *readiness) degraded(now time.Time) string {
 	if r.kafka != nil {
 		h = r.kafka()
 	}
-	if reason := kafkaDegraded(h.FailingSince, h.LastError, r.stats.OldestInFlight(now), now); reason != "" {
+	if r.rabbitmq != nil {
+		if reason := rabbitDegraded(r.rabbitmq(), r.stats.OldestInFlight(now), now); reason != "" {
+			return reason
+		}
+	} else if reason := kafkaDegraded(h.FailingSince, h.LastError, r.stats.OldestInFlight(now), now); reason != "" {
 		return reason
 	}
 	if r.checkpoint != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/publisher"
+	"github.com/cdc-relay/cdc-relay/rabbitmq"
 	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/schemaregistry"
 )
@@ -100,25 +101,42 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 		return &StartError{Err: err}
 	}
 	defer tr.shutdown(log) // after the publisher's flush, below
-	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DLQTopic, metrics: m, log: log, tracing: tr, unconfigured: &rateLog{},
+	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DeadLetters(), metrics: m, log: log, tracing: tr, unconfigured: &rateLog{},
 		dead: &deadLetters{count: func(reason string) { m.DeadLetter(reason) }}}
-	pub, err := su.NewPublisher(base.rejected, func(end, commitEnd uint64, commit time.Time) (*publisher.Record, error) {
-		server := stats.Server()
-		if server == nil {
-			return nil, errors.New("no server identified yet")
+	// The sink: Kafka's publisher, or under --rabbitmq-url RabbitMQ's
+	// (at-least-once only: the settings refuse exactly-once with it).
+	var pub *publisher.Publisher
+	var rabbit *rabbitmq.Sink
+	var newSink func(ctx context.Context, acker publisher.Acker) recordSink
+	if cfg.RabbitMQ() {
+		if rabbit, err = newRabbitSink(cfg, m, log); err != nil {
+			return &StartError{Err: err}
 		}
-		topic, key, value, err := guard.TxnRecord(*server, replication.LSN(end), replication.LSN(commitEnd), commit)
+		m.SetHealth(nil, guard.WriteHealth)
+		m.ready.rabbitmq = rabbit.Health
+		newSink = func(ctx context.Context, acker publisher.Acker) recordSink {
+			return rabbitSession{rabbit.NewSession(ctx, acker)}
+		}
+	} else {
+		pub, err = su.NewPublisher(base.rejected, func(end, commitEnd uint64, commit time.Time) (*publisher.Record, error) {
+			server := stats.Server()
+			if server == nil {
+				return nil, errors.New("no server identified yet")
+			}
+			topic, key, value, err := guard.TxnRecord(*server, replication.LSN(end), replication.LSN(commitEnd), commit)
+			if err != nil {
+				return nil, err
+			}
+			return &publisher.Record{Topic: topic, Key: key, Value: value, Time: time.Now()}, nil
+		})
 		if err != nil {
-			return nil, err
+			return &StartError{Err: err}
 		}
-		return &publisher.Record{Topic: topic, Key: key, Value: value, Time: time.Now()}, nil
-	})
-	if err != nil {
-		return &StartError{Err: err}
+		defer pub.Close()
+		base.dead.exactlyOnce = pub.Transactional()
+		m.SetHealth(pub.Health, guard.WriteHealth)
+		newSink = func(ctx context.Context, acker publisher.Acker) recordSink { return pub.NewSession(ctx, acker) }
 	}
-	defer pub.Close()
-	base.dead.exactlyOnce = pub.Transactional()
-	m.SetHealth(pub.Health, guard.WriteHealth)
 
 	stream := replication.NewStream(replication.Config{
 		URL:               cfg.PGURL,
@@ -159,7 +177,7 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 			return replication.Inspected{ExtraColumns: builder.ExtraColumns(), MessagePrefix: prefix,
 				NewSession: func(sctx context.Context, tr *replication.Tracker) (replication.Session, error) {
 					if !cfg.ExactlyOnce {
-						return base.session(builder, pub.NewSession(sctx, tr)), nil
+						return base.session(builder, newSink(sctx, tr)), nil
 					}
 					skip, err := exactlyOnceStart(sctx, cfg, pub, guard, stats, tr.Confirmed(), log)
 					if err != nil {
@@ -186,8 +204,14 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 	}
 	defer srv.Shutdown()
 
-	log.Info("start", "version", Version, "pg_url", Redact(cfg.PGURL), "slot", cfg.Slot, "publication", cfg.Publication,
-		"tables", TableNames(cfg.Tables), "kafka_brokers", cfg.KafkaBrokers, "schemas", len(su.Schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
+	if rabbit != nil {
+		log.Info("start", "version", Version, "pg_url", Redact(cfg.PGURL), "slot", cfg.Slot, "publication", cfg.Publication,
+			"tables", TableNames(cfg.Tables), "rabbitmq_url", Redact(cfg.RabbitMQURL), "rabbitmq_exchange", cfg.RabbitMQExchange, "routing_key", cfg.RoutingKey,
+			"schemas", len(su.Schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
+	} else {
+		log.Info("start", "version", Version, "pg_url", Redact(cfg.PGURL), "slot", cfg.Slot, "publication", cfg.Publication,
+			"tables", TableNames(cfg.Tables), "kafka_brokers", cfg.KafkaBrokers, "schemas", len(su.Schemas), "on_invalid", cfg.OnInvalid, "metrics_addr", cfg.MetricsAddr)
+	}
 
 	if err := su.Preflight(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -202,17 +226,26 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 
 	// Say early when Kafka is unreachable or refuses the credentials: the
 	// publisher would otherwise only find out at the first event. The relay
-	// starts anyway and retries, as Kafka may come up later.
+	// starts anyway and retries, as Kafka may come up later. RabbitMQ's
+	// exchange and dead-letter stream are declared (or checked) first: one
+	// of another kind is exit 2.
 	pingDone := make(chan struct{})
-	go func() {
-		defer close(pingDone)
-		pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
-		defer pcancel()
-		if err := pub.Ping(pctx); err != nil && ctx.Err() == nil {
-			log.Error("kafka not reachable at startup: the relay waits for Kafka and the checkpoint topic (--checkpoint-topic) before it streams; nothing is read from the slot meanwhile",
-				"kafka_brokers", cfg.KafkaBrokers, "checkpoint_topic", cfg.CheckpointTopic, "err", err.Error())
+	if rabbit != nil {
+		close(pingDone)
+		if err := prepareRabbit(ctx, rabbit, cfg, log); err != nil {
+			return err
 		}
-	}()
+	} else {
+		go func() {
+			defer close(pingDone)
+			pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+			defer pcancel()
+			if err := pub.Ping(pctx); err != nil && ctx.Err() == nil {
+				log.Error("kafka not reachable at startup: the relay waits for Kafka and the checkpoint topic (--checkpoint-topic) before it streams; nothing is read from the slot meanwhile",
+					"kafka_brokers", cfg.KafkaBrokers, "checkpoint_topic", cfg.CheckpointTopic, "err", err.Error())
+			}
+		}()
+	}
 	defer func() { <-pingDone }()
 
 	lagCtx, stopLag := context.WithCancel(context.Background())

@@ -41,7 +41,7 @@ func NewSetup(cfg *Config, log *slog.Logger, lookupOnly bool) (*Setup, error) {
 			return nil, err
 		}
 	}
-	if s.Router, err = router.New(cfg.TopicTemplate); err != nil {
+	if s.Router, err = router.New(cfg.topicTemplate()); err != nil {
 		return nil, err
 	}
 	httpClient, err := RegistryHTTPClient(cfg)
@@ -70,8 +70,8 @@ func (s *Setup) NewBuilder(in *Inspection) (*recordpkg.Builder, error) {
 	cfg := s.Config
 	rc := recordpkg.Config{Router: s.Router, Registry: s.Registry, KeyFormat: cfg.KeyFormat, ValueFormat: cfg.ValueFormat,
 		Builtin: cfg.BuiltinHeaders, HeaderColumns: cfg.HeaderColumns, TimestampColumn: cfg.TimestampColumn,
-		Tombstones: cfg.Tombstones, CloudEvents: cfg.CloudEvents, CloudEventsSource: cfg.CloudEventsSource,
-		MaxRecordBytes: cfg.MaxRecordBytes, DLQTopic: cfg.DLQTopic, Observer: s.Metrics, UnknownFields: cfg.UnknownFields}
+		Tombstones: cfg.Tombstones, CloudEvents: cfg.CloudEvents, CloudEventsSource: cfg.CloudEventsSource, CloudEventsMode: cfg.CloudEventsMode,
+		MaxRecordBytes: cfg.MaxRecordBytes, DLQTopic: cfg.DeadLetters(), Observer: s.Metrics, UnknownFields: cfg.UnknownFields}
 	for i, t := range in.Tables {
 		rc.Tables = append(rc.Tables, recordpkg.Table{Name: t.Name, OID: t.OID, AggregateID: cfg.Tables[i].Columns.AggregateID, Columns: t.Columns})
 	}

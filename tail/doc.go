@@ -9,4 +9,10 @@
 // as of the start, or with Follow when its context ends.
 // Owns: its Kafka client, a direct consumer of exact partitions and
 // offsets (no group: nothing is committed), and the formatting of a line.
+//
+// With RabbitMQ (RunRabbitMQ and its RabbitMQConfig), an exchange is
+// followed through a temporary exclusive, auto-delete queue bound with a
+// pattern and capped in length (the oldest dropped), and a stream is read
+// by name without consuming it; the lines have the same members, plus
+// exchange, routing_key, stream and the AMQP properties.
 package tail

@@ -211,8 +211,17 @@ func (f *tailFormatter) appendLine(ctx context.Context, dst []byte, r *kgo.Recor
 	dst = strconv.AppendInt(dst, r.Offset, 10)
 	dst = append(dst, `,"timestamp":"`...)
 	dst = append(dst, ts...)
-	dst = append(dst, `","key":`...)
-	dst = append(dst, key.json...)
+	dst = append(dst, '"')
+	dst = appendContent(dst, key.json, headers, val)
+	return append(dst, "}\n"...), nil
+}
+
+// appendContent appends the members of a line after its timestamp: key,
+// headers, value, schema_id and subject (null when the value is not framed
+// or its subject is unknown).
+func appendContent(dst, key, headers []byte, val decoded) []byte {
+	dst = append(dst, `,"key":`...)
+	dst = append(dst, key...)
 	dst = append(dst, `,"headers":`...)
 	dst = append(dst, headers...)
 	dst = append(dst, `,"value":`...)
@@ -225,11 +234,19 @@ func (f *tailFormatter) appendLine(ctx context.Context, dst []byte, r *kgo.Recor
 	}
 	dst = append(dst, `,"subject":`...)
 	if val.subject != "" {
-		dst = schemaregistry.AppendQuoted(dst, val.subject)
-	} else {
-		dst = append(dst, "null"...)
+		return schemaregistry.AppendQuoted(dst, val.subject)
 	}
-	return append(dst, "}\n"...), nil
+	return append(dst, "null"...)
+}
+
+// appendIndented appends a value's JSON indented, for --pretty; as it is
+// when it does not parse.
+func appendIndented(dst, v []byte) []byte {
+	var buf bytes.Buffer
+	if json.Indent(&buf, v, "", "  ") == nil {
+		return append(dst, buf.Bytes()...)
+	}
+	return append(dst, v...)
 }
 
 // appendPretty is --pretty: a line naming the record, then its key, its
@@ -263,11 +280,6 @@ func appendPretty(dst []byte, r *kgo.Record, ts string, key, headers []byte, val
 		}
 	}
 	dst = append(dst, "value: "...)
-	var buf bytes.Buffer
-	if json.Indent(&buf, val.json, "", "  ") == nil {
-		dst = append(dst, buf.Bytes()...)
-	} else {
-		dst = append(dst, val.json...)
-	}
+	dst = appendIndented(dst, val.json)
 	return append(dst, "\n\n"...)
 }

@@ -123,24 +123,34 @@ func Run(ctx context.Context, o *Options, stdout io.Writer, log *slog.Logger) er
 		return fmt.Errorf("create Kafka client: %w", err)
 	}
 	defer cl.Close()
-	var lookup func(context.Context, int) (*schemaregistry.WriterSchema, error)
-	if o.Config.SchemaRegistryURL != "" {
-		hc, err := relay.RegistryHTTPClient(o.Config)
-		if err != nil {
-			return relay.ConfigErr("schema-registry-ca-file", "%v", err)
-		}
-		reg, err := schemaregistry.New(schemaregistry.Config{URL: o.Config.SchemaRegistryURL, Strategy: schemaregistry.TopicRecord, HTTPClient: hc, Logger: log})
-		if err != nil {
-			return relay.ConfigErr("schema-registry-url", "%v", err)
-		}
-		lookup = func(ctx context.Context, id int) (*schemaregistry.WriterSchema, error) {
-			ctx, cancel := context.WithTimeout(ctx, tailSetupTimeout)
-			defer cancel()
-			return reg.SchemaByID(ctx, id)
-		}
+	lookup, err := RegistryLookup(o.Config, log)
+	if err != nil {
+		return err
 	}
 	t := &tailer{o: o, cl: cl, adm: kadm.NewClient(cl), log: log, known: map[string]map[int32]bool{}}
 	return t.run(ctx, stdout, newTailFormatter(o.KeyFormat, lookup, log))
+}
+
+// RegistryLookup is tail's lookup of writer schemas by id in the registry
+// of cfg (its URL and CA file), each bounded by 30 s; nil without a
+// registry. An error of a setting is a *relay.ConfigError.
+func RegistryLookup(cfg *relay.Config, log *slog.Logger) (func(context.Context, int) (*schemaregistry.WriterSchema, error), error) {
+	if cfg.SchemaRegistryURL == "" {
+		return nil, nil
+	}
+	hc, err := relay.RegistryHTTPClient(cfg)
+	if err != nil {
+		return nil, relay.ConfigErr("schema-registry-ca-file", "%v", err)
+	}
+	reg, err := schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: schemaregistry.TopicRecord, HTTPClient: hc, Logger: log})
+	if err != nil {
+		return nil, relay.ConfigErr("schema-registry-url", "%v", err)
+	}
+	return func(ctx context.Context, id int) (*schemaregistry.WriterSchema, error) {
+		ctx, cancel := context.WithTimeout(ctx, tailSetupTimeout)
+		defer cancel()
+		return reg.SchemaByID(ctx, id)
+	}, nil
 }
 
 // tp is a topic partition.

@@ -145,6 +145,9 @@ func buildConfig(v *config.Values) (*Config, error) {
 	if _, err := pgconn.ParseConfig(c.PGURL); err != nil {
 		return nil, cfgErr("pg-url", "not a valid libpq URL or DSN (%s): use e.g. postgres://user:pass@host:5432/db", redactErr(err))
 	}
+	if err := chooseBroker(c, v); err != nil {
+		return nil, err
+	}
 	if err := outboxTables(c, config.Table.Text(v), v.File()); err != nil {
 		return nil, err
 	}
@@ -179,7 +182,7 @@ func buildConfig(v *config.Values) (*Config, error) {
 	if c.ReadTimeout < 3*c.StatusInterval {
 		return nil, cfgErr("read-timeout", "%s must be at least 3 × --status-interval (%s): the server answers every status update", c.ReadTimeout, c.StatusInterval)
 	}
-	if c.MaxRecordBytes > c.KafkaBatchBytes {
+	if c.MaxRecordBytes > c.KafkaBatchBytes && !c.RabbitMQ() {
 		return nil, cfgErr("max-record-bytes", "%d is larger than --kafka-batch-bytes %d: a record must fit in one produce request", c.MaxRecordBytes, c.KafkaBatchBytes)
 	}
 	return c, nil
@@ -283,11 +286,20 @@ func mapColumns(cols *decoder.Columns, m map[string]string, where string) error 
 	return nil
 }
 
-// cloudEvents resolves --cloudevents and --cloudevents-source.
+// cloudEvents resolves --cloudevents, --cloudevents-source and
+// --cloudevents-mode.
 func cloudEvents(c *Config, v *config.Values) error {
 	c.CloudEvents = config.CloudEvents.From(v)
 	c.CloudEventsSource = config.CloudEventsSource.From(v)
+	mode, err := recordpkg.ParseCloudEventsMode(config.CloudEventsMode.From(v))
+	if err != nil {
+		return cfgErr("cloudevents-mode", "%v", err)
+	}
+	c.CloudEventsMode = mode
 	if !c.CloudEvents {
+		if mode != recordpkg.CloudEventsBinary {
+			return cfgErr("cloudevents-mode", "%s needs --cloudevents: set --cloudevents true (and --cloudevents-source), or leave --cloudevents-mode unset", mode)
+		}
 		return nil
 	}
 	src := c.CloudEventsSource

@@ -223,14 +223,16 @@ func TestGrafanaDashboard(t *testing.T) {
 
 func TestComposeUsesRealSettings(t *testing.T) {
 	docs := yamlDocs(t, "../../docker-compose.yml")
-	relay := dig(docs[0], "services", "cdc-relay")
-	envs, _ := dig(relay, "environment").(map[string]any)
-	if len(envs) == 0 {
-		t.Fatal("cdc-relay service has no environment")
-	}
-	for name := range envs {
-		if !isSettingEnv(name) {
-			t.Errorf("docker-compose env %s is not a relay setting", name)
+	for _, service := range []string{"cdc-relay", "cdc-relay-rabbitmq"} {
+		relay := dig(docs[0], "services", service)
+		envs, _ := dig(relay, "environment").(map[string]any)
+		if len(envs) == 0 {
+			t.Fatalf("%s service has no environment", service)
+		}
+		for name := range envs {
+			if !isSettingEnv(name) {
+				t.Errorf("docker-compose env %s of %s is not a relay setting", name, service)
+			}
 		}
 	}
 	pg := dig(docs[0], "services", "postgres", "command")
@@ -272,4 +274,71 @@ func toStrings(v any) []string {
 		out[i], _ = x.(string)
 	}
 	return out
+}
+
+// TestKubernetesRabbitMQOverlay: deploy/k8s/rabbitmq is a kustomize overlay
+// whose resources exist, whose relay.yaml (with the Secret's URLs in the
+// env the Deployment patch sets) is a valid RabbitMQ configuration, and
+// whose env and Secret keys are the relay's settings and the Secret's keys.
+func TestKubernetesRabbitMQOverlay(t *testing.T) {
+	dir := "../../deploy/k8s/rabbitmq"
+	kust := yamlDocs(t, filepath.Join(dir, "kustomization.yaml"))[0]
+	resources, _ := kust["resources"].([]any)
+	if len(resources) == 0 {
+		t.Fatal("kustomization.yaml lists no resources")
+	}
+	for _, r := range resources {
+		if _, err := os.Stat(filepath.Join(dir, r.(string))); err != nil {
+			t.Errorf("resource %v: %v", r, err)
+		}
+	}
+	secret := yamlDocs(t, filepath.Join(dir, "secret.example.yaml"))[0]
+	keys, _ := dig(secret, "stringData").(map[string]any)
+	patches, _ := kust["patches"].([]any)
+	var envPatch string
+	var cfgPatch string
+	for _, p := range patches {
+		m := p.(map[string]any)
+		if s, ok := m["patch"].(string); ok {
+			envPatch = s
+		}
+		if s, ok := m["path"].(string); ok {
+			cfgPatch = s
+		}
+	}
+	var ops []any
+	if err := yaml.Unmarshal([]byte(envPatch), &ops); err != nil || len(ops) == 0 {
+		t.Fatalf("the Deployment patch (%v): %q", err, envPatch)
+	}
+	env := map[string]string{}
+	for _, op := range ops {
+		name, _ := dig(op, "value", "name").(string)
+		key, _ := dig(op, "value", "valueFrom", "secretKeyRef", "key").(string)
+		if !isSettingEnv(name) {
+			t.Errorf("the Deployment patch sets %s, not a relay setting", name)
+		}
+		v, ok := keys[key].(string)
+		if !ok {
+			t.Errorf("the Deployment patch reads Secret key %q, which secret.example.yaml lacks", key)
+		}
+		env[name] = v
+	}
+	if env["CDC_RELAY_RABBITMQ_URL"] == "" || keys["pg-url"] == nil {
+		t.Fatalf("the overlay does not give both URLs: %v, Secret keys %v", env, keys)
+	}
+	// The Secret's PostgreSQL URL names a CA file of the pod; the
+	// Deployment's own env passes it, and TestKubernetesManifests checks it.
+	env["CDC_RELAY_PG_URL"] = "postgres://cdc_relay@postgres:5432/app"
+	relayYAML, _ := dig(yamlDocs(t, filepath.Join(dir, cfgPatch))[0], "data", "relay.yaml").(string)
+	path := filepath.Join(t.TempDir(), "relay.yaml")
+	if err := os.WriteFile(path, []byte(relayYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig([]string{"--config", path}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatalf("the overlay's relay.yaml: %v", err)
+	}
+	if !c.RabbitMQ() || c.RabbitMQExchange != "outbox" || c.ExactlyOnce {
+		t.Fatalf("the overlay's relay.yaml: RabbitMQ %v, exchange %q, exactly-once %v", c.RabbitMQ(), c.RabbitMQExchange, c.ExactlyOnce)
+	}
 }

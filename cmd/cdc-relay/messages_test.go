@@ -202,12 +202,15 @@ func testLogicalMessagesRedelivery(t *testing.T, d delivery) {
 	f := newFixture(t, "")
 	f.ownBroker() // stopped below
 	prefix := "outbox_" + f.name
-	second := "slot2_" + f.name
-	f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", second)
-	t.Cleanup(func() { f.exec("SELECT pg_drop_replication_slot($1)", second) })
 	c := d.consumeFrom(f, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, d.with(f.args("--message-prefix", prefix)))
 	r.waitStreaming(60 * time.Second)
+	// The second slot starts after the relay created the publication:
+	// pgoutput looks the publication up as of the first change it decodes,
+	// and the other tests write to this database all the time.
+	second := "slot2_" + f.name
+	f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", second)
+	t.Cleanup(func() { f.exec("SELECT pg_drop_replication_slot($1)", second) })
 	ctx := context.Background()
 	connA, connB := connect(t), connect(t)
 

@@ -21,8 +21,9 @@ var Run = &Command{
 	Name: "cdc-relay run",
 	Usage: `Usage: cdc-relay run [flags]
 
-Streams the outbox from the PostgreSQL slot to Kafka until SIGTERM or SIGINT.`,
-	Settings: RelaySettings(), Required: relayRequired, Registry: Relay,
+Streams the outbox from the PostgreSQL slot to Kafka (--kafka-brokers) or
+RabbitMQ (--rabbitmq-url) until SIGTERM or SIGINT.`,
+	Settings: RelaySettings(), Required: names(PGURL), OneOf: names(KafkaBrokers, RabbitMQURL), Registry: Relay,
 }
 
 // Check is cdc-relay check.

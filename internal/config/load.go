@@ -24,6 +24,10 @@ type Command struct {
 	Settings []string
 	// Required are the settings that must not resolve to "".
 	Required []string
+	// OneOf are settings of which exactly one must not resolve to "" (the
+	// broker: --kafka-brokers or --rabbitmq-url); none is reported as the
+	// first one missing.
+	OneOf []string
 	// Actions are its flags that are not configuration: read from the
 	// command line only, never from env or YAML.
 	Actions []Action
@@ -116,6 +120,9 @@ func Load(cmd *Command, args []string, getenv func(string) string, help io.Write
 		if v.vals[name] == "" {
 			return nil, errorf(name, "is required: set the flag, %s, or %s in --config", EnvName(name), name)
 		}
+	}
+	if err := v.oneOf(cmd.OneOf); err != nil {
+		return nil, err
 	}
 	for _, name := range cmd.Settings {
 		if err := cmd.Registry.byName[name].validate(v.vals[name]); err != nil {
@@ -216,4 +223,25 @@ func (v *Values) mustTake(name string) {
 	if !v.cmd.takes(name) {
 		panic("config: " + v.cmd.Name + " does not take --" + name)
 	}
+}
+
+// oneOf checks that exactly one of names is set.
+func (v *Values) oneOf(names []string) error {
+	var set []string
+	for _, name := range names {
+		if v.vals[name] != "" {
+			set = append(set, name)
+		}
+	}
+	switch {
+	case len(names) == 0 || len(set) == 1:
+		return nil
+	case len(set) == 0:
+		others := make([]string, 0, len(names)-1)
+		for _, name := range names[1:] {
+			others = append(others, "--"+name)
+		}
+		return errorf(names[0], "is required: set the flag, %s, or %s in --config; or set %s instead", EnvName(names[0]), names[0], orList(others))
+	}
+	return errorf(set[1], "is set and so is --%s: set exactly one of them", set[0])
 }

@@ -1,0 +1,176 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cdc-relay/cdc-relay/checkpoint"
+	"github.com/cdc-relay/cdc-relay/publisher"
+	"github.com/cdc-relay/cdc-relay/rabbitmq"
+	recordpkg "github.com/cdc-relay/cdc-relay/record"
+	"github.com/cdc-relay/cdc-relay/replication"
+)
+
+// newRabbitSink is run's RabbitMQ sink for cfg (--rabbitmq-url): its
+// messages are counted in m, and the dead letters it makes (unroutable,
+// invalid_routing_key) counted and logged, at most one line a minute per
+// kind.
+func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger) (*rabbitmq.Sink, error) {
+	rk, err := rabbitmq.ParseRoutingKey(cfg.RoutingKey)
+	if err != nil {
+		return nil, ConfigErr("routing-key", "%v", err)
+	}
+	contentType := "application/avro"
+	if cfg.ValueFormat == recordpkg.ValueJSON {
+		contentType = "application/json"
+	}
+	limit := &rateLog{}
+	return rabbitmq.NewSink(rabbitmq.SinkConfig{
+		URL:     cfg.RabbitMQURL,
+		Declare: cfg.RabbitMQDeclare,
+		Format: rabbitmq.Format{Exchange: cfg.RabbitMQExchange, RoutingKey: rk, DLQStream: cfg.RabbitMQDLQStream,
+			ContentType: contentType, CloudEvents: cfg.CloudEvents},
+		// The tracker bounds what is in flight by the rows' sizes; the
+		// window only has to hold it, messages being somewhat larger.
+		MaxInFlight:      cfg.MaxInFlightEvents + 1024,
+		MaxInFlightBytes: 2*cfg.MaxInFlightBytes + 16<<20,
+		DeadLetter: func(kind, id, reason string) {
+			m.DeadLetter(kind)
+			if n, ok := limit.allow(kind, time.Now()); ok {
+				log.Warn("event sent to the dead-letter stream", "id", id, "reason", kind, "error", reason,
+					"dlq_stream", cfg.RabbitMQDLQStream, "events", n)
+			}
+		},
+		Observer: rabbitObserver{m: m, exchange: cfg.RabbitMQExchange},
+		Logger:   log,
+	}), nil
+}
+
+// newRabbitCheckpoints is the checkpoint's backend under RabbitMQ: the
+// streams named after --rabbitmq-checkpoint-stream.
+func newRabbitCheckpoints(cfg *Config) checkpoint.Backend {
+	return rabbitmq.NewCheckpointStore(rabbitmq.CheckpointConfig{URL: cfg.RabbitMQURL, Name: cfg.RabbitMQCheckpointStream})
+}
+
+// rabbitSession is a rabbitmq.Session as the handler's recordSink, its
+// errors in the relay's terms (rabbitErr).
+type rabbitSession struct{ *rabbitmq.Session }
+
+var _ recordSink = rabbitSession{}
+
+func (s rabbitSession) Enqueue(r *publisher.Record) error { return rabbitErr(s.Session.Enqueue(r)) }
+func (s rabbitSession) Drain(ctx context.Context) error   { return rabbitErr(s.Session.Drain(ctx)) }
+func (s rabbitSession) Err() error                        { return rabbitErr(s.Session.Err()) }
+
+// rabbitErr makes the errors no reconnect fixes (an exchange or stream of
+// another kind, one missing while the relay declares nothing, a dead-letter
+// stream that routes nowhere) fatal configuration errors naming the
+// setting: run exits 2.
+func rabbitErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := rabbitConfigErr(err); cerr != nil {
+		return replication.Fatal(cerr)
+	}
+	return err
+}
+
+// rabbitConfigErr is err as a *ConfigError naming the setting to fix, or
+// nil when err is none of those.
+func rabbitConfigErr(err error) error {
+	var exErr *rabbitmq.ExchangeError
+	var stErr *rabbitmq.StreamError
+	var missing *rabbitmq.MissingError
+	switch {
+	case errors.As(err, &exErr):
+		return ConfigErr("rabbitmq-exchange", "%v", exErr)
+	case errors.As(err, &stErr):
+		return ConfigErr("rabbitmq-dlq-stream", "%v", stErr)
+	case errors.As(err, &missing) && missing.Kind == "exchange":
+		return ConfigErr("rabbitmq-exchange", "%v", missing)
+	case errors.As(err, &missing):
+		return ConfigErr("rabbitmq-dlq-stream", "%v", missing)
+	case errors.Is(err, rabbitmq.ErrDeadLetterUnroutable):
+		return ConfigErr("rabbitmq-dlq-stream", "the broker returned a dead letter: no queue of that name takes it (deleted while the relay ran?); declare the stream, or let the relay (--rabbitmq-declare=true)")
+	}
+	return nil
+}
+
+// prepareRabbit declares (or checks) the exchange and the dead-letter
+// stream before the stream starts: a setting to fix is a *StartError;
+// a broker that cannot be reached is logged, and the relay starts anyway,
+// its session retrying.
+func prepareRabbit(ctx context.Context, sink *rabbitmq.Sink, cfg *Config, log *slog.Logger) error {
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	err := sink.Prepare(pctx)
+	if err == nil || ctx.Err() != nil {
+		return nil
+	}
+	if cerr := rabbitConfigErr(err); cerr != nil {
+		return &StartError{Err: cerr}
+	}
+	log.Error("rabbitmq not reachable at startup: the relay retries; nothing is confirmed to PostgreSQL until the broker confirms the messages",
+		"rabbitmq_url", Redact(cfg.RabbitMQURL), "err", Redact(err.Error()))
+	return nil
+}
+
+// rabbitObserver counts what the broker answered in m.
+type rabbitObserver struct {
+	m        *Metrics
+	exchange string
+}
+
+var _ rabbitmq.Observer = rabbitObserver{}
+
+func (o rabbitObserver) Confirmed(n int) { o.m.published.WithLabelValues(o.exchange).Add(float64(n)) }
+func (o rabbitObserver) Nacked()         { o.m.rabbit.nacks.Inc() }
+func (o rabbitObserver) Returned()       { o.m.rabbit.unroutable.Inc() }
+func (o rabbitObserver) Reconnected()    {}
+
+// rabbitMetrics are the metrics of the RabbitMQ path.
+type rabbitMetrics struct {
+	nacks, unroutable prometheus.Counter
+}
+
+// newRabbitMetrics registers the RabbitMQ metrics in reg; blocked reads
+// ready's RabbitMQ health.
+func newRabbitMetrics(reg *prometheus.Registry, ready *readiness) rabbitMetrics {
+	r := rabbitMetrics{
+		nacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "cdc_relay_rabbitmq_nacks_total",
+			Help: "Messages RabbitMQ refused (basic.nack: a full queue with overflow=reject-publish), each sent again after a backoff."}),
+		unroutable: prometheus.NewCounter(prometheus.CounterOpts{Name: "cdc_relay_rabbitmq_unroutable_total",
+			Help: "Messages RabbitMQ returned as unroutable (no queue bound for the routing key), each sent to the dead-letter stream instead."}),
+	}
+	reg.MustRegister(r.nacks, r.unroutable, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_rabbitmq_blocked",
+		Help: "1 while RabbitMQ blocks publishing (connection.blocked: a memory or disk alarm)."}, func() float64 {
+		return boolFloat(ready.rabbitmq != nil && !ready.rabbitmq().BlockedSince.IsZero())
+	}))
+	return r
+}
+
+// rabbitDegraded is the degraded decision under RabbitMQ: publishing
+// blocked by an alarm for longer than ProduceFailingLimit, connecting
+// failing that long while events wait, or the oldest in-flight event
+// older than InFlightAgeLimit.
+func rabbitDegraded(h rabbitmq.Health, oldest time.Duration, now time.Time) string {
+	if !h.BlockedSince.IsZero() {
+		if d := now.Sub(h.BlockedSince); d > ProduceFailingLimit {
+			return "rabbitmq: the broker has blocked publishing for " + d.Truncate(time.Second).String() + " (connection.blocked, a memory or disk alarm: " + h.BlockReason + ")"
+		}
+	}
+	if !h.FailingSince.IsZero() && oldest > 0 {
+		if d := now.Sub(h.FailingSince); d > ProduceFailingLimit {
+			return "rabbitmq: cannot connect for " + d.Truncate(time.Second).String() + ": " + Redact(h.LastError)
+		}
+	}
+	if oldest > InFlightAgeLimit {
+		return "rabbitmq: oldest in-flight event waiting for " + oldest.Truncate(time.Second).String()
+	}
+	return ""
+}
