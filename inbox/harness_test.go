@@ -68,7 +68,7 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	relayBin, ordersBin, loyaltyBin = filepath.Join(tmp, "cdc-relay"), filepath.Join(tmp, "orders"), filepath.Join(tmp, "loyalty")
-	defer closeRabbit()
+	defer rabbit.Close()
 	defer func() {
 		if err := services.Close(); err != nil {
 			fmt.Fprintf(os.Stderr, "inbox tests: %v\n", err)

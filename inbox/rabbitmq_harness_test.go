@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,33 +25,10 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
-	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
-var rabbit struct {
-	once sync.Once
-	node *rabbittest.Node
-	err  error
-}
-
-// rabbitNode returns the package's RabbitMQ node, starting it first; the
-// test skips while the service tier is off and fails if it cannot start.
-func rabbitNode(t testing.TB) *rabbittest.Node {
-	t.Helper()
-	testtier.Need(t)
-	rabbit.once.Do(func() { rabbit.node, rabbit.err = rabbittest.Start(rabbittest.Options{}) })
-	if rabbit.err != nil {
-		t.Fatal(rabbit.err)
-	}
-	return rabbit.node
-}
-
-// closeRabbit stops the package's node, if a test started it.
-func closeRabbit() {
-	if rabbit.node != nil {
-		rabbit.node.Close()
-	}
-}
+// rabbit is the package's RabbitMQ node (testMain closes it).
+var rabbit rabbittest.Shared
 
 // orderEvent is the JSON payload of the test's events: the aggregate and
 // its event number, which gives the order the events were published in.
@@ -142,26 +118,10 @@ func (p *publisher) send(exchange string, msgs ...amqp.Publishing) error {
 	return nil
 }
 
-// amqpChannel opens a connection and a channel on it for the test's own
-// look at the broker; both close when the test ends.
-func amqpChannel(t testing.TB, url string) *amqp.Channel {
-	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ch
-}
-
 // queueDepth returns a queue's ready messages (passive declare).
-func queueDepth(t testing.TB, url, queue string) int {
+func queueDepth(t testing.TB, node *rabbittest.Node, queue string) int {
 	t.Helper()
-	q, err := amqpChannel(t, url).QueueDeclarePassive(queue, true, false, false, false, nil)
+	q, err := node.Channel(t).QueueDeclarePassive(queue, true, false, false, false, nil)
 	if err != nil {
 		t.Fatalf("queue %s: %v", queue, err)
 	}
@@ -170,9 +130,9 @@ func queueDepth(t testing.TB, url, queue string) int {
 
 // deadLetters takes messages from the dead-letter queue (basic.get with
 // ack) until want arrived, and returns them.
-func deadLetters(t testing.TB, url, queue string, want int) []amqp.Delivery {
+func deadLetters(t testing.TB, node *rabbittest.Node, queue string, want int) []amqp.Delivery {
 	t.Helper()
-	ch := amqpChannel(t, url)
+	ch := node.Channel(t)
 	var out []amqp.Delivery
 	waitFor(t, 120*time.Second, fmt.Sprintf("%d dead letters in %s", want, queue), func() bool {
 		for {

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -35,20 +33,20 @@ func rabbitConfig(t *testing.T, nodeURL, url, ex string) RabbitMQConfig[orderEve
 // test's own with processed_messages and the effects table.
 func rabbitSetup(t *testing.T) (*rabbittest.Node, string) {
 	t.Helper()
-	node := rabbitNode(t)
+	node := rabbit.Node(t)
 	url := newDB(t)
 	execSQL(t, url, effectsDDL)
 	return node, url
 }
 
 // waitConsuming waits until queue exists and has a consumer.
-func waitConsuming(t testing.TB, nodeURL, queue string) {
+func waitConsuming(t testing.TB, node *rabbittest.Node, queue string) {
 	t.Helper()
-	ch := amqpChannel(t, nodeURL)
+	ch := node.Channel(t)
 	waitFor(t, 60*time.Second, "a consumer on "+queue, func() bool {
 		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 		if err != nil { // a 404 closes the channel
-			ch = amqpChannel(t, nodeURL)
+			ch = node.Channel(t)
 		}
 		return err == nil && q.Consumers > 0
 	})
@@ -89,7 +87,7 @@ func rabbitEndToEnd(t *testing.T, batch int) {
 		return apply(ctx, tx, ev)
 	}
 	c, _ := runRabbit(t, cfg)
-	waitConsuming(t, node.URL(), cfg.Consumer)
+	waitConsuming(t, node, cfg.Consumer)
 
 	const aggs, per = 10, 20
 	var msgs []amqp.Publishing
@@ -126,7 +124,7 @@ func rabbitEndToEnd(t *testing.T, batch int) {
 	if got := c.Stats(); got.Processed != want || got.DeadLettered != 0 || (batch > 1) != (got.Batches > 0) {
 		t.Errorf("Stats %+v: want %d processed, none dead-lettered, batches with BatchSize %d", got, want, batch)
 	}
-	waitFor(t, 30*time.Second, "the queue empty", func() bool { return queueDepth(t, node.URL(), cfg.Consumer) == 0 })
+	waitFor(t, 30*time.Second, "the queue empty", func() bool { return queueDepth(t, node, cfg.Consumer) == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	if seen == nil || seen.Type != "OrderCreated" || seen.AggregateType != "Order" || seen.AggregateID != "agg-0" ||
@@ -166,7 +164,7 @@ func TestRabbitMQPoison(t *testing.T) {
 		return apply(ctx, tx, ev)
 	}
 	c, _ := runRabbit(t, cfg)
-	waitConsuming(t, node.URL(), cfg.Consumer)
+	waitConsuming(t, node, cfg.Consumer)
 
 	bad := relayMessage("bad-1", "agg-b", 0)
 	bad.Body = []byte(`{"order_id": `)
@@ -174,7 +172,7 @@ func TestRabbitMQPoison(t *testing.T) {
 		relayMessage(flaky, "agg-f", 1), bad, relayMessage("p-2", "agg-p", 2), relayMessage("f-2", "agg-f", 2), relayMessage("f-3", "agg-f", 3), relayMessage(hang, "agg-h", 0)}
 	newPublisher(t, node.URL()).publish(ex, msgs...)
 
-	letters := deadLetters(t, node.URL(), cfg.Consumer+".dlq", 3)
+	letters := deadLetters(t, node, cfg.Consumer+".dlq", 3)
 	reasons := map[string]string{}
 	for _, d := range letters {
 		reasons[d.MessageId], _ = d.Headers["x-first-death-reason"].(string)
@@ -205,7 +203,7 @@ func TestRabbitMQPoison(t *testing.T) {
 func TestRabbitMQQueueArguments(t *testing.T) {
 	node, url := rabbitSetup(t)
 	queue := "q_" + suffix()
-	if _, err := amqpChannel(t, node.URL()).QueueDeclare(queue, true, false, false, false, amqp.Table{
+	if _, err := node.Channel(t).QueueDeclare(queue, true, false, false, false, amqp.Table{
 		"x-queue-type": "quorum", "x-delivery-limit": int32(3), "x-dead-letter-exchange": "elsewhere"}); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +236,7 @@ func TestRabbitMQQueueArguments(t *testing.T) {
 
 	cfg.Passive = true
 	pc, _ := runRabbit(t, cfg)
-	waitConsuming(t, node.URL(), queue)
+	waitConsuming(t, node, queue)
 	m := relayMessage(uuidN(1), "agg-1", 0)
 	m.Type = queue // the default exchange routes by queue name
 	newPublisher(t, node.URL()).publish("", m)
@@ -272,7 +270,7 @@ func TestRabbitMQChaos(t *testing.T) {
 	ex, queue, consumer := "ex_"+s, "q_"+s, "chaos_"+s
 	names := []string{"consumer-a", "consumer-b"}
 	children := []*proc{startChild(t, names[0], consumer, node.URL(), url, ex, queue)}
-	waitConsuming(t, node.URL(), queue)
+	waitConsuming(t, node, queue)
 	children = append(children, startChild(t, names[1], consumer, node.URL(), url, ex, queue))
 
 	// The publisher: chunks of 10 events every 20 ms until stopped; every
@@ -385,7 +383,7 @@ func TestRabbitMQChaos(t *testing.T) {
 	if n := outOfOrder(t, url, consumer); n != 0 {
 		t.Errorf("%d pairs of an aggregate's events applied out of order", n)
 	}
-	if n := queueDepth(t, node.URL(), queue+".dlq"); n != 0 {
+	if n := queueDepth(t, node, queue+".dlq"); n != 0 {
 		t.Errorf("%d dead letters: no event should have failed", n)
 	}
 	dups, givenBack := 0, 0
@@ -410,14 +408,7 @@ func TestRabbitMQTLS(t *testing.T) {
 	url := newDB(t)
 	execSQL(t, url, effectsDDL)
 	ca := testca.New(t)
-	certPEM, keyPEM := ca.Issue(t, "localhost", "localhost", "127.0.0.1")
-	dir := t.TempDir()
-	files := &rabbittest.TLSFiles{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem")}
-	for path, b := range map[string][]byte{files.CA: ca.PEM, files.Cert: certPEM, files.Key: keyPEM} {
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	files := rabbittest.TLSFilesOf(t, ca)
 	node, err := rabbittest.Start(rabbittest.Options{TLS: files})
 	if err != nil {
 		t.Fatal(err)
@@ -430,7 +421,7 @@ func TestRabbitMQTLS(t *testing.T) {
 	roots.AppendCertsFromPEM(ca.PEM)
 	cfg.TLS = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	c, _ := runRabbit(t, cfg)
-	waitConsuming(t, node.URL(), cfg.Consumer)
+	waitConsuming(t, node, cfg.Consumer)
 	var msgs []amqp.Publishing
 	for i := range 10 {
 		msgs = append(msgs, relayMessage(uuidN(i), "agg-tls", i))
@@ -459,7 +450,7 @@ func TestRabbitMQTLS(t *testing.T) {
 // handler's map; a value whose schema id the registry lacks is
 // dead-lettered at once.
 func TestRabbitMQAvro(t *testing.T) {
-	node := rabbitNode(t)
+	node := rabbit.Node(t)
 	url := newDB(t)
 	ex := "ex_" + suffix()
 	s := registerSchema(t, ex+"-OrderCreated", "OrderCreated")
@@ -474,7 +465,7 @@ func TestRabbitMQAvro(t *testing.T) {
 			got = append(got, ev)
 			return nil
 		}})
-	waitConsuming(t, node.URL(), consumer)
+	waitConsuming(t, node, consumer)
 	m := relayMessage(uuidN(1), uuidN(100), 0)
 	m.ContentType, m.Body = ContentTypeAvro, avroValue(t, s, orderCreated(uuidN(100), "c-1", 1999))
 	unknown := relayMessage(uuidN(2), uuidN(100), 1)
@@ -490,7 +481,7 @@ func TestRabbitMQAvro(t *testing.T) {
 	if len(got) != 1 || got[0].SchemaID != s.ID() || got[0].Value["amount_cents"] != int64(1999) || got[0].Value["order_id"] != uuidN(100) {
 		t.Errorf("the handler saw %+v", got)
 	}
-	letters := deadLetters(t, node.URL(), consumer+".dlq", 1)
+	letters := deadLetters(t, node, consumer+".dlq", 1)
 	if letters[0].MessageId != uuidN(2) {
 		t.Errorf("dead letter %s, want %s", letters[0].MessageId, uuidN(2))
 	}
