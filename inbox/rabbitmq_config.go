@@ -57,10 +57,11 @@ type RabbitMQConfig[T any] struct {
 	// the article; RabbitMQ 4.0 would default to 20 without it.
 	DeliveryLimit int
 	// DeadLetterExchange is the queue's x-dead-letter-exchange, declared as
-	// a durable topic exchange. Default Queue + ".dlx".
+	// a durable fanout exchange (as deploy/rabbitmq/definitions.json
+	// declares outbox.dlx). Default Queue + ".dlx".
 	DeadLetterExchange string
-	// DeadLetterQueue is a quorum queue bound to DeadLetterExchange with
-	// "#", where dead letters wait to be inspected. Default Queue + ".dlq".
+	// DeadLetterQueue is a quorum queue bound to DeadLetterExchange, where
+	// dead letters wait to be inspected. Default Queue + ".dlq".
 	DeadLetterQueue string
 	// Competing lets every running instance consume the queue at once
 	// (x-single-active-consumer false): more throughput, and no order per

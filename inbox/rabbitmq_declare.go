@@ -46,15 +46,17 @@ func (e *QueueArgumentsError) Error() string {
 func (e *QueueArgumentsError) Unwrap() error { return e.Err }
 
 // ExchangeTypeError is an exchange declare that RabbitMQ refused with 406:
-// the exchange exists with another type or durability than a durable
-// topic exchange.
+// the exchange exists with another type or durability than the durable
+// exchange of Type the consumer declares (topic for Exchange, fanout for
+// DeadLetterExchange).
 type ExchangeTypeError struct {
 	Exchange string
+	Type     string
 	Err      *amqp.Error
 }
 
 func (e *ExchangeTypeError) Error() string {
-	return fmt.Sprintf("inbox: exchange %q exists with another type or durability than a durable topic exchange: %s (name another, or set Passive)", e.Exchange, e.Err.Reason)
+	return fmt.Sprintf("inbox: exchange %q exists with another type or durability than a durable %s exchange: %s (name another, or set Passive)", e.Exchange, e.Type, e.Err.Reason)
 }
 
 func (e *ExchangeTypeError) Unwrap() error { return e.Err }
@@ -78,7 +80,8 @@ func (r *RabbitMQConsumer[T]) queueArgs() amqp.Table {
 }
 
 // declare makes the topology on channels of its own (a refused declare
-// closes its channel): the exchange, the dead-letter exchange and queue,
+// closes its channel): the exchange (topic), the dead-letter exchange
+// (fanout: dead letters keep their routing keys) and queue,
 // the queue and its bindings; with Passive it only checks that the queue
 // exists. An error that retrying cannot fix is returned as fatal.
 func (r *RabbitMQConsumer[T]) declare(conn *amqp.Connection) error {
@@ -97,11 +100,11 @@ func (r *RabbitMQConsumer[T]) declare(conn *amqp.Connection) error {
 		}
 		return nil
 	}
-	for _, ex := range []string{c.Exchange, c.DeadLetterExchange} {
-		if err := ch.ExchangeDeclare(ex, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
+	for _, ex := range []struct{ name, kind string }{{c.Exchange, amqp.ExchangeTopic}, {c.DeadLetterExchange, amqp.ExchangeFanout}} {
+		if err := ch.ExchangeDeclare(ex.name, ex.kind, true, false, false, false, nil); err != nil {
 			var aerr *amqp.Error
 			if errors.As(err, &aerr) && aerr.Code == amqp.PreconditionFailed {
-				return fatal{&ExchangeTypeError{Exchange: ex, Err: aerr}}
+				return fatal{&ExchangeTypeError{Exchange: ex.name, Type: ex.kind, Err: aerr}}
 			}
 			return refused(err)
 		}
@@ -110,7 +113,7 @@ func (r *RabbitMQConsumer[T]) declare(conn *amqp.Connection) error {
 	if _, err := ch.QueueDeclare(c.DeadLetterQueue, true, false, false, false, dlqArgs); err != nil {
 		return r.mismatch(conn, c.DeadLetterQueue, dlqArgs, err)
 	}
-	if err := ch.QueueBind(c.DeadLetterQueue, "#", c.DeadLetterExchange, false, nil); err != nil {
+	if err := ch.QueueBind(c.DeadLetterQueue, "", c.DeadLetterExchange, false, nil); err != nil {
 		return refused(err)
 	}
 	args := r.queueArgs()
