@@ -109,7 +109,10 @@ func (r *RabbitMQConsumer[T]) declare(conn *amqp.Connection) error {
 			return refused(err)
 		}
 	}
-	dlqArgs := amqp.Table{"x-queue-type": "quorum"}
+	// The dead-letter queue refuses rather than drops when it is full (it
+	// has no limit of its own; a policy may give it one): with
+	// at-least-once dead-lettering the source queue then keeps the letter.
+	dlqArgs := amqp.Table{"x-queue-type": "quorum", "x-overflow": "reject-publish"}
 	if _, err := ch.QueueDeclare(c.DeadLetterQueue, true, false, false, false, dlqArgs); err != nil {
 		return r.mismatch(conn, c.DeadLetterQueue, dlqArgs, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -485,4 +486,45 @@ func TestRabbitMQAvro(t *testing.T) {
 	if letters[0].MessageId != uuidN(2) {
 		t.Errorf("dead letter %s, want %s", letters[0].MessageId, uuidN(2))
 	}
+}
+
+// TestRabbitMQComposeQueue: the queue deploy/rabbitmq/definitions.json
+// declares (docker compose's rabbitmq profile) has no single active
+// consumer, so the consumer's own declare of it fails naming that
+// argument; with Passive the consumer takes the queue as it is and
+// applies what the exchange routes to it.
+func TestRabbitMQComposeQueue(t *testing.T) {
+	testtier.Need(t)
+	url := newDB(t)
+	execSQL(t, url, effectsDDL)
+	node, err := rabbittest.Start(rabbittest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	if msg, err := node.Ctl("import_definitions", filepath.Join(root, "deploy", "rabbitmq", "definitions.json")); err != nil {
+		t.Fatalf("rabbitmqctl import_definitions: %v\n%s", err, msg)
+	}
+	cfg := rabbitConfig(t, node.URL(), url, "outbox")
+	cfg.Queue, cfg.DeadLetterExchange, cfg.DeadLetterQueue = "orders", "outbox.dlx", "orders.dlq"
+	c, err := NewRabbitMQ(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	var qe *QueueArgumentsError
+	if !errors.As(err, &qe) {
+		t.Fatalf("Run on the compose queue: %v; want a *QueueArgumentsError", err)
+	}
+	if v, ok := qe.Existing["x-single-active-consumer"]; qe.Queue != "orders" || !qe.Complete || len(qe.Existing) != 1 || !ok || v != nil {
+		t.Errorf("%v: want only x-single-active-consumer of queue orders named, which it lacks", err)
+	}
+
+	cfg.Passive = true
+	pc, _ := runRabbit(t, cfg)
+	waitConsuming(t, node, "orders")
+	newPublisher(t, node.URL()).publish("outbox", relayMessage(uuidN(1), "agg-1", 0), relayMessage(uuidN(2), "agg-1", 1))
+	waitFor(t, 60*time.Second, "both events applied from the compose queue", func() bool { return pc.Stats().Processed == 2 })
 }
