@@ -198,6 +198,24 @@ func TestRabbitMQPoison(t *testing.T) {
 	}
 }
 
+// runMismatch runs a consumer of cfg and returns the *QueueArgumentsError
+// Run must end with.
+func runMismatch(t *testing.T, cfg RabbitMQConfig[orderEvent]) *QueueArgumentsError {
+	t.Helper()
+	c, err := NewRabbitMQ(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	var qe *QueueArgumentsError
+	if !errors.As(err, &qe) {
+		t.Fatalf("Run: %v, want a *QueueArgumentsError", err)
+	}
+	return qe
+}
+
 // TestRabbitMQQueueArguments: a queue declared earlier with other
 // arguments makes Run fail with both sets named; Passive consumes it as
 // it is; Passive on a missing queue is ErrQueueNotFound.
@@ -211,18 +229,8 @@ func TestRabbitMQQueueArguments(t *testing.T) {
 
 	cfg := rabbitConfig(t, node.URL(), url, "ex_"+suffix())
 	cfg.Queue = queue
-	c, err := NewRabbitMQ(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	err = c.Run(ctx)
-	var qe *QueueArgumentsError
-	if !errors.As(err, &qe) {
-		t.Fatalf("Run: %v, want a *QueueArgumentsError", err)
-	}
-	msg := err.Error()
+	qe := runMismatch(t, cfg)
+	msg := qe.Error()
 	for _, want := range []string{
 		"PRECONDITION_FAILED", "wanted {durable: true, x-dead-letter-exchange: " + queue + ".dlx, x-dead-letter-strategy: at-least-once, x-delivery-limit: 5, x-overflow: reject-publish, x-queue-type: quorum, x-single-active-consumer: true}",
 		"x-delivery-limit: 3", "x-dead-letter-exchange: elsewhere", "x-overflow: none", "set Passive",
@@ -248,6 +256,8 @@ func TestRabbitMQQueueArguments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	if err := mc.Run(ctx); !errors.Is(err, ErrQueueNotFound) {
 		t.Errorf("Run on a missing queue with Passive: %v, want ErrQueueNotFound", err)
 	}
@@ -507,19 +517,9 @@ func TestRabbitMQComposeQueue(t *testing.T) {
 	}
 	cfg := rabbitConfig(t, node.URL(), url, "outbox")
 	cfg.Queue, cfg.DeadLetterExchange, cfg.DeadLetterQueue = "orders", "outbox.dlx", "orders.dlq"
-	c, err := NewRabbitMQ(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	err = c.Run(ctx)
-	var qe *QueueArgumentsError
-	if !errors.As(err, &qe) {
-		t.Fatalf("Run on the compose queue: %v; want a *QueueArgumentsError", err)
-	}
+	qe := runMismatch(t, cfg)
 	if v, ok := qe.Existing["x-single-active-consumer"]; qe.Queue != "orders" || !qe.Complete || len(qe.Existing) != 1 || !ok || v != nil {
-		t.Errorf("%v: want only x-single-active-consumer of queue orders named, which it lacks", err)
+		t.Errorf("%v: want only x-single-active-consumer of queue orders named, which it lacks", qe)
 	}
 
 	cfg.Passive = true
