@@ -1,5 +1,6 @@
 # cdc-relay: `make test` installs what is missing and runs every test;
-# `make demo` shows the relay working end to end; `make bench` measures it.
+# `make demo` shows the relay working end to end (BROKER=rabbitmq: with
+# RabbitMQ); `make bench` measures it.
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
@@ -17,9 +18,13 @@ build:
 setup:
 	bash scripts/setup.sh
 
-# Only what the demo runs: PostgreSQL 15, the Kafka jars and the registry.
+# The broker `make demo` and `make bench` run: kafka (the default) or rabbitmq.
+BROKER ?= kafka
+
+# Only what the demo runs: PostgreSQL 15, the Kafka jars and the registry
+# (with BROKER=rabbitmq: PostgreSQL 15 and rabbitmq-server).
 setup-demo:
-	bash scripts/setup.sh --demo
+	bash scripts/setup.sh $(if $(filter rabbitmq,$(BROKER)),--demo-rabbitmq,--demo)
 
 # The service tier: tests that start PostgreSQL, Kafka, a registry or Java
 # run only with CDC_RELAY_TEST_SERVICES set (internal/testtier); without it
@@ -57,7 +62,7 @@ unit:
 	$(GO) test -count=1 ./...
 
 demo: setup-demo build
-	$(GO) run ./internal/demo --relay bin/cdc-relay
+	$(GO) run ./internal/demo --relay bin/cdc-relay $(if $(filter rabbitmq,$(BROKER)),--broker rabbitmq)
 
 # The drain benchmark (pg_recvlogical, the relay at-least-once and the relay
 # with --delivery exactly-once, each on its own slot, with the ratios of
