@@ -67,9 +67,13 @@ demo: setup-demo build
 # The drain benchmark (pg_recvlogical, the relay at-least-once and the relay
 # with --delivery exactly-once, each on its own slot, with the ratios of
 # their rates and of each relay's CPU to its walsender's) and the Go
-# microbenchmarks.
-bench: setup build microbench
-	$(GO) run ./internal/bench --relay bin/cdc-relay $(BENCH_FLAGS)
+# microbenchmarks. BROKER=rabbitmq instead drains 200k and 1M rows through
+# the relay (JSON values) into a topic exchange and a quorum queue bound
+# with #, beside a plain amqp091-go publisher with streaming confirms
+# sending the same messages (the anchor).
+BENCH_BROKER := $(if $(filter rabbitmq,$(BROKER)),--broker rabbitmq)
+bench: setup build $(if $(BENCH_BROKER),,microbench)
+	$(GO) run ./internal/bench --relay bin/cdc-relay $(BENCH_BROKER) $(BENCH_FLAGS)
 
 # The drain benchmark with a third drain by the Debezium PostgreSQL connector
 # and its Outbox Event Router (Kafka Connect standalone), installed from
@@ -82,9 +86,10 @@ bench-debezium: setup build
 # in both delivery modes, against pg_recvlogical under the same writers (the
 # anchor, alone in a window before the relay's at each rate), with the p99 of
 # each of the relay's stages. BENCH_FLAGS="--pin-cpus" gives PostgreSQL half
-# of the CPUs and everything else the other half.
+# of the CPUs and everything else the other half. BROKER=rabbitmq: p50 and
+# p99 at 1k/s, commit -> consumed, against the anchor's publish -> consumed.
 latency: setup build
-	$(GO) run ./internal/bench --relay bin/cdc-relay --latency $(BENCH_FLAGS)
+	$(GO) run ./internal/bench --relay bin/cdc-relay --latency $(BENCH_BROKER) $(BENCH_FLAGS)
 
 # bench-txn starts a broker: it is not a microbenchmark.
 microbench:
