@@ -129,31 +129,12 @@ func drainRelayRabbit(ctx context.Context, o options, svc *services, db *databas
 	}
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(port)
 	args := rabbitRelayArgs(o, svc, db, slot, fmt.Sprintf("bench_r%d", run), metricsAddr)
-	broker0, busy0 := cpuOrZero(svc.brokerPID), busySeconds()
-	c, err := startChild(ctx, "cdc-relay", bin, args, nil)
+	c, m, err := d.runRelay(ctx, o, svc, db, bin, slot, args, nil, metricsAddr, load)
+	if c != nil {
+		defer c.kill()
+	}
 	if err != nil {
 		return d, err
-	}
-	defer c.kill()
-	d.ClientPID = c.pid()
-	rss := sampleRSS(c.pid(), rssPoll)
-	defer rss.Stop()
-	if err := waitConfirmed(ctx, o, db, c, slot, metricsAddr, load, &d); err != nil {
-		return d, err
-	}
-	if d.ClientCPUSeconds, err = cpuSeconds(c.pid()); err != nil {
-		return d, c.failure("read CPU time: %v", err)
-	}
-	hwm, err := statusKB(c.pid(), "VmHWM")
-	if err != nil {
-		return d, c.failure("read peak RSS: %v", err)
-	}
-	d.PeakRSSKB = max(rss.Stop(), hwm)
-	d.BrokerCPUSeconds = cpuOrZero(svc.brokerPID) - broker0
-	d.OtherCPUSeconds = busySeconds() - busy0 - d.ClientCPUSeconds - d.WalsenderCPUSeconds - d.BrokerCPUSeconds
-	m, err := scrapeMetrics(ctx, metricsAddr)
-	if err != nil {
-		return d, c.failure("%v", err)
 	}
 	d.DLQRecords = int64(m["cdc_relay_dlq_events_total"])
 	c.signal(syscall.SIGTERM)

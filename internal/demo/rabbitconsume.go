@@ -17,7 +17,7 @@ type rabbitConsumer struct {
 	conn *amqp.Connection
 	ch   *amqp.Channel
 
-	seen     map[string]int // message_id → messages carrying it
+	tally
 	byQueue  map[string]int // queue → messages
 	problems []string       // messages that were not what the writer wrote
 }
@@ -30,7 +30,7 @@ func newRabbitConsumer(url string) (*rabbitConsumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to RabbitMQ: %w", err)
 	}
-	c := &rabbitConsumer{conn: conn, seen: map[string]int{}, byQueue: map[string]int{}}
+	c := &rabbitConsumer{conn: conn, tally: tally{seen: map[string]int{}}, byQueue: map[string]int{}}
 	if c.ch, err = conn.Channel(); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("open a channel: %w", err)
@@ -134,27 +134,6 @@ func (c *rabbitConsumer) handle(q string, m amqp.Delivery, byID map[string]writt
 	}
 }
 
-// allSeen reports whether every written event has arrived.
-func (c *rabbitConsumer) allSeen(want []written) bool {
-	for _, w := range want {
-		if c.seen[w.id] == 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// missing lists the written events that have not arrived.
-func (c *rabbitConsumer) missing(want []written) string {
-	var ids []string
-	for _, w := range want {
-		if c.seen[w.id] == 0 {
-			ids = append(ids, fmt.Sprintf("%s (%s)", w.id, w.eventType))
-		}
-	}
-	return fmt.Sprintf("%d of %d missing: %s", len(ids), len(want), strings.Join(ids, ", "))
-}
-
 // counts describes how many messages each queue held, e.g. "12 on
 // billing.orders, 1 on outbox.dlq".
 func (c *rabbitConsumer) counts() string {
@@ -163,15 +142,6 @@ func (c *rabbitConsumer) counts() string {
 		parts = append(parts, fmt.Sprintf("%d on %s", n, dlqTopic))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// duplicates counts messages beyond the first for each id.
-func (c *rabbitConsumer) duplicates() int {
-	n := 0
-	for _, k := range c.seen {
-		n += k - 1
-	}
-	return n
 }
 
 // close closes the connection and its channel.
