@@ -56,11 +56,17 @@ func runRabbitLatency(ctx context.Context, o options, svc *services, db *databas
 		if err := rabbitTopology(ch, o.queueType); err != nil {
 			return fail(err)
 		}
+		if err := waitQuiet(ctx, o.quietWait); err != nil {
+			return fail(err)
+		}
 		template, err := relayLatency(ctx, o, svc, db, relayBin, pool, &row, &r)
 		if err != nil {
 			return fail(fmt.Errorf("%d/s: cdc-relay: %w", rate, err))
 		}
 		if err := rabbitTopology(ch, o.queueType); err != nil {
+			return fail(err)
+		}
+		if err := waitQuiet(ctx, o.quietWait); err != nil {
 			return fail(err)
 		}
 		if err := anchorLatency(ctx, o, svc, template, &r); err != nil {
