@@ -96,8 +96,8 @@ func (c *rabbitConsumer) await(ctx context.Context, want []written) error {
 // what was written.
 func (c *rabbitConsumer) handle(q string, m amqp.Delivery, byID map[string]written) {
 	id := m.MessageId
-	if q == dlqTopic {
-		id = headerText(m.Headers["id"]) // the dead letter keeps the event's id header
+	if h := headerText(m.Headers["id"]); q == dlqTopic && h != "" {
+		id = h // the dead letter keeps the event's id header
 	}
 	c.byQueue[q]++
 	c.seen[id]++
