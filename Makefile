@@ -1,5 +1,6 @@
 # cdc-relay: `make test` installs what is missing and runs every test;
-# `make demo` shows the relay working end to end; `make bench` measures it.
+# `make demo` shows the relay working end to end (BROKER=rabbitmq: with
+# RabbitMQ); `make bench` measures it.
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
@@ -17,9 +18,13 @@ build:
 setup:
 	bash scripts/setup.sh
 
-# Only what the demo runs: PostgreSQL 15, the Kafka jars and the registry.
+# The broker `make demo` and `make bench` run: kafka (the default) or rabbitmq.
+BROKER ?= kafka
+
+# Only what the demo runs: PostgreSQL 15, the Kafka jars and the registry
+# (with BROKER=rabbitmq: PostgreSQL 15 and rabbitmq-server).
 setup-demo:
-	bash scripts/setup.sh --demo
+	bash scripts/setup.sh $(if $(filter rabbitmq,$(BROKER)),--demo-rabbitmq,--demo)
 
 # The service tier: tests that start PostgreSQL, Kafka, a registry or Java
 # run only with CDC_RELAY_TEST_SERVICES set (internal/testtier); without it
@@ -57,14 +62,18 @@ unit:
 	$(GO) test -count=1 ./...
 
 demo: setup-demo build
-	$(GO) run ./internal/demo --relay bin/cdc-relay
+	$(GO) run ./internal/demo --relay bin/cdc-relay $(if $(filter rabbitmq,$(BROKER)),--broker rabbitmq)
 
 # The drain benchmark (pg_recvlogical, the relay at-least-once and the relay
 # with --delivery exactly-once, each on its own slot, with the ratios of
 # their rates and of each relay's CPU to its walsender's) and the Go
-# microbenchmarks.
-bench: setup build microbench
-	$(GO) run ./internal/bench --relay bin/cdc-relay $(BENCH_FLAGS)
+# microbenchmarks. BROKER=rabbitmq instead drains 200k and 1M rows through
+# the relay (JSON values) into a topic exchange and a quorum queue bound
+# with #, beside a plain amqp091-go publisher with streaming confirms
+# sending the same messages (the anchor).
+BENCH_BROKER := $(if $(filter rabbitmq,$(BROKER)),--broker rabbitmq)
+bench: setup build $(if $(BENCH_BROKER),,microbench)
+	$(GO) run ./internal/bench --relay bin/cdc-relay $(BENCH_BROKER) $(BENCH_FLAGS)
 
 # The drain benchmark with a third drain by the Debezium PostgreSQL connector
 # and its Outbox Event Router (Kafka Connect standalone), installed from
@@ -77,9 +86,10 @@ bench-debezium: setup build
 # in both delivery modes, against pg_recvlogical under the same writers (the
 # anchor, alone in a window before the relay's at each rate), with the p99 of
 # each of the relay's stages. BENCH_FLAGS="--pin-cpus" gives PostgreSQL half
-# of the CPUs and everything else the other half.
+# of the CPUs and everything else the other half. BROKER=rabbitmq: p50 and
+# p99 at 1k/s, commit -> consumed, against the anchor's publish -> consumed.
 latency: setup build
-	$(GO) run ./internal/bench --relay bin/cdc-relay --latency $(BENCH_FLAGS)
+	$(GO) run ./internal/bench --relay bin/cdc-relay --latency $(BENCH_BROKER) $(BENCH_FLAGS)
 
 # bench-txn starts a broker: it is not a microbenchmark.
 microbench:

@@ -23,14 +23,17 @@
 # Java/Maven for the broker), the Kafka jars and the schema registry; not
 # kcat, the other PostgreSQL majors or the Python virtualenv, which only
 # tests use (`make test` runs setup.sh without it, and scripts/debezium.sh).
+# setup.sh --demo-rabbitmq installs only what `make demo BROKER=rabbitmq`
+# runs: postgresql-15 and rabbitmq-server (the demo runs a private node).
 set -euo pipefail
 
 demo=""
 case "${1:-}" in
 "") ;;
 --demo) demo=1 ;;
+--demo-rabbitmq) demo=rabbitmq ;;
 *)
-	echo "setup: unknown argument ${1}: use --demo (only what make demo runs) or nothing (everything make test needs)" >&2
+	echo "setup: unknown argument ${1}: use --demo (only what make demo runs), --demo-rabbitmq (make demo BROKER=rabbitmq) or nothing (everything make test needs)" >&2
 	exit 2
 	;;
 esac
@@ -85,6 +88,11 @@ if ! installed postgresql-15; then
 	apt_install postgresql-15
 fi
 [ -x /usr/lib/postgresql/15/bin/initdb ] || { echo "setup: /usr/lib/postgresql/15/bin/initdb is missing" >&2; exit 1; }
+if [ "$demo" = rabbitmq ]; then
+	installed rabbitmq-server || apt_install rabbitmq-server
+	say "done for the RabbitMQ demo (postgresql-15, rabbitmq-server); make setup installs what the tests need besides"
+	exit 0
+fi
 
 pkgs=()
 if [ -z "$demo" ]; then

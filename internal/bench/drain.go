@@ -191,33 +191,12 @@ func drainRelay(ctx context.Context, o options, svc *services, db *database, bin
 		os.Remove(profile)
 		env = append(env, profileEnv+"="+profile)
 	}
-	broker0, busy0 := cpuOrZero(svc.brokerPID), busySeconds()
-	c, err := startChild(ctx, "cdc-relay", bin, args, env)
+	c, m, err := d.runRelay(ctx, o, svc, db, bin, slot, args, env, metricsAddr, load)
+	if c != nil {
+		defer c.kill()
+	}
 	if err != nil {
 		return d, err
-	}
-	defer c.kill()
-	d.ClientPID = c.pid()
-	rss := sampleRSS(c.pid(), rssPoll)
-	defer rss.Stop()
-
-	if err := waitConfirmed(ctx, o, db, c, slot, metricsAddr, load, &d); err != nil {
-		return d, err
-	}
-	d.ClientCPUSeconds, err = cpuSeconds(c.pid())
-	if err != nil {
-		return d, c.failure("read CPU time: %v", err)
-	}
-	hwm, err := statusKB(c.pid(), "VmHWM")
-	if err != nil {
-		return d, c.failure("read peak RSS: %v", err)
-	}
-	d.PeakRSSKB = max(rss.Stop(), hwm)
-	d.BrokerCPUSeconds = cpuOrZero(svc.brokerPID) - broker0
-	d.OtherCPUSeconds = busySeconds() - busy0 - d.ClientCPUSeconds - d.WalsenderCPUSeconds - d.BrokerCPUSeconds
-	m, err := scrapeMetrics(ctx, metricsAddr)
-	if err != nil {
-		return d, c.failure("%v", err)
 	}
 	d.ProduceRequests = int64(m["cdc_relay_produce_latency_seconds_count"])
 	if d.ProduceRequests > 0 {
@@ -251,6 +230,41 @@ func drainRelay(ctx context.Context, o options, svc *services, db *database, bin
 		d.Duplicates, err = verifyIDs(ctx, svc.broker.Addr(), prefix+".Order", d.KafkaRecords, load)
 	}
 	return d, err
+}
+
+// runRelay starts the relay with args and env (for either broker) and
+// waits until slot has confirmed the load's end LSN; then it notes the
+// relay's CPU, its peak RSS (the larger of the samples and VmHWM), the
+// broker's CPU and the rest of the machine's over the drain, and returns
+// the relay's metrics. The relay is still running: the caller kills c
+// (also returned on error, when it started).
+func (d *drainResult) runRelay(ctx context.Context, o options, svc *services, db *database, bin, slot string, args, env []string, metricsAddr string, load loadInfo) (*child, map[string]float64, error) {
+	broker0, busy0 := cpuOrZero(svc.brokerPID), busySeconds()
+	c, err := startChild(ctx, "cdc-relay", bin, args, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	d.ClientPID = c.pid()
+	rss := sampleRSS(c.pid(), rssPoll)
+	defer rss.Stop()
+	if err := waitConfirmed(ctx, o, db, c, slot, metricsAddr, load, d); err != nil {
+		return c, nil, err
+	}
+	if d.ClientCPUSeconds, err = cpuSeconds(c.pid()); err != nil {
+		return c, nil, c.failure("read CPU time: %v", err)
+	}
+	hwm, err := statusKB(c.pid(), "VmHWM")
+	if err != nil {
+		return c, nil, c.failure("read peak RSS: %v", err)
+	}
+	d.PeakRSSKB = max(rss.Stop(), hwm)
+	d.BrokerCPUSeconds = cpuOrZero(svc.brokerPID) - broker0
+	d.OtherCPUSeconds = busySeconds() - busy0 - d.ClientCPUSeconds - d.WalsenderCPUSeconds - d.BrokerCPUSeconds
+	m, err := scrapeMetrics(ctx, metricsAddr)
+	if err != nil {
+		return c, nil, c.failure("%v", err)
+	}
+	return c, m, nil
 }
 
 // waitConfirmed polls the slot every 20 ms until its confirmed_flush_lsn

@@ -35,12 +35,16 @@ type slotNames struct {
 	relay, relayEOS, recv, dbz string
 }
 
-// all returns the slots' names, leaving out an unused Debezium slot.
+// all returns the slots' names, leaving out unused ones (Debezium's without
+// --debezium; with --broker rabbitmq there is only the relay's).
 func (s slotNames) all() []string {
-	if s.dbz == "" {
-		return []string{s.relay, s.relayEOS, s.recv}
+	var names []string
+	for _, n := range []string{s.relay, s.relayEOS, s.recv, s.dbz} {
+		if n != "" {
+			names = append(names, n)
+		}
 	}
-	return []string{s.relay, s.relayEOS, s.recv, s.dbz}
+	return names
 }
 
 // loadInfo describes one run's backlog.

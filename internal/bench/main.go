@@ -18,6 +18,13 @@
 // measured for Debezium. --delivery picks the relay's modes, and after the
 // rates an idle window (--idle, idle.go) measures the CPU of pg_recvlogical
 // and of the relay while nothing is committed.
+// With --broker rabbitmq (rabbitdrain.go, rabbitlatency.go) it starts
+// PostgreSQL and a private RabbitMQ node instead, drains backlogs of 200k
+// and 1M rows through the relay with JSON values into a topic exchange and
+// one queue bound with "#", and sends the same messages again with a plain
+// amqp091-go publisher with streaming confirms, the broker's limit here;
+// with --latency it compares the relay's commit -> consumed at 1k/s with
+// that publisher's publish -> consumed.
 // docs/BENCHMARKS.md has results.
 //
 // Every process it starts dies when it exits, also on Ctrl-C.
@@ -42,6 +49,9 @@ import (
 // options are the benchmark's flags.
 type options struct {
 	relayBin     string        // the cdc-relay binary to measure
+	broker       string        // kafka or rabbitmq (rabbitdrain.go)
+	queueType    string        // with rabbitmq: the bound queue's x-queue-type
+	rabbitRows   []int         // with rabbitmq: the backlog sizes drained
 	schemasDir   string        // .avsc files passed to the relay
 	outboxSQL    string        // DDL of the outbox table
 	rows         int           // rows in the backlog
@@ -108,6 +118,8 @@ func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&o.relayBin, "relay", "bin/cdc-relay", "cdc-relay binary to measure (make build)")
+	fs.StringVar(&o.broker, "broker", "kafka", "kafka or rabbitmq: with rabbitmq, drain backlogs of 200000 and 1000000 rows (or --rows) through the relay with JSON values into a topic exchange and one queue bound with #, and send the same messages again with a plain amqp091-go publisher with streaming confirms (the anchor); with --latency, p50/p99 at --rates against that anchor")
+	fs.StringVar(&o.queueType, "queue-type", "quorum", "with --broker rabbitmq: the bound queue's x-queue-type, quorum (what the article's consumers use) or classic")
 	fs.StringVar(&o.schemasDir, "schemas-dir", "testdata/schemas", "directory of .avsc files for the relay")
 	fs.StringVar(&o.outboxSQL, "outbox-sql", "docs/outbox_bigserial.sql", "DDL of the outbox table (bigserial ids: the drains are checked by id)")
 	fs.IntVar(&o.rows, "rows", 200000, "rows in the backlog")
@@ -160,6 +172,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	o.rates = rs
 	if o.deliveries, err = parseDeliveries(*deliveryFlag); err != nil {
+		return o, err
+	}
+	if err := rabbitFlags(fs, &o); err != nil {
 		return o, err
 	}
 	switch {
@@ -265,6 +280,9 @@ func run(ctx context.Context, o options) int {
 	}
 
 	var pinPG func(dataDir string) error
+	if o.broker == "rabbitmq" {
+		return runRabbit(ctx, o, relayBin, fail)
+	}
 	if o.pinCPUs {
 		if pinPG, o.pinned, err = pinBench(); err != nil {
 			return fail(err)

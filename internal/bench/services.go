@@ -10,15 +10,18 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
 	"github.com/cdc-relay/cdc-relay/internal/registrytest"
 )
 
-// services are the private PostgreSQL, Kafka and schema registry.
+// services are the private PostgreSQL, Kafka and schema registry, or with
+// --broker rabbitmq PostgreSQL and a RabbitMQ node (rabbit.go).
 type services struct {
 	pg        *pgtest.Cluster
 	broker    *kafkatest.Broker
 	registry  *registrytest.Registry
-	brokerPID int    // the broker's java process, for its CPU time; 0 if not found
+	rabbit    *rabbittest.Node
+	brokerPID int    // the broker's java (or Erlang) process, for its CPU time; 0 if not found
 	gcLog     string // the broker's GC log (-Xlog:gc, read by readGCPauses)
 }
 
@@ -82,6 +85,9 @@ func (s *services) close() {
 	}
 	if s.registry != nil {
 		s.registry.Close()
+	}
+	if s.rabbit != nil {
+		s.rabbit.Close()
 	}
 }
 

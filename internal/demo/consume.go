@@ -27,7 +27,7 @@ type consumer struct {
 	registry *schemaregistry.Registry
 	schemas  map[int]*schemaregistry.WriterSchema // by id, as fetched
 
-	seen     map[string]int // id header → records carrying it
+	tally
 	byTopic  map[string]int // topic → records
 	problems []string       // records that were not what the writer wrote
 }
@@ -55,7 +55,7 @@ func newConsumer(broker, registryURL string) (*consumer, error) {
 		client:   cl,
 		registry: reg,
 		schemas:  map[int]*schemaregistry.WriterSchema{},
-		seen:     map[string]int{},
+		tally:    tally{seen: map[string]int{}},
 		byTopic:  map[string]int{},
 	}, nil
 }
@@ -166,10 +166,16 @@ func (c *consumer) schema(ctx context.Context, id int) (*schemaregistry.WriterSc
 	return s, nil
 }
 
+// tally counts the messages each event id arrived in, for either broker's
+// consumer.
+type tally struct {
+	seen map[string]int // event id → messages carrying it
+}
+
 // allSeen reports whether every written event has arrived.
-func (c *consumer) allSeen(want []written) bool {
+func (t *tally) allSeen(want []written) bool {
 	for _, w := range want {
-		if c.seen[w.id] == 0 {
+		if t.seen[w.id] == 0 {
 			return false
 		}
 	}
@@ -177,14 +183,23 @@ func (c *consumer) allSeen(want []written) bool {
 }
 
 // missing lists the written events that have not arrived.
-func (c *consumer) missing(want []written) string {
+func (t *tally) missing(want []written) string {
 	var ids []string
 	for _, w := range want {
-		if c.seen[w.id] == 0 {
+		if t.seen[w.id] == 0 {
 			ids = append(ids, fmt.Sprintf("%s (%s)", w.id, w.eventType))
 		}
 	}
 	return fmt.Sprintf("%d of %d missing: %s", len(ids), len(want), strings.Join(ids, ", "))
+}
+
+// duplicates counts messages beyond the first for each id.
+func (t *tally) duplicates() int {
+	n := 0
+	for _, k := range t.seen {
+		n += k - 1
+	}
+	return n
 }
 
 // counts describes how many records each topic held, e.g. "12 on
@@ -205,15 +220,6 @@ func (c *consumer) counts() string {
 		parts[i] = fmt.Sprintf("%d on %s", c.byTopic[t], t)
 	}
 	return strings.Join(parts, ", ")
-}
-
-// duplicates counts records beyond the first for each id.
-func (c *consumer) duplicates() int {
-	n := 0
-	for _, k := range c.seen {
-		n += k - 1
-	}
-	return n
 }
 
 // close closes the Kafka client.

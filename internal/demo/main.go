@@ -4,6 +4,13 @@
 // consumer reads back (Avro values decoded through the registry), then a
 // summary, and stops everything. `make demo` runs it; Ctrl-C cleans up too.
 //
+// With --broker rabbitmq (`make demo BROKER=rabbitmq`) it starts PostgreSQL
+// and a private RabbitMQ node instead, declares a consumer's quorum queue
+// bound to the relay's exchange, runs the relay with JSON values, and
+// prints every message an amqp091-go consumer reads from the queue, and the
+// invalid event read back from the outbox.dlq stream, with their AMQP
+// properties.
+//
 // Exit codes: 0 success, 1 failure, 2 bad flags, 130 interrupted.
 package main
 
@@ -24,6 +31,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/freeport"
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
+	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
 	"github.com/cdc-relay/cdc-relay/internal/registrytest"
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
@@ -47,6 +55,7 @@ const (
 // options are the demo's flags.
 type options struct {
 	relayBin   string // the cdc-relay binary
+	broker     string // kafka or rabbitmq
 	events     int    // valid events to write
 	outboxSQL  string // DDL of the outbox table
 	schemasDir string // .avsc files passed to the relay
@@ -57,12 +66,17 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.relayBin, "relay", "bin/cdc-relay", "cdc-relay binary to run (build it with make build)")
+	flag.StringVar(&o.broker, "broker", "kafka", "kafka or rabbitmq: the broker the relay publishes to")
 	flag.IntVar(&o.events, "events", 12, "valid events to write; one invalid event is added")
 	flag.StringVar(&o.outboxSQL, "outbox-sql", "docs/outbox.sql", "DDL of the outbox table")
 	flag.StringVar(&o.schemasDir, "schemas-dir", "testdata/schemas", "directory of .avsc files for the relay")
 	flag.Parse()
 	if o.events < 1 || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "demo: --events must be at least 1 and there are no arguments")
+		os.Exit(2)
+	}
+	if o.broker != "kafka" && o.broker != "rabbitmq" {
+		fmt.Fprintf(os.Stderr, "demo: --broker must be kafka or rabbitmq, not %q\n", o.broker)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -79,9 +93,24 @@ type demo struct {
 	pg       *pgtest.Cluster
 	broker   *kafkatest.Broker
 	registry *registrytest.Registry
-	conn     *pgx.Conn // to database demo: writer and summary queries
+	rabbit   *rabbittest.Node // with --broker rabbitmq, instead of the three above
+	conn     *pgx.Conn        // to database demo: writer and summary queries
 	relay    *relay
-	consumer *consumer
+	consumer reader
+}
+
+// reader is what the summary needs of a consumer: the Kafka one (consumer)
+// or the RabbitMQ one (rabbitConsumer).
+type reader interface {
+	// await prints every message until each of want has arrived, or ctx ends.
+	await(ctx context.Context, want []written) error
+	// missing lists the events of want that have not arrived.
+	missing(want []written) string
+	// counts describes how many messages each topic or queue held.
+	counts() string
+	// duplicates counts messages beyond the first for each id.
+	duplicates() int
+	close()
 }
 
 // run runs the demo, always cleans up, and returns the exit code.
@@ -125,7 +154,12 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.useTempRoot(); err != nil {
 		return err
 	}
-	if err := d.startServices(); err != nil {
+	rabbit := d.opts.broker == "rabbitmq"
+	start := d.startServices
+	if rabbit {
+		start = d.startRabbitServices
+	}
+	if err := start(); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
@@ -141,15 +175,28 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(port)
+	args := []string{"run", "--pg-url", dbURL}
+	if rabbit {
+		// The consumer declares its queue before the relay publishes.
+		if d.consumer, err = newRabbitConsumer(d.rabbit.URL()); err != nil {
+			return err
+		}
+		args = append(args,
+			"--rabbitmq-url", d.rabbit.URL(),
+			"--rabbitmq-exchange", exchange,
+			"--routing-key", "{event_type}",
+			"--value-format", "json",
+		)
+	} else {
+		args = append(args,
+			"--kafka-brokers", d.broker.Addr(),
+			"--schema-registry-url", d.registry.URL(),
+			"--schemas-dir", d.opts.schemasDir,
+		)
+	}
+	args = append(args, "--metrics-addr", metricsAddr, "--log-level", "info")
 	t := time.Now()
-	d.relay, err = startRelay(relayBin, []string{"run",
-		"--pg-url", dbURL,
-		"--kafka-brokers", d.broker.Addr(),
-		"--schema-registry-url", d.registry.URL(),
-		"--schemas-dir", d.opts.schemasDir,
-		"--metrics-addr", metricsAddr,
-		"--log-level", "info",
-	}, metricsAddr)
+	d.relay, err = startRelay(relayBin, args, metricsAddr)
 	if err != nil {
 		return err
 	}
@@ -171,10 +218,13 @@ func (d *demo) run(ctx context.Context) error {
 	}()
 	recCtx, cancel := context.WithTimeout(relayCtx, recordsTimeout)
 	defer cancel()
-	if d.consumer, err = newConsumer(d.broker.Addr(), d.registry.URL()); err != nil {
+	invalid := badAmount
+	if rabbit {
+		invalid = badJSON
+	} else if d.consumer, err = newConsumer(d.broker.Addr(), d.registry.URL()); err != nil {
 		return err
 	}
-	written, endLSN, err := writeEvents(recCtx, d.conn, d.opts.events)
+	written, endLSN, err := writeEvents(recCtx, d.conn, d.opts.events, invalid)
 	if err == nil {
 		err = d.consumer.await(recCtx, written)
 	}
@@ -186,7 +236,11 @@ func (d *demo) run(ctx context.Context) error {
 	case context.Cause(relayCtx) != nil:
 		return context.Cause(relayCtx)
 	case errors.Is(err, context.DeadlineExceeded) && written != nil:
-		return fmt.Errorf("not every event reached Kafka within %s: %s", recordsTimeout, d.consumer.missing(written))
+		to := "Kafka"
+		if rabbit {
+			to = "RabbitMQ"
+		}
+		return fmt.Errorf("not every event reached %s within %s: %s", to, recordsTimeout, d.consumer.missing(written))
 	}
 	return err
 }

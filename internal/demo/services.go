@@ -102,6 +102,10 @@ func (d *demo) close() {
 			fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		}
 	}
+	if d.rabbit != nil {
+		d.rabbit.Close()
+		stopped = append(stopped, "rabbitmq")
+	}
 	if d.tmp != "" {
 		if stopStrayPostgres(d.tmp) {
 			stopped = append(stopped, "a postgres whose start was interrupted")

@@ -37,6 +37,10 @@ func (d *demo) summary(ctx context.Context, want []written, endLSN string) error
 		slotName, slot.confirmed, slot.current, slot.behind, endLSN)
 	fmt.Printf("            relay /metrics: cdc_relay_events_published_total %g (dead letters included), cdc_relay_dlq_events_total %g, cdc_relay_slot_lag_bytes %g\n",
 		metrics["cdc_relay_events_published_total"], metrics["cdc_relay_dlq_events_total"], metrics["cdc_relay_slot_lag_bytes"])
+	if d.rabbit != nil {
+		fmt.Printf("            relay /metrics: cdc_relay_rabbitmq_unroutable_total %g, cdc_relay_rabbitmq_nacks_total %g, cdc_relay_rabbitmq_blocked %g\n",
+			metrics["cdc_relay_rabbitmq_unroutable_total"], metrics["cdc_relay_rabbitmq_nacks_total"], metrics["cdc_relay_rabbitmq_blocked"])
+	}
 	if err != nil {
 		return fmt.Errorf("the slot did not confirm up to %s, or the relay did not count %d published records: %w", endLSN, len(want), err)
 	}

@@ -63,12 +63,24 @@ type written struct {
 // txSize is how many events each transaction holds: one per order.
 const txSize = 3
 
+// invalidEvent is the kind of invalid event the writer adds last.
+type invalidEvent int
+
+const (
+	// badAmount is an OrderCreated whose amount_cents is a string, which
+	// the Avro schema refuses.
+	badAmount invalidEvent = iota
+	// badJSON is an OrderCreated whose payload is a JSON array, which
+	// --value-format json refuses (a value is a JSON object).
+	badJSON
+)
+
 // writeEvents inserts n valid events for 3 orders, txSize per transaction,
-// alternating rounds of OrderCreated and OrderCancelled, then one
-// OrderCreated whose amount_cents is a string, in a transaction of its own.
-// It prints a line per transaction and returns the rows and the WAL position
-// after the last commit.
-func writeEvents(ctx context.Context, conn *pgx.Conn, n int) ([]written, string, error) {
+// alternating rounds of OrderCreated and OrderCancelled, then one invalid
+// OrderCreated (see invalidEvent) in a transaction of its own. It prints a
+// line per transaction and returns the rows and the WAL position after the
+// last commit.
+func writeEvents(ctx context.Context, conn *pgx.Conn, n int, invalid invalidEvent) ([]written, string, error) {
 	coupon, comment := "WELCOME10", "customer changed their mind"
 	orders := []order{
 		{newUUID(), "cust-0001", []lineItem{{"SKU-TEA-001", 2, 450}, {"SKU-MUG-002", 1, 1099}}},
@@ -103,11 +115,14 @@ func writeEvents(ctx context.Context, conn *pgx.Conn, n int) ([]written, string,
 		}
 		all = append(all, w...)
 	}
-	// The invalid event: amount_cents as a string, which the relay refuses to
-	// encode and sends to the dead-letter topic instead.
+	// The invalid event, which the relay refuses to encode and sends to the
+	// dead-letter topic (or stream) instead.
 	o := orders[0]
-	bad := orderCreated{OrderID: o.id, CustomerID: o.customer, Status: "PENDING", AmountCents: "12",
+	var bad any = orderCreated{OrderID: o.id, CustomerID: o.customer, Status: "PENDING", AmountCents: "12",
 		Currency: "EUR", Items: o.items, CreatedAt: time.Now().UnixMilli()}
+	if invalid == badJSON {
+		bad = []string{o.id, "PENDING"}
+	}
 	w, err := insertTx(ctx, conn, []row{{o.id, "OrderCreated", bad, false}})
 	if err != nil {
 		return nil, "", err
@@ -164,6 +179,9 @@ func insertTx(ctx context.Context, conn *pgx.Conn, rows []row) ([]written, error
 	note := ""
 	if !rows[0].valid {
 		note = "  (invalid on purpose: amount_cents is a string)"
+		if _, array := rows[0].payload.([]string); array {
+			note = "  (invalid on purpose: the payload is a JSON array, not an object)"
+		}
 	}
 	ids := fmt.Sprintf("ids %s..%s", out[0].id[:8], out[len(out)-1].id[:8])
 	if len(out) == 1 {
