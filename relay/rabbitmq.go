@@ -31,6 +31,7 @@ func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger) (*rabbitmq.Sink, e
 	limit := &rateLog{}
 	return rabbitmq.NewSink(rabbitmq.SinkConfig{
 		URL:     cfg.RabbitMQURL,
+		TLS:     cfg.RabbitMQTLSConfig(),
 		Declare: cfg.RabbitMQDeclare,
 		Format: rabbitmq.Format{Exchange: cfg.RabbitMQExchange, RoutingKey: rk, DLQStream: cfg.RabbitMQDLQStream,
 			ContentType: contentType, CloudEvents: cfg.CloudEvents},
@@ -53,8 +54,26 @@ func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger) (*rabbitmq.Sink, e
 // newRabbitCheckpoints is the checkpoint's backend under RabbitMQ: the
 // streams named after --rabbitmq-checkpoint-stream.
 func newRabbitCheckpoints(cfg *Config) checkpoint.Backend {
-	return rabbitmq.NewCheckpointStore(rabbitmq.CheckpointConfig{URL: cfg.RabbitMQURL, Name: cfg.RabbitMQCheckpointStream})
+	return rabbitmq.NewCheckpointStore(RabbitCheckpointConfig(cfg))
 }
+
+// RabbitCheckpointConfig is the checkpoint store's configuration under
+// RabbitMQ: the streams named after --rabbitmq-checkpoint-stream.
+func RabbitCheckpointConfig(cfg *Config) rabbitmq.CheckpointConfig {
+	return rabbitmq.CheckpointConfig{URL: cfg.RabbitMQURL, TLS: cfg.RabbitMQTLSConfig(), Name: cfg.RabbitMQCheckpointStream}
+}
+
+// NewRabbitSink is the RabbitMQ sink run publishes through, for the
+// tools that publish as run does (replay): its dead letters are counted
+// in the set-up's metrics and logged.
+func (s *Setup) NewRabbitSink() (*rabbitmq.Sink, error) {
+	return newRabbitSink(s.Config, s.Metrics, s.log)
+}
+
+// RabbitConfigErr is err as a *ConfigError naming the setting to fix (an
+// exchange or stream of another kind, or missing while nothing is
+// declared), or nil when err is none of those.
+func RabbitConfigErr(err error) error { return rabbitConfigErr(err) }
 
 // rabbitSession is a rabbitmq.Session as the handler's recordSink, its
 // errors in the relay's terms (rabbitErr).
