@@ -185,7 +185,11 @@ func dlqRedrive(args []string, getenv func(string) string, stdout, stderr io.Wri
 		return exitConfig
 	}
 	if cfg.RabbitMQ() {
-		if err := dlqRabbitOnly(v); err != nil {
+		err := dlqRabbitOnly(v)
+		if err == nil && rf.Follow {
+			err = cfgErr("follow", "dlq redrive --follow reads the Kafka dead-letter topic only; with RabbitMQ, run dlq redrive again")
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 			return exitConfig
 		}
