@@ -18,8 +18,8 @@ import (
 // newRabbitSink is run's RabbitMQ sink for cfg (--rabbitmq-url): its
 // messages are counted in m, and the dead letters it makes (unroutable,
 // invalid_routing_key) counted and logged, at most one line a minute per
-// kind.
-func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger) (*rabbitmq.Sink, error) {
+// kind, and told to also when it is not nil.
+func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger, also func(kind, id, reason string)) (*rabbitmq.Sink, error) {
 	rk, err := rabbitmq.ParseRoutingKey(cfg.RoutingKey)
 	if err != nil {
 		return nil, ConfigErr("routing-key", "%v", err)
@@ -40,6 +40,9 @@ func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger) (*rabbitmq.Sink, e
 		MaxInFlight:      cfg.MaxInFlightEvents + 1024,
 		MaxInFlightBytes: 2*cfg.MaxInFlightBytes + 16<<20,
 		DeadLetter: func(kind, id, reason string) {
+			if also != nil {
+				also(kind, id, reason)
+			}
 			m.DeadLetter(kind)
 			if n, ok := limit.allow(kind, time.Now()); ok {
 				log.Warn("event sent to the dead-letter stream", "id", id, "reason", kind, "error", reason,
@@ -65,9 +68,10 @@ func RabbitCheckpointConfig(cfg *Config) rabbitmq.CheckpointConfig {
 
 // NewRabbitSink is the RabbitMQ sink run publishes through, for the
 // tools that publish as run does (replay): its dead letters are counted
-// in the set-up's metrics and logged.
-func (s *Setup) NewRabbitSink() (*rabbitmq.Sink, error) {
-	return newRabbitSink(s.Config, s.Metrics, s.log)
+// in the set-up's metrics, logged, and told to deadLetter (nil: nobody),
+// with the event's id, before the confirm that acknowledges them.
+func (s *Setup) NewRabbitSink(deadLetter func(kind, id, reason string)) (*rabbitmq.Sink, error) {
+	return newRabbitSink(s.Config, s.Metrics, s.log, deadLetter)
 }
 
 // RabbitConfigErr is err as a *ConfigError naming the setting to fix (an

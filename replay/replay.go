@@ -121,7 +121,7 @@ func (r *replayer) run(ctx context.Context) int {
 	// sink.
 	var newSession func(context.Context, publisher.Acker) session
 	if cfg.RabbitMQ() {
-		if newSession, err = newRabbitSessions(setupCtx, su, r.rf.DryRun); err != nil {
+		if newSession, err = newRabbitSessions(setupCtx, su, acker, r.rf.DryRun); err != nil {
 			return r.fail("RabbitMQ", err)
 		}
 	} else {

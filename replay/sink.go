@@ -41,9 +41,12 @@ func rabbitErr(err error) error {
 
 // newRabbitSessions makes run's RabbitMQ sink and checks (or declares)
 // its exchange and dead-letter stream: a setting to fix is a
-// *relay.ConfigError; a broker not reachable is an error as it is.
-func newRabbitSessions(ctx context.Context, su *relay.Setup, dryRun bool) (func(context.Context, publisher.Acker) session, error) {
-	sink, err := su.NewRabbitSink()
+// *relay.ConfigError; a broker not reachable is an error as it is. The
+// events it makes dead letters of (unroutable, invalid_routing_key) are
+// printed as such.
+func newRabbitSessions(ctx context.Context, su *relay.Setup, acker *replayAcker, dryRun bool) (func(context.Context, publisher.Acker) session, error) {
+	dlq := su.Config.RabbitMQDLQStream
+	sink, err := su.NewRabbitSink(func(kind, id, reason string) { acker.deadLettered(id, dlq, reason) })
 	if err != nil {
 		return nil, err
 	}

@@ -183,8 +183,9 @@ func TestRabbitMQTailExchange(t *testing.T) {
 }
 
 // TestRabbitMQDeadLetterTools: an unroutable event is a dead letter in
-// the stream; tail --from-beginning on the stream shows it, dlq stats
-// counts it by error_kind, dlq redrive fails it (exit 1) while no queue is
+// the stream; tail --from-beginning on the stream shows it; replay makes
+// it a dead letter again and says so; dlq stats counts both by
+// error_kind, dlq redrive fails it (exit 1) while no queue is
 // bound, then sends it once one is (exit 0), and it arrives there; stats
 // then counts it redriven. The Kafka-only dlq settings are exit 2.
 func TestRabbitMQDeadLetterTools(t *testing.T) {
@@ -214,6 +215,14 @@ func TestRabbitMQDeadLetterTools(t *testing.T) {
 		t.Fatalf("the dead letter's line: %v", lines[0])
 	}
 
+	// replay publishes through run's sink: the event is unroutable again,
+	// and printed as a dead letter.
+	code, out, errs = runBin(t, f.toolArgs(n, []string{"replay", "--from-id", id, "--to-id", id})...)
+	if code != 0 || !strings.Contains(out, "dead-lettered id="+id+" topic="+stream) || !strings.Contains(out, "replayed 1 events (1 to the dead-letter topic)") {
+		t.Fatalf("replay of the unroutable event = %d:\n%s\n%s", code, out, errs)
+	}
+	waitFor(t, 60*time.Second, "the replay's dead letter in the stream", func() bool { return len(dlq()) >= 2 })
+
 	dlqArgs := []string{"--rabbitmq-url", n.URL(), "--rabbitmq-dlq-stream", stream}
 	stats := func() dlqCounts {
 		t.Helper()
@@ -227,8 +236,8 @@ func TestRabbitMQDeadLetterTools(t *testing.T) {
 		}
 		return c
 	}
-	if c := stats(); c.Pending != 1 || c.Kinds["unroutable"] != 1 || c.Topic != stream {
-		t.Fatalf("dlq stats: %+v, want 1 pending unroutable letter in %s", c, stream)
+	if c := stats(); c.Pending != 2 || c.Kinds["unroutable"] != 2 || c.Topic != stream {
+		t.Fatalf("dlq stats: %+v, want 2 pending unroutable letters in %s", c, stream)
 	}
 	for _, bad := range [][]string{{"--group", "g"}, {"--dlq-retired-topic", "r"}, {"--dlq-topic", "d"}} {
 		if code, _, errs := runBin(t, append(append([]string{"dlq", "stats"}, dlqArgs...), bad...)...); code != exitConfig || !strings.Contains(errs, bad[0]+":") {
@@ -238,12 +247,12 @@ func TestRabbitMQDeadLetterTools(t *testing.T) {
 
 	redrive := f.toolArgs(n, []string{"dlq", "redrive"})
 	code, out, errs = runBin(t, redrive...)
-	if code != exitFailed || !strings.Contains(out, "still failing 1") {
+	if code != exitFailed || !strings.Contains(out, "still failing 2") {
 		t.Fatalf("dlq redrive with no queue bound = %d, want %d:\n%s\n%s", code, exitFailed, out, errs)
 	}
 	got := collect(t, n, f.bindQueue(n.Channel(t), "OrderCreated"), false)
 	code, out, errs = runBin(t, redrive...)
-	if code != 0 || !strings.Contains(out, "redrive: redriven 1, still failing 0") {
+	if code != 0 || !strings.Contains(out, "redrive: redriven 2, still failing 0") {
 		t.Fatalf("dlq redrive = %d, want 0:\n%s\n%s", code, out, errs)
 	}
 	waitFor(t, 60*time.Second, "the redriven event", func() bool { return len(got()) >= 1 })
@@ -253,8 +262,8 @@ func TestRabbitMQDeadLetterTools(t *testing.T) {
 	if _, ok := got()[0].Headers["error_kind"]; ok {
 		t.Fatalf("the redriven message keeps the dead-letter headers: %v", got()[0].Headers)
 	}
-	if c := stats(); c.Pending != 0 || c.Redriven != 1 {
-		t.Fatalf("dlq stats after the redrive: %+v, want 0 pending, 1 redriven", c)
+	if c := stats(); c.Pending != 0 || c.Redriven != 2 {
+		t.Fatalf("dlq stats after the redrive: %+v, want 0 pending, 2 redriven", c)
 	}
 }
 
@@ -269,7 +278,8 @@ type dlqCounts struct {
 // TestRabbitMQSlotDroppedWhileStopped: the lost-slot contract over
 // RabbitMQ, as TestSlotDroppedWhileStopped over Kafka: a slot dropped
 // while the relay is stopped, then two rows; check FAILs, run exits 3 and
-// creates nothing; slot recreate needs --accept-gap (exit 2), then records
+// creates nothing, and status says so from the checkpoint streams; slot
+// recreate needs --accept-gap (exit 2), then records
 // the gap in the checkpoint streams; run streams again, and the replay
 // slot recreate gives brings the two rows to the queue.
 func TestRabbitMQSlotDroppedWhileStopped(t *testing.T) {
@@ -284,11 +294,18 @@ func TestRabbitMQSlotDroppedWhileStopped(t *testing.T) {
 		}
 		return seen
 	}
-	agg := uuidFor(1)
-	first, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 1)}})
-	if err != nil {
-		t.Fatal(err)
+	// order inserts the OrderCreated event of aggregate i in a transaction
+	// of its own and returns its id.
+	order := func(i int) int64 {
+		t.Helper()
+		agg := uuidFor(i)
+		ids, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids[0]
 	}
+	first := []int64{order(1)}
 	waitFor(t, 60*time.Second, "the first row", func() bool { return ids()[fmt.Sprint(first[0])] })
 	f.waitSlotPast(currentLSN(t, conn), 30*time.Second)
 	if code := r.terminate(); code != 0 {
@@ -296,19 +313,15 @@ func TestRabbitMQSlotDroppedWhileStopped(t *testing.T) {
 	}
 
 	f.exec("SELECT pg_drop_replication_slot($1)", f.slot)
-	var missed []int64
-	for i := 2; i <= 3; i++ {
-		agg := uuidFor(i)
-		got, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, i)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		missed = append(missed, got...)
-	}
+	missed := []int64{order(2), order(3)}
 
 	code, out, _ := runBin(t, f.toolArgs(n, []string{"check"}, "--metrics-addr", "127.0.0.1:0")...)
 	if code != exitFailed || !strings.Contains(out, "FAIL  replication slot \""+f.slot+"\" does not exist") || !strings.Contains(out, "slot recreate --accept-gap") {
 		t.Fatalf("check = %d, want a FAIL for the dropped slot:\n%s", code, out)
+	}
+	code, out, errs := runBin(t, "status", "--pg-url", f.pg.url, "--slot", f.slot, "--rabbitmq-url", n.URL(), "--rabbitmq-checkpoint-stream", f.exchange()+".checkpoints")
+	if code != exitFailed || !strings.Contains(errs, "cdc-relay run exits 3") || !strings.Contains(errs, "slot recreate --accept-gap") {
+		t.Fatalf("status = %d, want %d saying run exits 3, from the checkpoint streams:\n%s\n%s", code, exitFailed, out, errs)
 	}
 	args := f.rabbitArgs(n, "--halt-linger", "0s")
 	r2 := startRelay(t, args)
@@ -327,7 +340,7 @@ func TestRabbitMQSlotDroppedWhileStopped(t *testing.T) {
 	if code, _, errs := runBin(t, f.toolArgs(n, []string{"slot", "recreate"})...); code != exitConfig || !strings.Contains(errs, "--accept-gap is required") {
 		t.Fatalf("slot recreate without --accept-gap = %d, want %d:\n%s", code, exitConfig, errs)
 	}
-	code, out, errs := runBin(t, f.toolArgs(n, []string{"slot", "recreate", "--accept-gap", "--reason", "INC-42"})...)
+	code, out, errs = runBin(t, f.toolArgs(n, []string{"slot", "recreate", "--accept-gap", "--reason", "INC-42"})...)
 	if code != 0 || !strings.Contains(out, "created slot "+f.slot) || !strings.Contains(out, "gap recorded in stream "+f.exchange()+".checkpoints.gaps") {
 		t.Fatalf("slot recreate = %d:\n%s\n%s", code, out, errs)
 	}
@@ -337,12 +350,8 @@ func TestRabbitMQSlotDroppedWhileStopped(t *testing.T) {
 
 	r3 := startRelay(t, args)
 	r3.waitStreaming(60 * time.Second)
-	agg = uuidFor(4)
-	after, err := f.insertTx(ctx, conn, []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCreated", Payload: orderCreated(agg, 4)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 60*time.Second, "the row after the new slot", func() bool { return ids()[fmt.Sprint(after[0])] })
+	after := order(4)
+	waitFor(t, 60*time.Second, "the row after the new slot", func() bool { return ids()[fmt.Sprint(after)] })
 	if code := r3.terminate(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
@@ -449,6 +458,9 @@ func TestRabbitMQToolSettings(t *testing.T) {
 		{[]string{"dlq", "retire", "--reason", "x", "--rabbitmq-url", amqpURL, "--dlq-retired-topic", "r"}, "--dlq-retired-topic: is a Kafka setting of the dlq tools"},
 		{[]string{"dlq", "stats", "--kafka-brokers", "k:9092", "--rabbitmq-dlq-stream", "s"}, "--rabbitmq-dlq-stream: is a RabbitMQ setting"},
 		{append([]string{"dlq", "redrive", "--group", "g"}, rab...), "--group: is a Kafka setting of the dlq tools"},
+		{[]string{"status", "--pg-url", "postgres://u@h/db", "--kafka-brokers", "k:9092", "--rabbitmq-url", amqpURL}, "--rabbitmq-url: is set and so is --kafka-brokers"},
+		{[]string{"status", "--pg-url", "postgres://u@h/db", "--kafka-brokers", "k:9092", "--rabbitmq-checkpoint-stream", "c"}, "--rabbitmq-checkpoint-stream: is a RabbitMQ setting"},
+		{[]string{"status", "--pg-url", "postgres://u@h/db", "--rabbitmq-url", amqpURL, "--checkpoint-topic", "c"}, "--checkpoint-topic: is a Kafka setting"},
 		{append([]string{"dlq", "redrive", "--follow"}, rab...), "--follow: dlq redrive --follow reads the Kafka dead-letter topic only"},
 	}
 	for _, tt := range tests {

@@ -56,8 +56,11 @@ outbox table) and its lag in bytes. Exit 1 when the slot is missing or lost.
 For a missing or lost slot it says what cdc-relay run does: with
 --kafka-brokers it reads the checkpoint topic (creating nothing), and a
 checkpoint for the slot means run exits 3, with the repair (slot recreate
---accept-gap, then replay --since); no checkpoint means a first start.`,
-	Settings: names(ConfigFile, PGURL, Slot, KafkaBrokers, CheckpointTopic, RelayID, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword),
+--accept-gap, then replay --since); no checkpoint means a first start.
+With --rabbitmq-url it reads the checkpoint streams
+(--rabbitmq-checkpoint-stream) instead.`,
+	Settings: append(names(ConfigFile, PGURL, Slot, KafkaBrokers, CheckpointTopic, RelayID, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword,
+		RabbitMQURL, RabbitMQCheckpointStream), RabbitMQTLSSettings...),
 	Required: names(PGURL),
 	Actions:  []Action{FlagJSON.With("print JSON on stdout ({\"slot\": ..., \"exists\": false} for a missing slot)")},
 	Registry: Relay,
