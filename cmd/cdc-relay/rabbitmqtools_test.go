@@ -185,9 +185,11 @@ func TestRabbitMQTailExchange(t *testing.T) {
 // TestRabbitMQDeadLetterTools: an unroutable event is a dead letter in
 // the stream; tail --from-beginning on the stream shows it; replay makes
 // it a dead letter again and says so; dlq stats counts both by
-// error_kind, dlq redrive fails it (exit 1) while no queue is
-// bound, then sends it once one is (exit 0), and it arrives there; stats
-// then counts it redriven. The Kafka-only dlq settings are exit 2.
+// error_kind; dlq retire retires a third one, which stats counts retired
+// and redrive passes over; dlq redrive fails the two (exit 1) while no
+// queue is bound, then sends them once one is (exit 0), and they arrive
+// there; stats then counts them redriven. The Kafka-only dlq settings are
+// exit 2.
 func TestRabbitMQDeadLetterTools(t *testing.T) {
 	t.Parallel()
 	f, n, _, r := rabbitRelay(t, "nothing.bound")
@@ -199,7 +201,16 @@ func TestRabbitMQDeadLetterTools(t *testing.T) {
 	}
 	id := strconv.FormatInt(ids[0], 10)
 	r.waitMetric("cdc_relay_rabbitmq_unroutable_total", 60*time.Second, func(v float64) bool { return v == 1 })
-	dlq := collect(t, n, stream, true)
+	stored := collect(t, n, stream, true)
+	// dlq lists the dead letters in the stream (readers' end markers left out).
+	dlq := func() (letters []amqp.Delivery) {
+		for _, d := range stored() {
+			if _, ok := d.Headers["error_kind"]; ok {
+				letters = append(letters, d)
+			}
+		}
+		return letters
+	}
 	waitFor(t, 60*time.Second, "the dead letter in the stream", func() bool { return len(dlq()) >= 1 })
 
 	code, out, errs := runBin(t, "tail", "--rabbitmq-url", n.URL(), "--from-beginning", stream)
@@ -239,6 +250,20 @@ func TestRabbitMQDeadLetterTools(t *testing.T) {
 	if c := stats(); c.Pending != 2 || c.Kinds["unroutable"] != 2 || c.Topic != stream {
 		t.Fatalf("dlq stats: %+v, want 2 pending unroutable letters in %s", c, stream)
 	}
+
+	// A letter retired is pending no more, and redrive passes over it.
+	cancelled, err := f.insertTx(context.Background(), f.connect(), []event{{AggregateType: "Order", AggregateID: agg, EventType: "OrderCancelled", Payload: orderCancelled(agg, 8)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the third dead letter in the stream", func() bool { return len(dlq()) >= 3 })
+	code, out, errs = runBin(t, append([]string{"dlq", "retire", "--reason", "INC-7", "--event-type", "OrderCancelled"}, dlqArgs...)...)
+	if code != 0 || !strings.Contains(out, "retired id="+strconv.FormatInt(cancelled[0], 10)+" ") || !strings.Contains(out, "retire: retired 1, already retired 0, left out by the filters 2") {
+		t.Fatalf("dlq retire = %d:\n%s\n%s", code, out, errs)
+	}
+	if c := stats(); c.Pending != 2 || c.Retired != 1 {
+		t.Fatalf("dlq stats after the retirement: %+v, want 2 pending, 1 retired", c)
+	}
 	for _, bad := range [][]string{{"--group", "g"}, {"--dlq-retired-topic", "r"}, {"--dlq-topic", "d"}} {
 		if code, _, errs := runBin(t, append(append([]string{"dlq", "stats"}, dlqArgs...), bad...)...); code != exitConfig || !strings.Contains(errs, bad[0]+":") {
 			t.Errorf("dlq stats %s with RabbitMQ = %d, want %d naming it:\n%s", bad[0], code, exitConfig, errs)
@@ -262,8 +287,8 @@ func TestRabbitMQDeadLetterTools(t *testing.T) {
 	if _, ok := got()[0].Headers["error_kind"]; ok {
 		t.Fatalf("the redriven message keeps the dead-letter headers: %v", got()[0].Headers)
 	}
-	if c := stats(); c.Pending != 0 || c.Redriven != 2 {
-		t.Fatalf("dlq stats after the redrive: %+v, want 0 pending, 2 redriven", c)
+	if c := stats(); c.Pending != 0 || c.Redriven != 2 || c.Retired != 1 {
+		t.Fatalf("dlq stats after the redrive: %+v, want 0 pending, 2 redriven, 1 retired", c)
 	}
 }
 
@@ -272,6 +297,7 @@ type dlqCounts struct {
 	Topic    string         `json:"topic"`
 	Pending  int            `json:"pending"`
 	Redriven int            `json:"redriven"`
+	Retired  int            `json:"retired"`
 	Kinds    map[string]int `json:"error_kinds"`
 }
 
