@@ -16,10 +16,20 @@ import (
 func newRabbitTail(c *Config, v *config.Values, now time.Time) (*tail.RabbitMQConfig, error) {
 	c.SchemaRegistryURL = config.SchemaRegistryURL.From(v)
 	c.RegistryCAFile = config.SchemaRegistryCAFile.From(v)
-	rt := &tail.RabbitMQConfig{URL: c.RabbitMQURL, TLS: c.RabbitMQTLSConfig(), Pretty: config.FlagPretty.From(v), KeyFormat: recordpkg.KeyString}
+	exchange := config.RabbitMQExchange.From(v)
+	rt := &tail.RabbitMQConfig{URL: c.RabbitMQURL, TLS: c.RabbitMQTLSConfig(), Pretty: config.FlagPretty.From(v), KeyFormat: recordpkg.KeyString,
+		// The exchange stands for the topic in the subjects' names (run's
+		// Avro under RabbitMQ); a message of the default exchange (a dead
+		// letter) was published to --rabbitmq-exchange first.
+		Subject: func(ex, _ string) string {
+			if ex == "" {
+				return exchange
+			}
+			return ex
+		}}
 	switch args := v.Args(); len(args) {
 	case 0:
-		rt.Exchange = config.RabbitMQExchange.From(v)
+		rt.Exchange = exchange
 	case 1:
 		rt.Stream = strings.TrimSpace(args[0])
 		if rt.Stream == "" {
