@@ -123,7 +123,10 @@ func dlqStats(args []string, getenv func(string) string, stdout, stderr io.Write
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay dlq stats: %s\n", Redact(err.Error()))
-		return dlqExit(err)
+		if cfg.RabbitMQ() {
+			return dlqExit(err)
+		}
+		return exitFailed
 	}
 	if config.FlagJSON.From(v) {
 		enc := json.NewEncoder(stdout)
