@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +97,17 @@ func rabbitLines(t *testing.T, out string) []map[string]any {
 // slot recreate, dlq redrive): rabbitArgs without "run".
 func (f *fixture) toolArgs(n *rabbittest.Node, cmd []string, extra ...string) []string {
 	return append(append([]string{}, cmd...), f.rabbitArgs(n, extra...)[1:]...)
+}
+
+// replaceFlag is a copy of args with flag set to value: in place when it
+// is there, else appended (a flag given twice is exit 2).
+func replaceFlag(args []string, flag, value string) []string {
+	out := append([]string(nil), args...)
+	if i := slices.Index(out, flag); i >= 0 && i+1 < len(out) {
+		out[i+1] = value
+		return out
+	}
+	return append(out, flag, value)
 }
 
 // TestRabbitMQCheck: check --rabbitmq-url passes against a node where the
@@ -423,14 +435,14 @@ func TestRabbitMQAMQPS(t *testing.T) {
 	f := newFixture(t, "")
 	got := collect(t, n, f.bindQueue(n.Channel(t), "#"), false)
 	amqps := func(args []string) []string {
-		return withFlag(withFlag(args, "--rabbitmq-url", n.AMQPSURL()), "--rabbitmq-tls-ca-file", files.CA)
+		return replaceFlag(replaceFlag(args, "--rabbitmq-url", n.AMQPSURL()), "--rabbitmq-tls-ca-file", files.CA)
 	}
 	check := f.toolArgs(n, []string{"check"}, "--metrics-addr", "127.0.0.1:0")
 	code, out, errs := runBin(t, amqps(check)...)
 	if code != 0 || !strings.Contains(out, "all checks passed") {
 		t.Fatalf("check over amqps = %d:\n%s\n%s", code, out, errs)
 	}
-	code, out, _ = runBin(t, withFlag(check, "--rabbitmq-url", n.AMQPSURL())...)
+	code, out, _ = runBin(t, replaceFlag(check, "--rabbitmq-url", n.AMQPSURL())...)
 	if code != exitFailed || !strings.Contains(out, "FAIL") || !strings.Contains(out, "certificate") {
 		t.Fatalf("check over amqps without the CA = %d, want %d naming the certificate:\n%s", code, exitFailed, out)
 	}
