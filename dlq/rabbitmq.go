@@ -135,7 +135,7 @@ type rabbitDLQ struct {
 
 func openRabbitDLQ(ctx context.Context, cfg *RabbitMQConfig) (*rabbitDLQ, error) {
 	if cfg.Stream == "" {
-		return nil, relay.ConfigErr("dlq-stream", "the dead-letter stream is not set")
+		return nil, relay.ConfigErr("rabbitmq-dlq-stream", "the dead-letter stream is not set")
 	}
 	conn, err := rabbitmq.Dial(cfg.URL, cfg.TLS, "cdc-relay dlq")
 	if err != nil {

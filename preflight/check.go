@@ -56,7 +56,12 @@ func (c *checker) fail(format string, args ...any) {
 func Run(ctx context.Context, cfg *relay.Config, out io.Writer) (failed int) {
 	c := &checker{out: out}
 	c.postgres(ctx, cfg)
-	c.kafka(ctx, cfg)
+	if cfg.RabbitMQ() {
+		c.rabbitmq(ctx, RabbitMQConfig{URL: cfg.RabbitMQURL, TLS: cfg.RabbitMQTLSConfig(), Exchange: cfg.RabbitMQExchange, Declare: cfg.RabbitMQDeclare,
+			RoutingKey: cfg.RoutingKey, Checkpoints: relay.RabbitCheckpointConfig(cfg), RelayID: c.relayID(cfg), DLQStream: cfg.RabbitMQDLQStream})
+	} else {
+		c.kafka(ctx, cfg)
+	}
 	if cfg.SchemaRegistryURL != "" {
 		c.registry(ctx, cfg)
 	}
@@ -160,6 +165,12 @@ func (c *checker) checkpoint(ctx context.Context, cfg *relay.Config, info replic
 		return false
 	}
 	c.server = &server
+	// Where the checkpoint is kept: name, and where as a phrase.
+	name, where, what := cfg.CheckpointTopic, "checkpoint topic "+cfg.CheckpointTopic, "Kafka"
+	if cfg.RabbitMQ() {
+		name = cfg.RabbitMQCheckpointStream + ".*"
+		where, what = "checkpoint streams "+name, "RabbitMQ"
+	}
 	sec, err := cfg.KafkaSettings().Build()
 	if err != nil {
 		c.fail("--kafka-tls: %v", err)
@@ -182,20 +193,20 @@ func (c *checker) checkpoint(ctx context.Context, cfg *relay.Config, info replic
 	}
 	switch {
 	case err != nil && errors.Is(err, replication.ErrCheckpointUnavailable):
-		c.fail("checkpoint topic %s cannot be read (%v): the relay waits for Kafka before it streams, and never takes an unreadable checkpoint for a first start", cfg.CheckpointTopic, err)
+		c.fail("%s cannot be read (%v): the relay waits for %s before it streams, and never takes an unreadable checkpoint for a first start", where, err, what)
 	case err != nil:
 		c.fail("%v", err)
 	case v == replication.VerdictCreate:
-		c.ok("slot %s does not exist yet, and the checkpoint topic %s has no checkpoint for it: a first start, the relay creates the slot (pgoutput)", cfg.Slot, cfg.CheckpointTopic)
+		c.ok("slot %s does not exist yet, and the %s has no checkpoint for it: a first start, the relay creates the slot (pgoutput)", cfg.Slot, where)
 		first = true
 	case v == replication.VerdictRecreate:
-		c.warn("slot %s was invalidated (%s): --recreate-lost-slot is set, so the relay drops and recreates it, records the gap in %s and logs it at ERROR; events since %s may be missing from Kafka",
-			cfg.Slot, info.WALStatus, cfg.CheckpointTopic, info.Confirmed)
+		c.warn("slot %s was invalidated (%s): --recreate-lost-slot is set, so the relay drops and recreates it, records the gap in %s and logs it at ERROR; events since %s may be missing from %s",
+			cfg.Slot, info.WALStatus, name, info.Confirmed, what)
 	case g.Last() != nil:
 		last := g.Last()
-		c.ok("checkpoint %s in %s: confirmed %s on timeline %d, written %s", g.RelayID(), cfg.CheckpointTopic, last.LSN, last.Timeline, last.WrittenAt.Format(time.RFC3339))
+		c.ok("checkpoint %s in %s: confirmed %s on timeline %d, written %s", g.RelayID(), name, last.LSN, last.Timeline, last.WrittenAt.Format(time.RFC3339))
 	default:
-		c.ok("no checkpoint for relay id %s in %s yet: the relay writes one when it streams", g.RelayID(), cfg.CheckpointTopic)
+		c.ok("no checkpoint for relay id %s in %s yet: the relay writes one when it streams", g.RelayID(), name)
 	}
 	return first
 }

@@ -16,6 +16,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/rabbitmq"
 	"github.com/cdc-relay/cdc-relay/relay"
 )
@@ -330,4 +331,16 @@ func dialProblem(rawURL string, err error) string {
 		return fmt.Sprintf("%s closed the connection during the AMQP handshake (%v): is it a TLS port (use amqps://), or is it not RabbitMQ?", host, err)
 	}
 	return fmt.Sprintf("cannot connect to %s: %v", host, err)
+}
+
+// relayID is the relay id run would use: --relay-id, else the one made of
+// the server c identified and --slot; "" when neither is known.
+func (c *checker) relayID(cfg *relay.Config) string {
+	switch {
+	case cfg.RelayID != "":
+		return cfg.RelayID
+	case c.server != nil:
+		return checkpoint.DefaultRelayID(*c.server, cfg.Slot)
+	}
+	return ""
 }

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"crypto/tls"
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/decoder"
@@ -105,6 +106,23 @@ type Config struct {
 	RoutingKey               string
 	RabbitMQDLQStream        string
 	RabbitMQCheckpointStream string
+	// RabbitMQTLSCAFile, RabbitMQTLSCertFile and RabbitMQTLSKeyFile are the
+	// amqps:// settings (--rabbitmq-tls-ca-file, -cert-file, -key-file;
+	// default none: the system roots, no client certificate).
+	// RabbitMQTLS is the TLS config the command line built of them; nil:
+	// the system roots.
+	RabbitMQTLSCAFile, RabbitMQTLSCertFile, RabbitMQTLSKeyFile string
+	RabbitMQTLS                                                *tls.Config
+}
+
+// RabbitMQTLSConfig is a copy of RabbitMQTLS, for one client (the AMQP
+// client writes the server name into the config it is given); nil when
+// RabbitMQTLS is.
+func (c *Config) RabbitMQTLSConfig() *tls.Config {
+	if c.RabbitMQTLS == nil {
+		return nil
+	}
+	return c.RabbitMQTLS.Clone()
 }
 
 // RabbitMQ reports whether the relay publishes to RabbitMQ.

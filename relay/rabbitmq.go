@@ -18,8 +18,8 @@ import (
 // newRabbitSink is run's RabbitMQ sink for cfg (--rabbitmq-url): its
 // messages are counted in m, and the dead letters it makes (unroutable,
 // invalid_routing_key) counted and logged, at most one line a minute per
-// kind.
-func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger) (*rabbitmq.Sink, error) {
+// kind, and told to also when it is not nil.
+func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger, also func(kind, id, reason string)) (*rabbitmq.Sink, error) {
 	rk, err := rabbitmq.ParseRoutingKey(cfg.RoutingKey)
 	if err != nil {
 		return nil, ConfigErr("routing-key", "%v", err)
@@ -31,6 +31,7 @@ func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger) (*rabbitmq.Sink, e
 	limit := &rateLog{}
 	return rabbitmq.NewSink(rabbitmq.SinkConfig{
 		URL:     cfg.RabbitMQURL,
+		TLS:     cfg.RabbitMQTLSConfig(),
 		Declare: cfg.RabbitMQDeclare,
 		Format: rabbitmq.Format{Exchange: cfg.RabbitMQExchange, RoutingKey: rk, DLQStream: cfg.RabbitMQDLQStream,
 			ContentType: contentType, CloudEvents: cfg.CloudEvents},
@@ -39,6 +40,9 @@ func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger) (*rabbitmq.Sink, e
 		MaxInFlight:      cfg.MaxInFlightEvents + 1024,
 		MaxInFlightBytes: 2*cfg.MaxInFlightBytes + 16<<20,
 		DeadLetter: func(kind, id, reason string) {
+			if also != nil {
+				also(kind, id, reason)
+			}
 			m.DeadLetter(kind)
 			if n, ok := limit.allow(kind, time.Now()); ok {
 				log.Warn("event sent to the dead-letter stream", "id", id, "reason", kind, "error", reason,
@@ -53,8 +57,27 @@ func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger) (*rabbitmq.Sink, e
 // newRabbitCheckpoints is the checkpoint's backend under RabbitMQ: the
 // streams named after --rabbitmq-checkpoint-stream.
 func newRabbitCheckpoints(cfg *Config) checkpoint.Backend {
-	return rabbitmq.NewCheckpointStore(rabbitmq.CheckpointConfig{URL: cfg.RabbitMQURL, Name: cfg.RabbitMQCheckpointStream})
+	return rabbitmq.NewCheckpointStore(RabbitCheckpointConfig(cfg))
 }
+
+// RabbitCheckpointConfig is the checkpoint store's configuration under
+// RabbitMQ: the streams named after --rabbitmq-checkpoint-stream.
+func RabbitCheckpointConfig(cfg *Config) rabbitmq.CheckpointConfig {
+	return rabbitmq.CheckpointConfig{URL: cfg.RabbitMQURL, TLS: cfg.RabbitMQTLSConfig(), Name: cfg.RabbitMQCheckpointStream}
+}
+
+// NewRabbitSink is the RabbitMQ sink run publishes through, for the
+// tools that publish as run does (replay): its dead letters are counted
+// in the set-up's metrics, logged, and told to deadLetter (nil: nobody),
+// with the event's id, before the confirm that acknowledges them.
+func (s *Setup) NewRabbitSink(deadLetter func(kind, id, reason string)) (*rabbitmq.Sink, error) {
+	return newRabbitSink(s.Config, s.Metrics, s.log, deadLetter)
+}
+
+// RabbitConfigErr is err as a *ConfigError naming the setting to fix (an
+// exchange or stream of another kind, or missing while nothing is
+// declared), or nil when err is none of those.
+func RabbitConfigErr(err error) error { return rabbitConfigErr(err) }
 
 // rabbitSession is a rabbitmq.Session as the handler's recordSink, its
 // errors in the relay's terms (rabbitErr).

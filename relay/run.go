@@ -109,7 +109,7 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 	var rabbit *rabbitmq.Sink
 	var newSink func(ctx context.Context, acker publisher.Acker) recordSink
 	if cfg.RabbitMQ() {
-		if rabbit, err = newRabbitSink(cfg, m, log); err != nil {
+		if rabbit, err = newRabbitSink(cfg, m, log, nil); err != nil {
 			return &StartError{Err: err}
 		}
 		m.SetHealth(nil, guard.WriteHealth)

@@ -97,6 +97,20 @@ func (a *replayAcker) rejected(seq uint64, dlq, reason string) {
 	a.mu.Unlock()
 }
 
+// deadLettered marks the first event with this id that is not a dead
+// letter yet as one: RabbitMQ's sink sent it to the dead-letter stream
+// (unroutable, invalid_routing_key), and tells by the event's id.
+func (a *replayAcker) deadLettered(id, dlq, reason string) {
+	a.mu.Lock()
+	for i := range a.pending {
+		if a.pending[i].id == id && a.pending[i].reason == "" {
+			a.pending[i].topic, a.pending[i].reason = dlq, reason
+			break
+		}
+	}
+	a.mu.Unlock()
+}
+
 // waitRoom waits until another event fits in the in-flight bounds.
 func (a *replayAcker) waitRoom(ctx context.Context, done <-chan struct{}) error {
 	for {

@@ -117,26 +117,36 @@ func (r *replayer) run(ctx context.Context) int {
 
 	h := su.Invalids()
 	acker := newReplayAcker(r.stdout, len(tables), cfg.MaxInFlightEvents, cfg.MaxInFlightBytes)
-	pub, err := su.NewPublisher(func(rec *publisher.Record, err error) (*publisher.Record, error) {
-		dl, rerr := h.Rejected(rec, err)
-		if rerr == nil {
-			acker.rejected(rec.Seq, cfg.DLQTopic, headerText(dl, recordpkg.HeaderError))
+	// The sink: Kafka's publisher, or under --rabbitmq-url run's RabbitMQ
+	// sink.
+	var newSession func(context.Context, publisher.Acker) session
+	if cfg.RabbitMQ() {
+		if newSession, err = newRabbitSessions(setupCtx, su, acker, r.rf.DryRun); err != nil {
+			return r.fail("RabbitMQ", err)
 		}
-		return dl, rerr
-	}, nil)
-	if err != nil {
-		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
-		return relay.ExitConfig
+	} else {
+		pub, err := su.NewPublisher(func(rec *publisher.Record, err error) (*publisher.Record, error) {
+			dl, rerr := h.Rejected(rec, err)
+			if rerr == nil {
+				acker.rejected(rec.Seq, cfg.DLQTopic, headerText(dl, recordpkg.HeaderError))
+			}
+			return dl, rerr
+		}, nil)
+		if err != nil {
+			fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
+			return relay.ExitConfig
+		}
+		defer pub.Close()
+		newSession = func(ctx context.Context, a publisher.Acker) session { return pub.NewSession(ctx, a) }
 	}
-	defer pub.Close()
 
 	for _, t := range tables {
 		r.log.Info("replay", "version", relay.Version, "pg_url", relay.Redact(cfg.PGURL), "table", t.info.Name, "rows", t.w.String(),
-			"kafka_brokers", cfg.KafkaBrokers, "dry_run", r.rf.DryRun)
+			brokerKey(cfg), brokerValue(cfg), "dry_run", r.rf.DryRun)
 	}
-	var sess *publisher.Session
+	var sess session
 	if !r.rf.DryRun {
-		sess = pub.NewSession(context.WithoutCancel(ctx), acker)
+		sess = newSession(context.WithoutCancel(ctx), acker)
 		defer sess.Close()
 	}
 	rs := &replayRows{r: r, builder: builder, h: h, acker: acker, sess: sess}
@@ -151,7 +161,7 @@ func (r *replayer) run(ctx context.Context) int {
 			defer c()
 		}
 		if derr := sess.Drain(dctx); derr != nil && err == nil {
-			err = fmt.Errorf("wait for Kafka: %w", derr)
+			err = fmt.Errorf("wait for %s: %w", broker(cfg), derr)
 		}
 		sess.Close() // no Ack prints after this
 	}

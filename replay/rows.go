@@ -21,7 +21,7 @@ type replayRows struct {
 	builder *recordpkg.Builder
 	h       *relay.Invalids
 	acker   *replayAcker
-	sess    *publisher.Session
+	sess    session      // nil in a dry run
 	t       *replayTable // the table being read
 	table   int          // its index
 	seq     uint64       // the last record's, across the tables

@@ -148,6 +148,10 @@ func printGap(w io.Writer, cfg *relay.Config, gap *checkpoint.Record) {
 	if gap.Gap.FromCommitTime != nil {
 		from += " (last commit at " + gap.Gap.FromCommitTime.UTC().Format(time.RFC3339Nano) + ")"
 	}
+	where := cfg.CheckpointTopic
+	if cfg.RabbitMQ() {
+		where = "stream " + cfg.RabbitMQCheckpointStream + ".gaps"
+	}
 	fmt.Fprintf(w, "gap recorded in %s under key %s: from %s to %s, accepted by %s at %s, reason %q\n",
-		cfg.CheckpointTopic, gap.Key(), from, gap.Gap.ToLSN, gap.Gap.AcceptedBy, gap.Gap.AcceptedAt.Format(time.RFC3339), gap.Gap.Reason)
+		where, gap.Key(), from, gap.Gap.ToLSN, gap.Gap.AcceptedBy, gap.Gap.AcceptedAt.Format(time.RFC3339), gap.Gap.Reason)
 }

@@ -124,18 +124,22 @@ func Verdict(pgURL string, cfg *relay.Config, slot string, info replication.Slot
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
+	topic := cfg.CheckpointTopic
+	if cfg.RabbitMQ() {
+		topic = cfg.RabbitMQCheckpointStream + ".* (RabbitMQ streams)"
+	}
 	sec, err := cfg.KafkaSettings().Build()
 	if err != nil {
-		return verdictText(slot, cfg.CheckpointTopic, 0, fmt.Errorf("%w: --kafka-tls: %w", replication.ErrCheckpointUnavailable, err), exists, true)
+		return verdictText(slot, topic, 0, fmt.Errorf("%w: --kafka-tls: %w", replication.ErrCheckpointUnavailable, err), exists, true)
 	}
 	rconn, err := replication.ConnectReplication(ctx, pgURL)
 	if err != nil {
-		return verdictText(slot, cfg.CheckpointTopic, 0, fmt.Errorf("%w: identify the server (a replication connection): %w", replication.ErrCheckpointUnavailable, err), exists, true)
+		return verdictText(slot, topic, 0, fmt.Errorf("%w: identify the server (a replication connection): %w", replication.ErrCheckpointUnavailable, err), exists, true)
 	}
 	defer rconn.Close(context.Background())
 	server, err := replication.Identify(ctx, rconn)
 	if err != nil {
-		return verdictText(slot, cfg.CheckpointTopic, 0, fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err), exists, true)
+		return verdictText(slot, topic, 0, fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err), exists, true)
 	}
 	g := relay.NewGuard(cfg, sec.Opts, slog.New(slog.DiscardHandler), true)
 	defer g.Close()
@@ -143,7 +147,7 @@ func Verdict(pgURL string, cfg *relay.Config, slot string, info replication.Slot
 		History: func(ctx context.Context) ([]replication.TimelineSwitch, error) {
 			return replication.TimelineHistory(ctx, rconn, server.Timeline)
 		}})
-	return verdictText(slot, cfg.CheckpointTopic, verdict, err, exists, true)
+	return verdictText(slot, topic, verdict, err, exists, true)
 }
 
 // verdictText is Verdict's sentence for the guard's verdict and error;

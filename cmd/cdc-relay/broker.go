@@ -1,7 +1,11 @@
 package main
 
 import (
+	"os"
+	"strings"
+
 	"github.com/cdc-relay/cdc-relay/internal/config"
+	"github.com/cdc-relay/cdc-relay/internal/kafkasec"
 	"github.com/cdc-relay/cdc-relay/rabbitmq"
 )
 
@@ -29,6 +33,9 @@ func chooseBroker(c *Config, v *config.Values) error {
 	c.RoutingKey = config.RoutingKey.From(v)
 	c.RabbitMQDLQStream = config.RabbitMQDLQStream.From(v)
 	c.RabbitMQCheckpointStream = config.RabbitMQCheckpointStream.From(v)
+	if err := rabbitTLS(c, v); err != nil {
+		return err
+	}
 	if _, err := rabbitmq.ParseRoutingKey(c.RoutingKey); err != nil {
 		return cfgErr("routing-key", "%v", err)
 	}
@@ -38,11 +45,62 @@ func chooseBroker(c *Config, v *config.Values) error {
 	return nil
 }
 
+// toolBroker resolves the broker of a tool that takes some of run's
+// settings only (tail, dlq stats, dlq retire): --rabbitmq-url into c, its
+// TLS settings, and no setting of the other broker given explicitly. The
+// command's OneOf has made sure exactly one of the two is set.
+func toolBroker(c *Config, v *config.Values) error {
+	c.RabbitMQURL = config.RabbitMQURL.From(v)
+	if c.RabbitMQURL == "" {
+		return explicit(v, config.RabbitMQOnly, "is a RabbitMQ setting, and --kafka-brokers names Kafka: remove it, or set --rabbitmq-url instead of --kafka-brokers")
+	}
+	if err := explicit(v, config.KafkaOnly, "is a Kafka setting, and --rabbitmq-url names RabbitMQ: remove it (see docs/CONFIGURATION.md#rabbitmq for its RabbitMQ counterpart, if any)"); err != nil {
+		return err
+	}
+	return rabbitTLS(c, v)
+}
+
+// rabbitTLS resolves the amqps settings into c: each file must exist,
+// the URL must be amqps://, a client certificate needs its key, and the
+// files must load.
+func rabbitTLS(c *Config, v *config.Values) error {
+	for _, s := range []config.StringSetting{config.RabbitMQTLSCAFile, config.RabbitMQTLSCertFile, config.RabbitMQTLSKeyFile} {
+		path := s.From(v)
+		if path == "" {
+			continue
+		}
+		if !strings.HasPrefix(c.RabbitMQURL, "amqps://") {
+			return cfgErr(s.Name, "is set but --rabbitmq-url is not amqps://: TLS needs an amqps:// URL (port 5671 by default)")
+		}
+		if _, err := os.Stat(path); err != nil {
+			return cfgErr(s.Name, "%v", err)
+		}
+	}
+	c.RabbitMQTLSCAFile, c.RabbitMQTLSCertFile, c.RabbitMQTLSKeyFile = config.RabbitMQTLSCAFile.From(v), config.RabbitMQTLSCertFile.From(v), config.RabbitMQTLSKeyFile.From(v)
+	if (c.RabbitMQTLSCertFile == "") != (c.RabbitMQTLSKeyFile == "") {
+		return cfgErr("rabbitmq-tls-cert-file", "a client certificate needs both --rabbitmq-tls-cert-file and --rabbitmq-tls-key-file")
+	}
+	if c.RabbitMQTLSCAFile == "" && c.RabbitMQTLSCertFile == "" {
+		return nil
+	}
+	tc, err := kafkasec.TLSConfig(c.RabbitMQTLSCAFile, c.RabbitMQTLSCertFile, c.RabbitMQTLSKeyFile)
+	if err != nil {
+		key := "rabbitmq-tls-ca-file"
+		if c.RabbitMQTLSCertFile != "" && !strings.Contains(err.Error(), "CA") {
+			key = "rabbitmq-tls-cert-file"
+		}
+		return cfgErr(key, "%v", err)
+	}
+	c.RabbitMQTLS = tc
+	return nil
+}
+
 // explicit returns a *ConfigError naming the first of settings given
-// explicitly (flag, env or YAML), with msg.
+// explicitly (flag, env or YAML), with msg; a setting the command does not
+// take is passed over.
 func explicit(v *config.Values, settings []string, msg string) error {
 	for _, name := range settings {
-		if v.Source(name) != config.FromDefault {
+		if v.Takes(name) && v.Source(name) != config.FromDefault {
 			return cfgErr(name, "%s", msg)
 		}
 	}

@@ -54,6 +54,13 @@ func dlqCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 // dead-letter topic (config.DLQStats): brokers, topic, TLS, SASL, logs.
 func dlqKafkaConfig(v *config.Values) (*Config, error) {
 	c := &Config{KafkaBrokers: config.KafkaBrokers.Items(v), DLQTopic: config.DLQTopic.From(v), LogFormat: config.LogFormat.From(v), LogLevel: config.LogLevel.From(v)}
+	if err := toolBroker(c, v); err != nil {
+		return nil, err
+	}
+	if c.RabbitMQ() {
+		c.RabbitMQDLQStream = config.RabbitMQDLQStream.From(v)
+		return c, dlqRabbitOnly(v)
+	}
 	if err := router.ValidTopic(c.DLQTopic); err != nil {
 		return nil, cfgErr("dlq-topic", "%v", err)
 	}
@@ -61,6 +68,18 @@ func dlqKafkaConfig(v *config.Values) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// dlqRabbitOnly refuses the dlq settings that only Kafka has: with
+// RabbitMQ the positions are kept in the stream <dlq stream>.positions.
+func dlqRabbitOnly(v *config.Values) error {
+	return explicit(v, names(config.Group, config.DLQRetiredTopic), "is a Kafka setting of the dlq tools, and --rabbitmq-url names RabbitMQ: "+
+		"with RabbitMQ no consumer group reads the dead-letter stream, and what was redriven or retired is kept in the stream <--rabbitmq-dlq-stream>.positions; remove it")
+}
+
+// dlqRabbitConfig is the dead-letter stream of cfg for the dlq tools.
+func dlqRabbitConfig(cfg *Config) dlqpkg.RabbitMQConfig {
+	return dlqpkg.RabbitMQConfig{URL: cfg.RabbitMQURL, TLS: cfg.RabbitMQTLSConfig(), Stream: cfg.RabbitMQDLQStream, Exchange: cfg.RabbitMQExchange}
 }
 
 // dlqKafkaCommand loads the settings of a dlq verb that needs only Kafka
@@ -95,9 +114,18 @@ func dlqStats(args []string, getenv func(string) string, stdout, stderr io.Write
 	group := config.Group.From(v)
 	ctx, cancel := dlqContext(cfg, stderr)
 	defer cancel()
-	counts, err := dlqpkg.CountLetters(ctx, cfg, group, config.DLQRetiredTopic.From(v), time.Now())
+	var counts *dlqpkg.Counts
+	var err error
+	if cfg.RabbitMQ() {
+		counts, err = dlqpkg.CountRabbitMQ(ctx, dlqRabbitConfig(cfg), time.Now())
+	} else {
+		counts, err = dlqpkg.CountLetters(ctx, cfg, group, config.DLQRetiredTopic.From(v), time.Now())
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay dlq stats: %s\n", Redact(err.Error()))
+		if cfg.RabbitMQ() {
+			return dlqExit(err)
+		}
 		return exitFailed
 	}
 	if config.FlagJSON.From(v) {
@@ -129,6 +157,9 @@ func dlqRetire(args []string, getenv func(string) string, stdout, stderr io.Writ
 		return exitConfig
 	}
 	reason, _ := config.FlagReason.From(v)
+	if cfg.RabbitMQ() {
+		return dlqRetireRabbitMQ(cfg, rf, strings.TrimSpace(reason), stdout, stderr)
+	}
 	rt := &dlqpkg.Retirer{Config: cfg, Filters: rf, Group: config.Group.From(v), Topic: config.DLQRetiredTopic.From(v), Reason: strings.TrimSpace(reason), Stdout: stdout}
 	ctx, cancel := dlqContext(cfg, stderr)
 	defer cancel()
@@ -155,6 +186,17 @@ func dlqRedrive(args []string, getenv func(string) string, stdout, stderr io.Wri
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 		return exitConfig
+	}
+	if cfg.RabbitMQ() {
+		err := dlqRabbitOnly(v)
+		if err == nil && rf.Follow {
+			err = cfgErr("follow", "dlq redrive --follow reads the Kafka dead-letter topic only; with RabbitMQ, run dlq redrive again")
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
+			return exitConfig
+		}
+		return dlqRedriveRabbitMQ(cfg, rf, stdout, stderr)
 	}
 	log := relaypkg.NewLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

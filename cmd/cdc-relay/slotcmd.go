@@ -35,8 +35,12 @@ func slotCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return code
 	}
 	if !config.FlagAcceptGap.From(v) {
+		broker := "Kafka"
+		if cfg.RabbitMQ() {
+			broker = "RabbitMQ"
+		}
 		fmt.Fprintln(stderr, "cdc-relay slot recreate: --accept-gap is required: a new slot starts now, so events committed after the relay's last checkpoint "+
-			"are never read from it and may be missing from Kafka; add --accept-gap to accept that (and --reason TEXT to record why), then publish them again with cdc-relay replay --since TIME")
+			"are never read from it and may be missing from "+broker+"; add --accept-gap to accept that (and --reason TEXT to record why), then publish them again with cdc-relay replay --since TIME")
 		return exitConfig
 	}
 	reason, _ := config.FlagReason.From(v)

@@ -70,13 +70,27 @@ func status(args []string, getenv func(string) string, stdout, stderr io.Writer)
 }
 
 // statusCheckpointConfig is the part of run's configuration that reads the
-// checkpoint topic: the brokers, their TLS and SASL, --checkpoint-topic and
-// --relay-id. Without --kafka-brokers it is nil: status then cannot tell a
-// first start from a dropped slot, and says so.
+// checkpoint: the brokers, their TLS and SASL, --checkpoint-topic and
+// --relay-id, or under --rabbitmq-url the checkpoint streams. Without
+// either broker it is nil: status then cannot tell a first start from a
+// dropped slot, and says so.
 func statusCheckpointConfig(v *config.Values) (*Config, error) {
 	c := &Config{KafkaBrokers: config.KafkaBrokers.Items(v), CheckpointTopic: config.CheckpointTopic.From(v), RelayID: config.RelayID.From(v), Slot: config.Slot.From(v)}
+	if config.RabbitMQURL.From(v) != "" {
+		if len(c.KafkaBrokers) > 0 {
+			return nil, cfgErr("rabbitmq-url", "is set and so is --kafka-brokers: set exactly one of them")
+		}
+		if err := toolBroker(c, v); err != nil {
+			return nil, err
+		}
+		c.RabbitMQCheckpointStream = config.RabbitMQCheckpointStream.From(v)
+		return c, nil
+	}
 	if len(c.KafkaBrokers) == 0 {
 		return nil, nil
+	}
+	if err := toolBroker(c, v); err != nil {
+		return nil, err
 	}
 	if err := kafkaSecurity(c, v); err != nil {
 		return nil, err

@@ -31,7 +31,29 @@ func tailCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	if !ok {
 		return code
 	}
-	o, err := newTailOptions(v, time.Now())
+	var run func(ctx context.Context, log *slog.Logger) error
+	rc := &Config{}
+	err := toolBroker(rc, v)
+	switch {
+	case err != nil:
+	case rc.RabbitMQ():
+		var rt *tail.RabbitMQConfig
+		if rt, err = newRabbitTail(rc, v, time.Now()); err == nil {
+			run = func(ctx context.Context, log *slog.Logger) error {
+				if rt.Lookup, err = tail.RegistryLookup(rc, log); err != nil {
+					return err
+				}
+				return tail.RunRabbitMQ(ctx, *rt, stdout, log)
+			}
+		}
+	default:
+		var o *tail.Options
+		if _, given := config.FlagPattern.From(v); given {
+			err = cfgErr("pattern", "binds tail's queue to a RabbitMQ exchange, and --kafka-brokers names Kafka: name the topics instead (TOPIC arguments)")
+		} else if o, err = newTailOptions(v, time.Now()); err == nil {
+			run = func(ctx context.Context, log *slog.Logger) error { return tail.Run(ctx, o, stdout, log) }
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
 		return exitConfig
@@ -39,7 +61,7 @@ func tailCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	if err := tail.Run(ctx, o, stdout, log); err != nil {
+	if err := run(ctx, log); err != nil {
 		var cerr *ConfigError
 		if errors.As(err, &cerr) {
 			fmt.Fprintf(stderr, "cdc-relay: %s\n", Redact(err.Error()))
@@ -87,40 +109,63 @@ func newTailOptions(v *config.Values, now time.Time) (*tail.Options, error) {
 		}
 		o.Match = tail.MatchTemplate(c.TopicTemplate, c.DLQTopic)
 	}
+	w, err := newTailWindow(v, now, func(s string) (err error) { o.Offsets, err = parseTailOffsets(s); return err })
+	if err != nil {
+		return nil, err
+	}
+	o.Start, o.Since, o.Count, o.Follow = w.start, w.since, w.count, w.follow
+	return o, nil
+}
+
+// tailWindow is where a tail starts (--from-beginning, --since, --offset,
+// else the end) and when it stops (--count, --follow).
+type tailWindow struct {
+	start  tail.Start
+	since  time.Time
+	count  int64 // 0: no limit
+	follow bool
+}
+
+// newTailWindow reads tail's action flags: at most one start, a count of
+// at least 1, and --follow (the default from the end). offset parses
+// --offset, which the broker's tail reads in its own way.
+func newTailWindow(v *config.Values, now time.Time, offset func(string) error) (tailWindow, error) {
+	var w tailWindow
 	var starts []string
+	var err error
 	if config.FlagFromBeginning.From(v) {
-		o.Start = tail.FromBeginning
+		w.start = tail.FromBeginning
 		starts = append(starts, "--from-beginning")
 	}
 	if s, given := config.FlagSince.From(v); given {
-		if o.Since, err = relaypkg.ParseTime("since", strings.TrimSpace(s), now); err != nil {
-			return nil, err
+		if w.since, err = relaypkg.ParseTime("since", strings.TrimSpace(s), now); err != nil {
+			return w, err
 		}
-		o.Start = tail.FromTime
+		w.start = tail.FromTime
 		starts = append(starts, "--since")
 	}
 	if s, given := config.FlagOffset.From(v); given {
-		if o.Offsets, err = parseTailOffsets(s); err != nil {
-			return nil, err
+		if err := offset(s); err != nil {
+			return w, err
 		}
-		o.Start = tail.FromOffsets
+		w.start = tail.FromOffsets
 		starts = append(starts, "--offset")
 	}
 	if len(starts) > 1 {
-		return nil, cfgErr(strings.TrimPrefix(starts[1], "--"), "cannot be given with %s: choose where to start", starts[0])
+		return w, cfgErr(strings.TrimPrefix(starts[1], "--"), "cannot be given with %s: choose where to start", starts[0])
 	}
 	if s, given := config.FlagCount.From(v); given {
 		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 		if err != nil || n < 1 {
-			return nil, cfgErr("count", "%q is not a whole number of at least 1", s)
+			return w, cfgErr("count", "%q is not a whole number of at least 1", s)
 		}
-		o.Count = n
+		w.count = n
 	}
 	// From the end there is nothing to print but what arrives: follow,
 	// unless --follow false says otherwise.
 	followGiven := config.FlagFollow.Given(v)
-	o.Follow = config.FlagFollow.From(v) || (!followGiven && o.Start == tail.FromEnd)
-	return o, nil
+	w.follow = config.FlagFollow.From(v) || (!followGiven && w.start == tail.FromEnd)
+	return w, nil
 }
 
 // parseTailOffsets reads --offset P:O[,P:O...].

@@ -13,8 +13,13 @@ func RelaySettings() []string {
 	return names
 }
 
-// relayRequired are the settings run cannot start without.
-var relayRequired = names(PGURL, KafkaBrokers)
+// relayRequired are the settings run cannot start without, besides one
+// broker (brokerOneOf).
+var relayRequired = names(PGURL)
+
+// brokerOneOf is the broker: exactly one of --kafka-brokers and
+// --rabbitmq-url.
+var brokerOneOf = names(KafkaBrokers, RabbitMQURL)
 
 // Run is cdc-relay run.
 var Run = &Command{
@@ -23,7 +28,7 @@ var Run = &Command{
 
 Streams the outbox from the PostgreSQL slot to Kafka (--kafka-brokers) or
 RabbitMQ (--rabbitmq-url) until SIGTERM or SIGINT.`,
-	Settings: RelaySettings(), Required: names(PGURL), OneOf: names(KafkaBrokers, RabbitMQURL), Registry: Relay,
+	Settings: RelaySettings(), Required: relayRequired, OneOf: brokerOneOf, Registry: Relay,
 }
 
 // Check is cdc-relay check.
@@ -34,8 +39,11 @@ var Check = &Command{
 Preflight with the settings of cdc-relay run: checks PostgreSQL (wal_level,
 the role, the publication, the slot, the tables' columns), Kafka, the
 registry and the .avsc files, reading only catalogs and changing nothing.
+With --rabbitmq-url it checks RabbitMQ instead of Kafka: the connection,
+the vhost permissions (declare, publish), the exchange's type and
+durability, and the checkpoint and dead-letter streams.
 One line per check (ok, WARN, FAIL with the fix); exit 1 on any failure.`,
-	Settings: RelaySettings(), Required: relayRequired, Registry: Relay,
+	Settings: RelaySettings(), Required: relayRequired, OneOf: brokerOneOf, Registry: Relay,
 }
 
 // Status is cdc-relay status.
@@ -48,8 +56,11 @@ outbox table) and its lag in bytes. Exit 1 when the slot is missing or lost.
 For a missing or lost slot it says what cdc-relay run does: with
 --kafka-brokers it reads the checkpoint topic (creating nothing), and a
 checkpoint for the slot means run exits 3, with the repair (slot recreate
---accept-gap, then replay --since); no checkpoint means a first start.`,
-	Settings: names(ConfigFile, PGURL, Slot, KafkaBrokers, CheckpointTopic, RelayID, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword),
+--accept-gap, then replay --since); no checkpoint means a first start.
+With --rabbitmq-url it reads the checkpoint streams
+(--rabbitmq-checkpoint-stream) instead.`,
+	Settings: append(names(ConfigFile, PGURL, Slot, KafkaBrokers, CheckpointTopic, RelayID, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword,
+		RabbitMQURL, RabbitMQCheckpointStream), RabbitMQTLSSettings...),
 	Required: names(PGURL),
 	Actions:  []Action{FlagJSON.With("print JSON on stdout ({\"slot\": ..., \"exists\": false} for a missing slot)")},
 	Registry: Relay,
@@ -88,7 +99,9 @@ recreated slot). It reads the table with SELECT (the only command that does;
 run never reads it), never touches the slot, and turns each row into the
 record run would have published: the same topic, key, partition, headers,
 id and value bytes. Invalid rows go to the dead-letter topic as in run. It
-exits 0 once Kafka acknowledged every record.
+exits 0 once Kafka acknowledged every record. With --rabbitmq-url it
+publishes to the exchange as run does, and exits 0 once RabbitMQ
+confirmed every message.
 
 TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m, 36h).
 --since or --from-id is required; given together, a row must match both.
@@ -107,7 +120,7 @@ Prints one line per acknowledged event ("published id=... topic=... key=..."
 or "dead-lettered id=... topic=... key=... reason=...") and a summary line
 per table (with several tables, then their total).
 Exit codes: 0 done, 1 a runtime failure, 2 bad settings.`,
-	Settings: RelaySettings(), Required: relayRequired, Registry: Relay,
+	Settings: RelaySettings(), Required: relayRequired, OneOf: brokerOneOf, Registry: Relay,
 	Actions: []Action{
 		FlagSince.With("rows whose created_at column (columns: created_at:) is at or after TIME"),
 		FlagUntil.With("and before TIME (default: no end)"),
@@ -128,8 +141,10 @@ last confirmed LSN and commit time to the new slot's start, with when, by
 whom and why. Events committed in between were never read from the slot:
 publish them again with cdc-relay replay --since TIME. Then start the relay
 (cdc-relay run) as usual. Every setting is one of cdc-relay run and
-resolves as there; the relay must be stopped, so that the slot is not in use.`,
-	Settings: RelaySettings(), Required: relayRequired, Registry: Relay,
+resolves as there; the relay must be stopped, so that the slot is not in use.
+With --rabbitmq-url the gap is recorded in the checkpoint streams
+(--rabbitmq-checkpoint-stream).`,
+	Settings: RelaySettings(), Required: relayRequired, OneOf: brokerOneOf, Registry: Relay,
 	Actions: []Action{
 		FlagAcceptGap.With("say that events committed after the last checkpoint may be missing from Kafka until replayed (required)"),
 		FlagReason.With("why, recorded with the gap (e.g. an incident id)"),
@@ -158,10 +173,18 @@ It starts at the end of each partition and prints what arrives (as with
 --follow), or with --from-beginning, --since or --offset it prints what
 the partitions held when it started and exits, unless --follow keeps it
 reading. --count N stops after N records. Exit codes: 0 done or
-interrupted, 1 Kafka or the registry failed, 2 bad settings.`,
-	Args:     "TOPIC",
-	Settings: names(ConfigFile, KafkaBrokers, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword, SchemaRegistryURL, SchemaRegistryCAFile, TopicTemplate, DLQTopic, KeyFormat),
-	Required: names(KafkaBrokers),
+interrupted, 1 Kafka or the registry failed, 2 bad settings.
+
+With --rabbitmq-url and no STREAM, it follows --rabbitmq-exchange through
+a temporary exclusive queue bound with --pattern (at most 10,000 messages,
+the oldest dropped, so that a slow tail never raises a memory alarm), from
+the moment it starts: --from-beginning, --since and --offset are exit 2
+there. With a STREAM argument (e.g. the --rabbitmq-dlq-stream) it reads
+that stream without consuming it, from where it is told. The lines carry
+exchange, routing_key and the AMQP properties too.`,
+	Args:     "TOPIC|STREAM",
+	Settings: append(names(ConfigFile, KafkaBrokers, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword, RabbitMQURL, RabbitMQExchange), append(RabbitMQTLSSettings, names(SchemaRegistryURL, SchemaRegistryCAFile, TopicTemplate, DLQTopic, KeyFormat)...)...),
+	OneOf:    brokerOneOf,
 	Registry: Relay,
 	Actions: []Action{
 		FlagFromBeginning.With("start at the first record of each partition"),
@@ -170,11 +193,14 @@ interrupted, 1 Kafka or the registry failed, 2 bad settings.`,
 		FlagCount.With("stop after N records"),
 		FlagFollow.With("keep reading new records (and new topics and partitions) until SIGINT or SIGTERM"),
 		FlagPretty.With("a layout for people: a line per record, then its key, headers and indented value"),
+		FlagPattern.With("RabbitMQ: the binding pattern of tail's queue on the exchange (default #: every routing key)"),
 	},
 }
 
-// dlqKafkaSettings are the settings that reach Kafka and read the DLQ.
-var dlqKafkaSettings = names(ConfigFile, KafkaBrokers, DLQTopic, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword, LogFormat, LogLevel)
+// dlqKafkaSettings are the settings that reach the broker and read the
+// DLQ: Kafka's dead-letter topic, or RabbitMQ's dead-letter stream.
+var dlqKafkaSettings = append(names(ConfigFile, KafkaBrokers, DLQTopic, KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFile, KafkaSASLMechanism, KafkaSASLUsername, KafkaSASLPassword,
+	RabbitMQURL, RabbitMQDLQStream), append(RabbitMQTLSSettings, names(LogFormat, LogLevel)...)...)
 
 // DLQStats is cdc-relay dlq stats.
 var DLQStats = &Command{
@@ -189,8 +215,10 @@ error_kind header), by event type and by age (the record timestamp, which
 is the commit time), and how many of them a redrive re-appended
 (redrive_attempts). A letter retired with cdc-relay dlq retire (its record
 in --dlq-retired-topic) is not pending: it is counted as retired. Exit 0;
-1 when the topic cannot be read.`,
-	Settings: append(append([]string(nil), dlqKafkaSettings...), names(Group, DLQRetiredTopic)...), Required: names(KafkaBrokers), Registry: Relay,
+1 when the topic cannot be read. With --rabbitmq-url it reads the
+--rabbitmq-dlq-stream, and the tools' positions in <stream>.positions
+(--group and --dlq-retired-topic are exit 2 there).`,
+	Settings: append(append([]string(nil), dlqKafkaSettings...), names(Group, DLQRetiredTopic)...), OneOf: brokerOneOf, Registry: Relay,
 	Actions: []Action{FlagJSON.With("print one JSON object on stdout instead of the table")},
 }
 
@@ -227,8 +255,14 @@ once the table is in --table; until then it is skipped.
 TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m).
 Prints one line per letter and a summary ("redriven N, still failing M,
 skipped K"). Exit codes: 0 when nothing still fails, 1 when a letter still
-fails or on a runtime failure, 2 bad settings.`,
-	Settings: append(RelaySettings(), names(Group, DLQRetiredTopic)...), Required: relayRequired, Registry: Relay,
+fails or on a runtime failure, 2 bad settings.
+
+With --rabbitmq-url it reads the --rabbitmq-dlq-stream without consuming
+it and publishes each pending unroutable letter again, as it was, to
+--rabbitmq-exchange with mandatory and confirms; what was redriven is
+kept in the stream <stream>.positions. Letters of other kinds stay
+pending. --group, --dlq-retired-topic and --follow are exit 2 there.`,
+	Settings: append(RelaySettings(), names(Group, DLQRetiredTopic)...), Required: relayRequired, OneOf: brokerOneOf, Registry: Relay,
 	Actions: []Action{
 		FlagDryRun.With("build every letter and print what would become of it; produce and commit nothing"),
 		FlagID.With("only the letters with this id header"),
@@ -257,8 +291,9 @@ redrive passes over it. The letters themselves stay in the topic.
 TIME is RFC 3339 (2026-12-01T10:00:00Z) or a duration back from now (90m).
 Prints one line per letter ("retired id=... partition=... offset=...") and
 a summary ("retire: retired N, already retired M"). Exit codes: 0 done,
-1 a runtime failure, 2 bad settings.`,
-	Settings: append(append([]string(nil), dlqKafkaSettings...), names(Group, DLQRetiredTopic)...), Required: names(KafkaBrokers), Registry: Relay,
+1 a runtime failure, 2 bad settings. With --rabbitmq-url the retirements
+are kept in the stream <--rabbitmq-dlq-stream>.positions.`,
+	Settings: append(append([]string(nil), dlqKafkaSettings...), names(Group, DLQRetiredTopic)...), OneOf: brokerOneOf, Registry: Relay,
 	Actions: []Action{
 		FlagReason.With("why the letters need nothing more (an incident id, \"replayed with cdc-relay replay\"), kept in each retirement record (required)"),
 		FlagDryRun.With("print what would be retired; write nothing"),

@@ -125,4 +125,5 @@ var (
 	FlagID            = TextAction{"id", "ID"}
 	FlagEventType     = TextAction{"event-type", "TYPE"}
 	FlagKind          = TextAction{"kind", "KIND"}
+	FlagPattern       = TextAction{"pattern", "PATTERN"}
 )

@@ -158,6 +158,9 @@ func (v *Values) fromFlagOrEnv(name string, p *parsed, getenv func(string) strin
 
 func (c *Command) takes(name string) bool { return contains(c.Settings, name) }
 
+// Takes reports whether the command resolves the setting name.
+func (v *Values) Takes(name string) bool { return v.cmd.takes(name) }
+
 func (c *Command) action(name string) *Action {
 	for i := range c.Actions {
 		if c.Actions[i].Name == name {

@@ -17,7 +17,14 @@ var (
 		Check: queueName})
 	RabbitMQCheckpointStream = newString(Setting{Name: "rabbitmq-checkpoint-stream", Arg: "PREFIX", Default: "cdc-relay.checkpoints", Help: "RabbitMQ: the prefix of the streams that keep the checkpoint: <prefix>.relay.<hash of the relay id> (one per relay), <prefix>.gaps and <prefix>.relays", Doc: "RabbitMQ: the prefix of the streams that keep the checkpoint (the RabbitMQ counterpart of `--checkpoint-topic`): `<prefix>.relay.<hash>` holds one relay's checkpoints (size retention never reaches another relay's), `<prefix>.gaps` the accepted gaps and `<prefix>.relays` the directory, both without retention",
 		Check: queueName})
+	RabbitMQTLSCAFile   = newString(Setting{Name: "rabbitmq-tls-ca-file", Arg: "FILE", Help: "amqps: PEM CA bundle that signs the broker's certificate (default: the system roots)", Doc: "`amqps://`: PEM CA bundle for the broker (default: system roots); with an `amqp://` URL it is exit 2"})
+	RabbitMQTLSCertFile = newString(Setting{Name: "rabbitmq-tls-cert-file", Arg: "FILE", Help: "amqps: PEM client certificate, for a broker that requires mutual TLS (ssl_options.fail_if_no_peer_cert)", Doc: "`amqps://`: client certificate for mutual TLS"})
+	RabbitMQTLSKeyFile  = newString(Setting{Name: "rabbitmq-tls-key-file", Arg: "FILE", Help: "amqps: PEM key of the client certificate", DocJoin: true})
 )
+
+// RabbitMQTLSSettings are the amqps settings, which every command that
+// reaches RabbitMQ takes.
+var RabbitMQTLSSettings = names(RabbitMQTLSCAFile, RabbitMQTLSCertFile, RabbitMQTLSKeyFile)
 
 // KafkaOnly names the settings of run that only the Kafka path reads. With
 // --rabbitmq-url, one given explicitly (flag, env or YAML) is exit 2 naming
@@ -28,7 +35,7 @@ var KafkaOnly = names(KafkaTLS, KafkaTLSCAFile, KafkaTLSCertFile, KafkaTLSKeyFil
 
 // RabbitMQOnly names the settings of run that only the RabbitMQ path reads;
 // with --kafka-brokers, one given explicitly is exit 2 naming it.
-var RabbitMQOnly = names(RabbitMQExchange, RabbitMQDeclare, RoutingKey, RabbitMQDLQStream, RabbitMQCheckpointStream)
+var RabbitMQOnly = names(RabbitMQExchange, RabbitMQDeclare, RoutingKey, RabbitMQDLQStream, RabbitMQCheckpointStream, RabbitMQTLSCAFile, RabbitMQTLSCertFile, RabbitMQTLSKeyFile)
 
 // amqpURL checks an amqp:// or amqps:// URL ("" is unset).
 func amqpURL(v string) error {

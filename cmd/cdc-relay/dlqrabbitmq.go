@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	dlqpkg "github.com/cdc-relay/cdc-relay/dlq"
+	"github.com/cdc-relay/cdc-relay/internal/config"
+)
+
+// The dlq verbs with --rabbitmq-url: the dead letters are in the stream
+// --rabbitmq-dlq-stream, read without being consumed, and what was
+// redriven or retired is kept in the stream <stream>.positions.
+
+// names lists the registry names of settings, for explicit.
+func names(settings ...config.StringSetting) []string {
+	out := make([]string, len(settings))
+	for i, s := range settings {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// dlqExit is the exit code of a dlq verb that failed with err: 2 for a
+// setting to fix (a stream that is missing or not a stream), else 1.
+func dlqExit(err error) int {
+	var cerr *ConfigError
+	if errors.As(err, &cerr) {
+		return exitConfig
+	}
+	return exitFailed
+}
+
+// dlqRetireRabbitMQ is `cdc-relay dlq retire --rabbitmq-url`.
+func dlqRetireRabbitMQ(cfg *Config, rf dlqpkg.Filters, reason string, stdout, stderr io.Writer) int {
+	rt := &dlqpkg.RabbitRetirer{Config: dlqRabbitConfig(cfg), Filters: rf, Reason: reason, Stdout: stdout}
+	ctx, cancel := dlqContext(cfg, stderr)
+	defer cancel()
+	if err := rt.Run(ctx); err != nil {
+		fmt.Fprintf(stdout, "retire incomplete: retired %d, already retired %d, left out by the filters %d from stream %s\n", rt.Retired, rt.Already, rt.Filtered, cfg.RabbitMQDLQStream)
+		fmt.Fprintf(stderr, "cdc-relay dlq retire failed: %s\n", Redact(err.Error()))
+		return dlqExit(err)
+	}
+	prefix := "retire"
+	if rf.DryRun {
+		prefix = "dry run: would have"
+	}
+	fmt.Fprintf(stdout, "%s: retired %d, already retired %d, left out by the filters %d from stream %s, in %s.positions\n", prefix, rt.Retired, rt.Already, rt.Filtered, cfg.RabbitMQDLQStream, cfg.RabbitMQDLQStream)
+	return exitOK
+}
+
+// dlqRedriveRabbitMQ is `cdc-relay dlq redrive --rabbitmq-url`: the
+// unroutable letters go to --rabbitmq-exchange again, as they were.
+func dlqRedriveRabbitMQ(cfg *Config, rf dlqpkg.Filters, stdout, stderr io.Writer) int {
+	ctx, cancel := dlqContext(cfg, stderr)
+	defer cancel()
+	res, err := dlqpkg.RedriveRabbitMQ(ctx, dlqRabbitConfig(cfg), rf, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-relay dlq redrive: %s\n", Redact(err.Error()))
+		return dlqExit(err)
+	}
+	return res.ExitCode()
+}
