@@ -145,7 +145,7 @@ func buildConfig(v *config.Values) (*Config, error) {
 	if _, err := pgconn.ParseConfig(c.PGURL); err != nil {
 		return nil, cfgErr("pg-url", "not a valid libpq URL or DSN (%s): use e.g. postgres://user:pass@host:5432/db", redactErr(err))
 	}
-	if err := chooseBroker(c, v); err != nil {
+	if err := relaypkg.ChooseBroker(c, v); err != nil {
 		return nil, err
 	}
 	if err := outboxTables(c, config.Table.Text(v), v.File()); err != nil {

@@ -54,7 +54,7 @@ func dlqCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 // dead-letter topic (config.DLQStats): brokers, topic, TLS, SASL, logs.
 func dlqKafkaConfig(v *config.Values) (*Config, error) {
 	c := &Config{KafkaBrokers: config.KafkaBrokers.Items(v), DLQTopic: config.DLQTopic.From(v), LogFormat: config.LogFormat.From(v), LogLevel: config.LogLevel.From(v)}
-	if err := toolBroker(c, v); err != nil {
+	if err := relaypkg.ToolBroker(c, v); err != nil {
 		return nil, err
 	}
 	if c.RabbitMQ() {
@@ -73,7 +73,7 @@ func dlqKafkaConfig(v *config.Values) (*Config, error) {
 // dlqRabbitOnly refuses the dlq settings that only Kafka has: with
 // RabbitMQ the positions are kept in the stream <dlq stream>.positions.
 func dlqRabbitOnly(v *config.Values) error {
-	return explicit(v, names(config.Group, config.DLQRetiredTopic), "is a Kafka setting of the dlq tools, and --rabbitmq-url names RabbitMQ: "+
+	return relaypkg.Explicit(v, config.Names(config.Group, config.DLQRetiredTopic), "is a Kafka setting of the dlq tools, and --rabbitmq-url names RabbitMQ: "+
 		"with RabbitMQ no consumer group reads the dead-letter stream, and what was redriven or retired is kept in the stream <--rabbitmq-dlq-stream>.positions; remove it")
 }
 

@@ -6,21 +6,11 @@ import (
 	"io"
 
 	dlqpkg "github.com/cdc-relay/cdc-relay/dlq"
-	"github.com/cdc-relay/cdc-relay/internal/config"
 )
 
 // The dlq verbs with --rabbitmq-url: the dead letters are in the stream
 // --rabbitmq-dlq-stream, read without being consumed, and what was
 // redriven or retired is kept in the stream <stream>.positions.
-
-// names lists the registry names of settings, for explicit.
-func names(settings ...config.StringSetting) []string {
-	out := make([]string, len(settings))
-	for i, s := range settings {
-		out[i] = s.Name
-	}
-	return out
-}
 
 // dlqExit is the exit code of a dlq verb that failed with err: 2 for a
 // setting to fix (a stream that is missing or not a stream), else 1.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/internal/config"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
 	slotpkg "github.com/cdc-relay/cdc-relay/slot"
 )
@@ -80,7 +81,7 @@ func statusCheckpointConfig(v *config.Values) (*Config, error) {
 		if len(c.KafkaBrokers) > 0 {
 			return nil, cfgErr("rabbitmq-url", "is set and so is --kafka-brokers: set exactly one of them")
 		}
-		if err := toolBroker(c, v); err != nil {
+		if err := relaypkg.ToolBroker(c, v); err != nil {
 			return nil, err
 		}
 		c.RabbitMQCheckpointStream = config.RabbitMQCheckpointStream.From(v)
@@ -89,7 +90,7 @@ func statusCheckpointConfig(v *config.Values) (*Config, error) {
 	if len(c.KafkaBrokers) == 0 {
 		return nil, nil
 	}
-	if err := toolBroker(c, v); err != nil {
+	if err := relaypkg.ToolBroker(c, v); err != nil {
 		return nil, err
 	}
 	if err := kafkaSecurity(c, v); err != nil {

@@ -33,7 +33,7 @@ func tailCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	}
 	var run func(ctx context.Context, log *slog.Logger) error
 	rc := &Config{}
-	err := toolBroker(rc, v)
+	err := relaypkg.ToolBroker(rc, v)
 	switch {
 	case err != nil:
 	case rc.RabbitMQ():
@@ -109,7 +109,7 @@ func newTailOptions(v *config.Values, now time.Time) (*tail.Options, error) {
 		}
 		o.Match = tail.MatchTemplate(c.TopicTemplate, c.DLQTopic)
 	}
-	w, err := newTailWindow(v, now, func(s string) (err error) { o.Offsets, err = parseTailOffsets(s); return err })
+	w, err := newTailWindow(v, now, func(s string) (err error) { o.Offsets, err = tail.ParseOffsets(s); return err })
 	if err != nil {
 		return nil, err
 	}
@@ -166,23 +166,4 @@ func newTailWindow(v *config.Values, now time.Time, offset func(string) error) (
 	followGiven := config.FlagFollow.Given(v)
 	w.follow = config.FlagFollow.From(v) || (!followGiven && w.start == tail.FromEnd)
 	return w, nil
-}
-
-// parseTailOffsets reads --offset P:O[,P:O...].
-func parseTailOffsets(s string) (map[int32]int64, error) {
-	out := map[int32]int64{}
-	for _, item := range strings.Split(s, ",") {
-		item = strings.TrimSpace(item)
-		ps, offs, ok := strings.Cut(item, ":")
-		p, perr := strconv.ParseInt(ps, 10, 32)
-		off, oerr := strconv.ParseInt(offs, 10, 64)
-		if !ok || perr != nil || oerr != nil || p < 0 || off < 0 {
-			return nil, cfgErr("offset", "%q is not PARTITION:OFFSET, e.g. 0:42 (several: 0:42,2:7)", item)
-		}
-		if _, dup := out[int32(p)]; dup {
-			return nil, cfgErr("offset", "partition %d is given twice", p)
-		}
-		out[int32(p)] = off
-	}
-	return out, nil
 }

@@ -127,3 +127,12 @@ var (
 	FlagKind          = TextAction{"kind", "KIND"}
 	FlagPattern       = TextAction{"pattern", "PATTERN"}
 )
+
+// Names lists the registry names of settings.
+func Names(settings ...StringSetting) []string {
+	out := make([]string, len(settings))
+	for i, s := range settings {
+		out[i] = s.Name
+	}
+	return out
+}

@@ -1,4 +1,4 @@
-package main
+package relay
 
 import (
 	"os"
@@ -9,24 +9,24 @@ import (
 	"github.com/cdc-relay/cdc-relay/rabbitmq"
 )
 
-// chooseBroker resolves which broker the relay publishes to: exactly one of
+// ChooseBroker resolves which broker the relay publishes to: exactly one of
 // --kafka-brokers and --rabbitmq-url, and no setting of the other one
 // given explicitly (config.KafkaOnly, config.RabbitMQOnly).
-func chooseBroker(c *Config, v *config.Values) error {
+func ChooseBroker(c *Config, v *config.Values) error {
 	c.RabbitMQURL = config.RabbitMQURL.From(v)
 	if c.RabbitMQURL != "" && len(c.KafkaBrokers) > 0 {
 		// run's settings say so first (config.Command.OneOf); the other
 		// commands that share them require --kafka-brokers.
-		return cfgErr("rabbitmq-url", "is set and so is --kafka-brokers: set exactly one of them")
+		return ConfigErr("rabbitmq-url", "is set and so is --kafka-brokers: set exactly one of them")
 	}
 	if c.RabbitMQURL == "" {
-		return explicit(v, config.RabbitMQOnly, "is a RabbitMQ setting, and the relay publishes to Kafka (--kafka-brokers): remove it, or set --rabbitmq-url instead of --kafka-brokers")
+		return Explicit(v, config.RabbitMQOnly, "is a RabbitMQ setting, and the relay publishes to Kafka (--kafka-brokers): remove it, or set --rabbitmq-url instead of --kafka-brokers")
 	}
-	if err := explicit(v, config.KafkaOnly, "is a Kafka setting, and the relay publishes to RabbitMQ (--rabbitmq-url): remove it (see docs/CONFIGURATION.md#rabbitmq for its RabbitMQ counterpart, if any)"); err != nil {
+	if err := Explicit(v, config.KafkaOnly, "is a Kafka setting, and the relay publishes to RabbitMQ (--rabbitmq-url): remove it (see docs/CONFIGURATION.md#rabbitmq for its RabbitMQ counterpart, if any)"); err != nil {
 		return err
 	}
 	if c.ExactlyOnce {
-		return cfgErr("delivery", "exactly-once needs Kafka: AMQP 0-9-1 has no transaction spanning the checkpoint and the messages that a consumer can read atomically (a tx channel commits queue by queue, and no consumer reads committed messages only); use at-least-once, and dedupe by message_id in the consumer")
+		return ConfigErr("delivery", "exactly-once needs Kafka: AMQP 0-9-1 has no transaction spanning the checkpoint and the messages that a consumer can read atomically (a tx channel commits queue by queue, and no consumer reads committed messages only); use at-least-once, and dedupe by message_id in the consumer")
 	}
 	c.RabbitMQExchange = config.RabbitMQExchange.From(v)
 	c.RabbitMQDeclare = config.RabbitMQDeclare.From(v)
@@ -37,24 +37,24 @@ func chooseBroker(c *Config, v *config.Values) error {
 		return err
 	}
 	if _, err := rabbitmq.ParseRoutingKey(c.RoutingKey); err != nil {
-		return cfgErr("routing-key", "%v", err)
+		return ConfigErr("routing-key", "%v", err)
 	}
 	if c.RabbitMQDLQStream == c.RabbitMQExchange {
-		return cfgErr("rabbitmq-dlq-stream", "%q is the name of --rabbitmq-exchange too: give the dead-letter stream a name of its own", c.RabbitMQDLQStream)
+		return ConfigErr("rabbitmq-dlq-stream", "%q is the name of --rabbitmq-exchange too: give the dead-letter stream a name of its own", c.RabbitMQDLQStream)
 	}
 	return nil
 }
 
-// toolBroker resolves the broker of a tool that takes some of run's
+// ToolBroker resolves the broker of a tool that takes some of run's
 // settings only (tail, dlq stats, dlq retire): --rabbitmq-url into c, its
 // TLS settings, and no setting of the other broker given explicitly. The
 // command's OneOf has made sure exactly one of the two is set.
-func toolBroker(c *Config, v *config.Values) error {
+func ToolBroker(c *Config, v *config.Values) error {
 	c.RabbitMQURL = config.RabbitMQURL.From(v)
 	if c.RabbitMQURL == "" {
-		return explicit(v, config.RabbitMQOnly, "is a RabbitMQ setting, and --kafka-brokers names Kafka: remove it, or set --rabbitmq-url instead of --kafka-brokers")
+		return Explicit(v, config.RabbitMQOnly, "is a RabbitMQ setting, and --kafka-brokers names Kafka: remove it, or set --rabbitmq-url instead of --kafka-brokers")
 	}
-	if err := explicit(v, config.KafkaOnly, "is a Kafka setting, and --rabbitmq-url names RabbitMQ: remove it (see docs/CONFIGURATION.md#rabbitmq for its RabbitMQ counterpart, if any)"); err != nil {
+	if err := Explicit(v, config.KafkaOnly, "is a Kafka setting, and --rabbitmq-url names RabbitMQ: remove it (see docs/CONFIGURATION.md#rabbitmq for its RabbitMQ counterpart, if any)"); err != nil {
 		return err
 	}
 	return rabbitTLS(c, v)
@@ -70,15 +70,15 @@ func rabbitTLS(c *Config, v *config.Values) error {
 			continue
 		}
 		if !strings.HasPrefix(c.RabbitMQURL, "amqps://") {
-			return cfgErr(s.Name, "is set but --rabbitmq-url is not amqps://: TLS needs an amqps:// URL (port 5671 by default)")
+			return ConfigErr(s.Name, "is set but --rabbitmq-url is not amqps://: TLS needs an amqps:// URL (port 5671 by default)")
 		}
 		if _, err := os.Stat(path); err != nil {
-			return cfgErr(s.Name, "%v", err)
+			return ConfigErr(s.Name, "%v", err)
 		}
 	}
 	c.RabbitMQTLSCAFile, c.RabbitMQTLSCertFile, c.RabbitMQTLSKeyFile = config.RabbitMQTLSCAFile.From(v), config.RabbitMQTLSCertFile.From(v), config.RabbitMQTLSKeyFile.From(v)
 	if (c.RabbitMQTLSCertFile == "") != (c.RabbitMQTLSKeyFile == "") {
-		return cfgErr("rabbitmq-tls-cert-file", "a client certificate needs both --rabbitmq-tls-cert-file and --rabbitmq-tls-key-file")
+		return ConfigErr("rabbitmq-tls-cert-file", "a client certificate needs both --rabbitmq-tls-cert-file and --rabbitmq-tls-key-file")
 	}
 	if c.RabbitMQTLSCAFile == "" && c.RabbitMQTLSCertFile == "" {
 		return nil
@@ -89,19 +89,19 @@ func rabbitTLS(c *Config, v *config.Values) error {
 		if c.RabbitMQTLSCertFile != "" && !strings.Contains(err.Error(), "CA") {
 			key = "rabbitmq-tls-cert-file"
 		}
-		return cfgErr(key, "%v", err)
+		return ConfigErr(key, "%v", err)
 	}
 	c.RabbitMQTLS = tc
 	return nil
 }
 
-// explicit returns a *ConfigError naming the first of settings given
+// Explicit returns a *ConfigError naming the first of settings given
 // explicitly (flag, env or YAML), with msg; a setting the command does not
 // take is passed over.
-func explicit(v *config.Values, settings []string, msg string) error {
+func Explicit(v *config.Values, settings []string, msg string) error {
 	for _, name := range settings {
 		if v.Takes(name) && v.Source(name) != config.FromDefault {
-			return cfgErr(name, "%s", msg)
+			return ConfigErr(name, "%s", msg)
 		}
 	}
 	return nil
