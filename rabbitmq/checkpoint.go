@@ -137,7 +137,21 @@ func (s *CheckpointStore) channel() (*amqp.Channel, error) {
 }
 
 func (s *CheckpointStore) closeLocked() {
-	if s.conn != nil {
+	for drained := s.blocked == nil; !drained; {
+		select {
+		case b, open := <-s.blocked:
+			s.block(b, open)
+			drained = !open
+		default:
+			drained = true
+		}
+	}
+	switch {
+	case s.conn != nil && s.blockedBy != "":
+		// A blocked connection is not read by the broker until the alarm
+		// clears, so Close would wait that long for its answer.
+		go s.conn.Close()
+	case s.conn != nil:
 		s.conn.Close()
 	}
 	s.conn, s.ch, s.returns, s.blocked, s.blockedBy = nil, nil, nil, nil, ""

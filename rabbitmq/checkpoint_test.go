@@ -111,8 +111,8 @@ func TestCheckpointStreams(t *testing.T) {
 // TestCheckpointStoreBlocked: during a memory alarm (a node of the test's
 // own: the alarm is node-wide) a checkpoint write and a load give up at
 // once with ErrBlocked, naming the alarm, instead of waiting silently for
-// it to clear; once it clears, both work again and the newest checkpoint
-// is the one written last.
+// it to clear, and a blocked store closes at once; once the alarm clears,
+// both work again and the newest checkpoint is the one written last.
 func TestCheckpointStoreBlocked(t *testing.T) {
 	testtier.Need(t)
 	n, err := rabbittest.Start(rabbittest.Options{})
@@ -142,6 +142,19 @@ func TestCheckpointStoreBlocked(t *testing.T) {
 	}
 	if _, err := s.Load(bctx); !errors.Is(err, ErrBlocked) {
 		t.Fatalf("Load during a memory alarm: %v; want ErrBlocked", err)
+	}
+	// A blocked store closes at once: the broker reads nothing from a
+	// blocked connection, its close included, until the alarm clears.
+	other := NewCheckpointStore(CheckpointConfig{URL: n.URL(), Name: "ckpt-blocked"})
+	if err := other.Write(bctx, ckpt("r2", 0x100)); !errors.Is(err, ErrBlocked) {
+		t.Fatalf("Write of a second store during the alarm: %v; want ErrBlocked", err)
+	}
+	closed := make(chan struct{})
+	go func() { other.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close of a blocked store still waits after 10 s")
 	}
 	if err := n.MemoryAlarm(false); err != nil {
 		t.Fatal(err)
