@@ -162,9 +162,9 @@ func rabbitPublished(r *relay, more float64) {
 // TestRabbitMQCrashes: under a steady load the relay is killed (SIGKILL)
 // and started again 5 times; between the kills its node of the test's own
 // is restarted once (rabbitmqctl stop, then started) and raises a memory
-// alarm once: the relay is killed while blocked, and the new one, unable
-// to read its checkpoint up to an end marker, says so until the alarm is
-// cleared. Every committed event is in the queue at least once, each
+// alarm once: the relay stops on SIGTERM while blocked, the next one,
+// unable to read its checkpoint up to an end marker, says so and is
+// killed, and so does the one after it, until the alarm is cleared. Every committed event is in the queue at least once, each
 // aggregate's events first arrive in commit order, and the slot is
 // confirmed past them all.
 func TestRabbitMQCrashes(t *testing.T) {
@@ -172,7 +172,8 @@ func TestRabbitMQCrashes(t *testing.T) {
 	n := ownRabbit(t)
 	f := newFixture(t, "")
 	q := f.bindQueue(n.Channel(t), "#")
-	r := startRelay(t, f.rabbitArgs(n))
+	args := f.rabbitArgs(n, "--shutdown-timeout", "5s")
+	r := startRelay(t, args)
 	r.waitStreaming(60 * time.Second)
 	load := startBackgroundLoad(t, f, loadOptions{Writers: 2, MaxTxRows: 10, Pause: 40 * time.Millisecond, Seed: 39})
 
@@ -201,19 +202,25 @@ func TestRabbitMQCrashes(t *testing.T) {
 			r.waitMetric("cdc_relay_rabbitmq_blocked", 60*time.Second, func(v float64) bool { return v == 1 })
 			before := len(load.Committed())
 			waitFor(t, 60*time.Second, "the load to go on during the alarm", func() bool { return len(load.Committed()) >= before+50 })
+			// SIGTERM during the alarm: the relay gives up waiting for the
+			// confirms the broker holds back (--shutdown-timeout) and
+			// exits; what was unconfirmed is read again.
+			began := time.Now()
+			if code := r.terminate(); code != 0 {
+				t.Fatalf("exit %d after SIGTERM during the alarm:\n%s", code, tailString(r.Output(), 3000))
+			}
+			t.Logf("stopped during the alarm in %s", time.Since(began).Round(time.Millisecond))
+			r = startRelay(t, args)
+			waitAlarmReported(t, r)
 		}
 		if r.exited() {
 			t.Fatalf("the relay exited (%d) before kill %d:\n%s", r.exitCode, kill, tailString(r.Output(), 3000))
 		}
 		killedAt = currentLSN(t, f.connect())
 		r.kill()
-		r = startRelay(t, f.rabbitArgs(n))
+		r = startRelay(t, args)
 		if kill == 4 {
-			// Started during the alarm, the relay cannot read its
-			// checkpoint up to an end marker, and says why.
-			waitFor(t, 60*time.Second, "the new relay to report the alarm", func() bool {
-				return strings.Contains(r.Output(), "the broker has blocked publishing (connection.blocked")
-			})
+			waitAlarmReported(t, r)
 			if err := n.MemoryAlarm(false); err != nil {
 				t.Fatal(err)
 			}
@@ -237,6 +244,15 @@ func TestRabbitMQCrashes(t *testing.T) {
 	if code := r.terminate(); code != 0 {
 		t.Fatalf("exit %d after SIGTERM", code)
 	}
+}
+
+// waitAlarmReported waits until r, started during a memory alarm, says
+// that it cannot read its checkpoint up to an end marker because of it.
+func waitAlarmReported(t *testing.T, r *relay) {
+	t.Helper()
+	waitFor(t, 60*time.Second, "the relay to report the alarm", func() bool {
+		return strings.Contains(r.Output(), "the broker has blocked publishing (connection.blocked")
+	})
 }
 
 // ownRabbit starts a RabbitMQ node for t alone, for a test that restarts
