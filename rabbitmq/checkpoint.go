@@ -137,15 +137,7 @@ func (s *CheckpointStore) channel() (*amqp.Channel, error) {
 }
 
 func (s *CheckpointStore) closeLocked() {
-	for drained := s.blocked == nil; !drained; {
-		select {
-		case b, open := <-s.blocked:
-			s.block(b, open)
-			drained = !open
-		default:
-			drained = true
-		}
-	}
+	s.drainBlocked()
 	switch {
 	case s.conn != nil && s.blockedBy != "":
 		// A blocked connection is not read by the broker until the alarm
@@ -170,6 +162,19 @@ func (s *CheckpointStore) block(b amqp.Blocking, open bool) {
 		}
 	default:
 		s.blockedBy = ""
+	}
+}
+
+// drainBlocked applies the blocked and unblocked notifications received
+// so far.
+func (s *CheckpointStore) drainBlocked() {
+	for s.blocked != nil {
+		select {
+		case b, open := <-s.blocked:
+			s.block(b, open)
+		default:
+			return
+		}
 	}
 }
 
@@ -238,15 +243,7 @@ func (s *CheckpointStore) publish(ctx context.Context, ch *amqp.Channel, stream 
 			drained = true
 		}
 	}
-	for drained := false; !drained; {
-		select {
-		case b, open := <-s.blocked:
-			s.block(b, open)
-		default:
-			drained = true
-		}
-	}
-	if s.blockedBy != "" {
+	if s.drainBlocked(); s.blockedBy != "" {
 		return s.blockedErr()
 	}
 	msg.DeliveryMode = amqp.Persistent
