@@ -35,8 +35,16 @@ type CheckpointStore struct {
 	conn       *amqp.Connection
 	ch         *amqp.Channel    // confirm mode, for writes and markers
 	returns    chan amqp.Return // ch's returns: one listener per channel
+	blocked    chan amqp.Blocking
+	blockedBy  string // the alarm's reason while the broker blocks conn; "" otherwise
 	registered map[string]bool
 }
+
+// ErrBlocked is a checkpoint write or read the broker holds back: it has
+// blocked the store's connection (connection.blocked, a memory or disk
+// alarm). The store gives up at once rather than wait silently for the
+// alarm to clear; its caller retries.
+var ErrBlocked = errors.New("the broker has blocked publishing (connection.blocked: a memory or disk alarm)")
 
 // CheckpointConfig configures a CheckpointStore.
 type CheckpointConfig struct {
@@ -124,14 +132,54 @@ func (s *CheckpointStore) channel() (*amqp.Channel, error) {
 	// return to every listener, blocking, so one per publish would leak and
 	// at the second return stall the connection.
 	s.conn, s.ch, s.returns = conn, ch, ch.NotifyReturn(make(chan amqp.Return, 16))
+	s.blocked, s.blockedBy = conn.NotifyBlocked(make(chan amqp.Blocking, 16)), ""
 	return ch, nil
 }
 
 func (s *CheckpointStore) closeLocked() {
-	if s.conn != nil {
+	s.drainBlocked()
+	switch {
+	case s.conn != nil && s.blockedBy != "":
+		// A blocked connection is not read by the broker until the alarm
+		// clears, so Close would wait that long for its answer.
+		go s.conn.Close()
+	case s.conn != nil:
 		s.conn.Close()
 	}
-	s.conn, s.ch, s.returns = nil, nil, nil
+	s.conn, s.ch, s.returns, s.blocked, s.blockedBy = nil, nil, nil, nil, ""
+}
+
+// block applies a connection.blocked or unblocked notification (!open:
+// the connection closed, and the next use opens another).
+func (s *CheckpointStore) block(b amqp.Blocking, open bool) {
+	switch {
+	case !open:
+		s.blocked = nil
+	case b.Active:
+		s.blockedBy = b.Reason
+		if s.blockedBy == "" {
+			s.blockedBy = "blocked"
+		}
+	default:
+		s.blockedBy = ""
+	}
+}
+
+// drainBlocked applies the blocked and unblocked notifications received
+// so far.
+func (s *CheckpointStore) drainBlocked() {
+	for s.blocked != nil {
+		select {
+		case b, open := <-s.blocked:
+			s.block(b, open)
+		default:
+			return
+		}
+	}
+}
+
+func (s *CheckpointStore) blockedErr() error {
+	return fmt.Errorf("%w: %s; the checkpoint can be neither written nor read up to an end marker until the alarm clears", ErrBlocked, s.blockedBy)
 }
 
 // Close closes the connection; the store opens another when used again.
@@ -195,15 +243,29 @@ func (s *CheckpointStore) publish(ctx context.Context, ch *amqp.Channel, stream 
 			drained = true
 		}
 	}
+	if s.drainBlocked(); s.blockedBy != "" {
+		return s.blockedErr()
+	}
 	msg.DeliveryMode = amqp.Persistent
 	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", stream, true, false, msg)
 	if err != nil {
 		return err
 	}
-	ok, err := dc.WaitContext(ctx)
-	if err != nil {
-		return err
+	// The broker blocks a connection when it publishes during an alarm,
+	// and then holds the confirm back until the alarm clears.
+	for waiting := true; waiting; {
+		select {
+		case <-dc.Done():
+			waiting = false
+		case b, open := <-s.blocked:
+			if s.block(b, open); s.blockedBy != "" {
+				return s.blockedErr()
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	ok := dc.Acked()
 	select {
 	case r, open := <-s.returns:
 		if open {

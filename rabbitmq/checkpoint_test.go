@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
+	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 func ckpt(relay string, lsn uint64) *checkpoint.Record {
@@ -103,4 +106,72 @@ func TestCheckpointStreams(t *testing.T) {
 	fresh := NewCheckpointStore(cfg)
 	defer fresh.Close()
 	check("after a broker restart, by a new store", fresh)
+}
+
+// TestCheckpointStoreBlocked: during a memory alarm (a node of the test's
+// own: the alarm is node-wide) a checkpoint write and a load give up at
+// once with ErrBlocked, naming the alarm, instead of waiting silently for
+// it to clear, and a blocked store closes at once; once the alarm clears,
+// both work again and the newest checkpoint is the one written last.
+func TestCheckpointStoreBlocked(t *testing.T) {
+	testtier.Need(t)
+	n, err := rabbittest.Start(rabbittest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := NewCheckpointStore(CheckpointConfig{URL: n.URL(), Name: "ckpt-blocked"})
+	defer s.Close()
+	if _, err := s.Ensure(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, ckpt("r", 0x100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.MemoryAlarm(true); err != nil {
+		t.Fatal(err)
+	}
+	bctx, bcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer bcancel()
+	began := time.Now()
+	err = s.Write(bctx, ckpt("r", 0x200))
+	if !errors.Is(err, ErrBlocked) || !strings.Contains(err.Error(), "low on memory") {
+		t.Fatalf("Write during a memory alarm, after %s: %v; want ErrBlocked naming the alarm", time.Since(began).Round(time.Millisecond), err)
+	}
+	if _, err := s.Load(bctx); !errors.Is(err, ErrBlocked) {
+		t.Fatalf("Load during a memory alarm: %v; want ErrBlocked", err)
+	}
+	// A blocked store closes at once: the broker reads nothing from a
+	// blocked connection, its close included, until the alarm clears.
+	other := NewCheckpointStore(CheckpointConfig{URL: n.URL(), Name: "ckpt-blocked"})
+	if err := other.Write(bctx, ckpt("r2", 0x100)); !errors.Is(err, ErrBlocked) {
+		t.Fatalf("Write of a second store during the alarm: %v; want ErrBlocked", err)
+	}
+	closed := make(chan struct{})
+	go func() { other.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close of a blocked store still waits after 10 s")
+	}
+	if err := n.MemoryAlarm(false); err != nil {
+		t.Fatal(err)
+	}
+	// The store learns from connection.unblocked that the alarm cleared.
+	waitFor(t, "a write once the alarm cleared", time.Minute, func() bool {
+		err := s.Write(ctx, ckpt("r", 0x300))
+		if err != nil && !errors.Is(err, ErrBlocked) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
+	st, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Checkpoints["r"]; got == nil || got.LSN != "0/300" {
+		t.Fatalf("newest checkpoint after the alarm: %+v, want 0/300", got)
+	}
 }

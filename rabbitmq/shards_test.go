@@ -9,6 +9,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
 )
 
 // TestConsistentHashKeepsOrderPerAggregate is the topology the docs give
@@ -22,28 +24,12 @@ func TestConsistentHashKeepsOrderPerAggregate(t *testing.T) {
 	sfx := fresh()
 	n := startNode(t)
 	ch := channel(t, n)
-	ex, shards := "outbox"+sfx, "outbox.shards"+sfx
+	ex := "outbox" + sfx
 	if err := ch.ExchangeDeclare(ex, "topic", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.ExchangeDeclare(shards, "x-consistent-hash", true, false, false, false, amqp.Table{"hash-header": "aggregate_id"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.ExchangeBind(shards, "#", ex, false, nil); err != nil {
-		t.Fatal(err)
-	}
 	const nShards, aggregates, perAggregate = 4, 40, 100
-	var queues []string
-	for i := range nShards {
-		q := fmt.Sprintf("orders.shard-%d%s", i, sfx)
-		if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum", "x-single-active-consumer": true}); err != nil {
-			t.Fatal(err)
-		}
-		if err := ch.QueueBind(q, "1", shards, false, nil); err != nil { // "1": the shard's weight
-			t.Fatal(err)
-		}
-		queues = append(queues, q)
-	}
+	queues := rabbittest.Shards(t, ch, ex, nShards)
 
 	// What the consumers saw: first arrivals per aggregate, and which
 	// shards each aggregate came from.

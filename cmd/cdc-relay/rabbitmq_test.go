@@ -77,9 +77,7 @@ func (f *fixture) exchange() string { return "x" + f.name }
 // name.
 func (f *fixture) bindQueue(ch *amqp.Channel, key string) string {
 	f.t.Helper()
-	if err := ch.ExchangeDeclare(f.exchange(), amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
-		f.t.Fatal(err)
-	}
+	f.declareExchange(ch)
 	q := f.exchange() + ".q" + randSuffix()
 	if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
 		f.t.Fatal(err)
@@ -453,25 +451,14 @@ func TestRabbitMQAvroCloudEvents(t *testing.T) {
 // held back arrives and the relay is ready again.
 func TestRabbitMQBlockedIsDegraded(t *testing.T) {
 	t.Parallel()
-	testtier.Need(t)
-	n, err := rabbittest.Start(rabbittest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Close)
+	n := ownRabbit(t)
 	f := newFixture(t, "")
 	got := collect(t, n, f.bindQueue(n.Channel(t), "#"), false)
 	r := startRelay(t, f.rabbitArgs(n))
 	r.waitStreaming(60 * time.Second)
-	if _, err := n.Ctl("set_vm_memory_high_watermark", "0.000001"); err != nil {
+	if err := n.MemoryAlarm(true); err != nil {
 		t.Fatal(err)
 	}
-	cleared := false
-	t.Cleanup(func() {
-		if !cleared {
-			n.Ctl("set_vm_memory_high_watermark", "0.4")
-		}
-	})
 	if _, err := f.insertTx(context.Background(), f.connect(), []event{{AggregateType: "Order", AggregateID: "a", EventType: "OrderCreated", Payload: `{"n": 1}`}}); err != nil {
 		t.Fatal(err)
 	}
@@ -488,10 +475,9 @@ func TestRabbitMQBlockedIsDegraded(t *testing.T) {
 	if len(got()) != 0 {
 		t.Fatalf("%d messages arrived while the broker blocked publishing", len(got()))
 	}
-	if _, err := n.Ctl("set_vm_memory_high_watermark", "0.4"); err != nil {
+	if err := n.MemoryAlarm(false); err != nil {
 		t.Fatal(err)
 	}
-	cleared = true
 	waitFor(t, 60*time.Second, "the event held back", func() bool { return len(got()) == 1 })
 	r.waitMetric("cdc_relay_rabbitmq_blocked", 30*time.Second, func(v float64) bool { return v == 0 })
 	waitFor(t, 30*time.Second, "/readyz ready", func() bool { code, _ := r.getJSON("/readyz"); return code == 200 })

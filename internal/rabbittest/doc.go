@@ -6,7 +6,9 @@
 //
 // In: Options (extra plugins, extra rabbitmq.conf lines).
 // Out: a *Node that answers on AMQP at URL, and rabbitmqctl (Ctl) against it;
-// Stop, Start and Kill for broker restarts and crashes.
+// Stop, Start and Kill for broker restarts and crashes; MemoryAlarm for
+// connection.blocked. Shards declares the consistent-hash topology the
+// docs give for order per aggregate across several consumers.
 // Owns: the node's directory, its processes and its epmd, all gone at Close.
 //
 // Start fails, never skips, when the node cannot start; in a test, it

@@ -278,3 +278,16 @@ func (n *Node) LogTail(lines int) string {
 	}
 	return strings.Join(ls, "\n")
 }
+
+// MemoryAlarm raises a memory alarm on the node (on) or clears it, by
+// setting the memory high watermark far below what the node uses (or back
+// to the default 0.4): the node then blocks publishing connections
+// (connection.blocked) until the alarm clears.
+func (n *Node) MemoryAlarm(on bool) error {
+	watermark := "0.4"
+	if on {
+		watermark = "0.000001"
+	}
+	_, err := n.Ctl("set_vm_memory_high_watermark", watermark)
+	return err
+}
