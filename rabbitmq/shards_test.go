@@ -38,11 +38,17 @@ func TestConsistentHashKeepsOrderPerAggregate(t *testing.T) {
 	last := map[string]int{}
 	onShard := map[string]map[int]bool{}
 	var disorder []string
-	handle := func(shard int, dead *bool, d amqp.Delivery) {
+	// handle records a delivery and reports whether to ack it: a consumer
+	// marked dead neither records nor acks (a dead process acks nothing,
+	// and the broker delivers the message again to the next consumer).
+	handle := func(shard int, dead *bool, d amqp.Delivery) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		if *dead || seen[d.MessageId] {
-			return
+		if *dead {
+			return false
+		}
+		if seen[d.MessageId] {
+			return true
 		}
 		seen[d.MessageId] = true
 		agg, _ := d.Headers["aggregate_id"].(string)
@@ -55,6 +61,7 @@ func TestConsistentHashKeepsOrderPerAggregate(t *testing.T) {
 			onShard[agg] = map[int]bool{}
 		}
 		onShard[agg][shard] = true
+		return true
 	}
 	total := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
 
@@ -79,8 +86,9 @@ func TestConsistentHashKeepsOrderPerAggregate(t *testing.T) {
 		dead := false
 		go func() {
 			for d := range msgs {
-				handle(shard, &dead, d)
-				d.Ack(false)
+				if handle(shard, &dead, d) {
+					d.Ack(false)
+				}
 			}
 		}()
 		return func() {
