@@ -101,9 +101,18 @@ func endToEnd(t *testing.T, loyaltyFlags ...string) {
 	}
 	orders := mustInt(t, url, "SELECT count(*) FROM orders")
 	cancelled := mustInt(t, url, "SELECT count(*) FROM orders WHERE status = 'CANCELLED'")
+	var accruedOrders, reversed int64
+	t.Cleanup(func() {
+		if t.Failed() {
+			marks, _ := queryInt(url, "SELECT count(*) FROM processed_messages WHERE consumer = $1", consumer)
+			events, _ := queryInt(url, "SELECT count(*) FROM outbox")
+			t.Logf("at the end: %d of %d orders accrued, %d of %d cancellations reversed, %d of %d events marked", accruedOrders, orders, reversed, cancelled, marks, events)
+		}
+	})
 	waitFor(t, 180*time.Second, "every order accrued and every cancellation reversed", func() bool {
 		n, err := queryInt(url, "SELECT count(DISTINCT order_id) FROM bonus_accruals")
 		r, err2 := queryInt(url, "SELECT count(*) FROM bonus_accruals WHERE reversed")
+		accruedOrders, reversed = n, r
 		return err == nil && err2 == nil && n == orders && r >= cancelled
 	})
 	// Let the consumers commit and settle: every event marked.
