@@ -206,14 +206,23 @@ func (s *Session) Err() error {
 // it belong to a PostgreSQL transaction that has not ended, and are never
 // committed.
 func (s *Session) Drain(ctx context.Context) error {
-	for {
+	return WaitDrained(ctx, func() (bool, error) {
 		s.mu.Lock()
-		done, err := s.acked >= s.lastSeq, s.err
+		defer s.mu.Unlock()
 		if s.txn != nil {
-			done = s.commSeq >= s.bSeq
+			return s.commSeq >= s.bSeq, s.err
 		}
-		s.mu.Unlock()
-		if done {
+		return s.acked >= s.lastSeq, s.err
+	}, s.ackedCh, s.done)
+}
+
+// WaitDrained is a session's Drain: it asks state whether everything is
+// acknowledged (or why the session failed) until it is, state fails, or
+// ctx ends, asking again each time acked or done fires.
+func WaitDrained(ctx context.Context, state func() (drained bool, err error), acked <-chan struct{}, done <-chan struct{}) error {
+	for {
+		drained, err := state()
+		if drained {
 			return nil
 		}
 		if err != nil {
@@ -222,8 +231,8 @@ func (s *Session) Drain(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("drain: %w", ctx.Err())
-		case <-s.ackedCh:
-		case <-s.done:
+		case <-acked:
+		case <-done:
 		}
 	}
 }

@@ -258,23 +258,11 @@ func (ss *Session) Boundary(uint64, uint64, time.Time) {}
 
 // Drain waits until the broker confirmed everything enqueued.
 func (ss *Session) Drain(ctx context.Context) error {
-	for {
+	return publisher.WaitDrained(ctx, func() (bool, error) {
 		ss.mu.Lock()
-		done, err := ss.upTo >= ss.lastSeq, ss.err
-		ss.mu.Unlock()
-		if done {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("drain: %w", ctx.Err())
-		case <-ss.acked:
-		case <-ss.done:
-		}
-	}
+		defer ss.mu.Unlock()
+		return ss.upTo >= ss.lastSeq, ss.err
+	}, ss.acked, ss.done)
 }
 
 // Close stops the session and closes its connection; what is unconfirmed
