@@ -22,33 +22,15 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
-	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
-var (
-	rabbitOnce sync.Once
-	rabbitNode *rabbittest.Node
-	rabbitErr  error
-)
+// sharedRabbit is the package's RabbitMQ node, started by the first test
+// that needs it; testMain closes it.
+var sharedRabbit rabbittest.Shared
 
-// needRabbit starts the package's RabbitMQ node once; the test fails if it
-// cannot start (and skips while the service tier is off).
-func needRabbit(t *testing.T) *rabbittest.Node {
-	t.Helper()
-	testtier.Need(t)
-	rabbitOnce.Do(func() { rabbitNode, rabbitErr = rabbittest.Start(rabbittest.Options{}) })
-	if rabbitErr != nil {
-		t.Fatal(rabbitErr)
-	}
-	return rabbitNode
-}
-
-// closeRabbit stops the node, if a test started it (testMain).
-func closeRabbit() {
-	if rabbitNode != nil {
-		rabbitNode.Close()
-	}
-}
+// needRabbit is the package's RabbitMQ node; the test fails if it cannot
+// start (and skips while the service tier is off).
+func needRabbit(t *testing.T) *rabbittest.Node { return sharedRabbit.Node(t) }
 
 // rabbitArgs are the relay flags for the fixture on RabbitMQ: its own
 // exchange, dead-letter stream and checkpoint streams; JSON values unless
@@ -452,7 +434,7 @@ func TestRabbitMQAvroCloudEvents(t *testing.T) {
 // held back arrives and the relay is ready again.
 func TestRabbitMQBlockedIsDegraded(t *testing.T) {
 	t.Parallel()
-	n := ownRabbit(t)
+	n := rabbittest.Own(t, rabbittest.Options{})
 	f := newFixture(t, "")
 	got := collect(t, n, f.bindQueue(n.Channel(t), "#"), false)
 	r := startRelay(t, f.rabbitArgs(n))
