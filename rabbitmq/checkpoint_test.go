@@ -11,7 +11,6 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
-	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 func ckpt(relay string, lsn uint64) *checkpoint.Record {
@@ -114,12 +113,7 @@ func TestCheckpointStreams(t *testing.T) {
 // it to clear, and a blocked store closes at once; once the alarm clears,
 // both work again and the newest checkpoint is the one written last.
 func TestCheckpointStoreBlocked(t *testing.T) {
-	testtier.Need(t)
-	n, err := rabbittest.Start(rabbittest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Close)
+	n := rabbittest.Own(t, rabbittest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := NewCheckpointStore(CheckpointConfig{URL: n.URL(), Name: "ckpt-blocked"})
@@ -136,7 +130,7 @@ func TestCheckpointStoreBlocked(t *testing.T) {
 	bctx, bcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer bcancel()
 	began := time.Now()
-	err = s.Write(bctx, ckpt("r", 0x200))
+	err := s.Write(bctx, ckpt("r", 0x200))
 	if !errors.Is(err, ErrBlocked) || !strings.Contains(err.Error(), "low on memory") {
 		t.Fatalf("Write during a memory alarm, after %s: %v; want ErrBlocked naming the alarm", time.Since(began).Round(time.Millisecond), err)
 	}

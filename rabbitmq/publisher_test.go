@@ -14,24 +14,13 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
 	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
-	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // One node serves the package's tests; each test has its own exchange and
 // queues.
-var (
-	nodeOnce sync.Once
-	node     *rabbittest.Node
-	nodeErr  error
-)
+var shared rabbittest.Shared
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if node != nil {
-		node.Close()
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(shared.Run(m)) }
 
 var names atomic.Int64
 
@@ -39,15 +28,7 @@ var names atomic.Int64
 // also when -count runs it again on the same node.
 func fresh() string { return "-" + strconv.FormatInt(names.Add(1), 10) }
 
-func startNode(t *testing.T) *rabbittest.Node {
-	t.Helper()
-	testtier.Need(t)
-	nodeOnce.Do(func() { node, nodeErr = rabbittest.Start(rabbittest.Options{}) })
-	if nodeErr != nil {
-		t.Fatal(nodeErr)
-	}
-	return node
-}
+func startNode(t *testing.T) *rabbittest.Node { return shared.Node(t) }
 
 // channel opens a connection and a channel to n, closed at the test's end.
 func channel(t *testing.T, n *rabbittest.Node) *amqp.Channel {

@@ -20,11 +20,7 @@ func TestPublishOverTLS(t *testing.T) {
 	testtier.Need(t)
 	sfx := fresh()
 	ca := testca.New(t)
-	n, err := rabbittest.Start(rabbittest.Options{TLS: rabbittest.TLSFilesOf(t, ca)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n := rabbittest.Own(t, rabbittest.Options{TLS: rabbittest.TLSFilesOf(t, ca)})
 	topology(t, n, "ex-tls"+sfx, "q-tls"+sfx, "#", nil)
 
 	roots := x509.NewCertPool()

@@ -20,15 +20,10 @@ const maxCachedTopics = 10000
 
 // Router maps rows to topics. It is safe for concurrent use.
 type Router struct {
-	parts []part
+	parts []Part
 
 	mu    sync.RWMutex
 	cache map[string]string // aggregate_type + "\x00" + event_type → topic (only when the template uses both)
-}
-
-type part struct {
-	lit string
-	ph  string // "" for a literal
 }
 
 // New parses a topic template. It accepts {aggregate_type} and {event_type}.
@@ -36,29 +31,11 @@ func New(template string) (*Router, error) {
 	if template == "" {
 		return nil, fmt.Errorf("--topic-template is empty: set it, e.g. %s", DefaultTemplate)
 	}
-	r := &Router{cache: make(map[string]string)}
-	rest := template
-	for rest != "" {
-		i := strings.IndexByte(rest, '{')
-		if i < 0 {
-			r.parts = append(r.parts, part{lit: rest})
-			break
-		}
-		if i > 0 {
-			r.parts = append(r.parts, part{lit: rest[:i]})
-		}
-		j := strings.IndexByte(rest[i:], '}')
-		if j < 0 {
-			return nil, fmt.Errorf("--topic-template %q: unclosed '{': use %s or %s", template, PlaceholderAggregateType, PlaceholderEventType)
-		}
-		ph := rest[i : i+j+1]
-		if ph != PlaceholderAggregateType && ph != PlaceholderEventType {
-			return nil, fmt.Errorf("--topic-template %q: unknown placeholder %s: use %s or %s", template, ph, PlaceholderAggregateType, PlaceholderEventType)
-		}
-		r.parts = append(r.parts, part{ph: ph})
-		rest = rest[i+j+1:]
+	parts, err := ParseTemplate(template, PlaceholderAggregateType, PlaceholderEventType)
+	if err != nil {
+		return nil, fmt.Errorf("--topic-template %w", err)
 	}
-	return r, nil
+	return &Router{parts: parts, cache: make(map[string]string)}, nil
 }
 
 // Topic returns the topic for a row, validated against Kafka's naming rules.
@@ -75,9 +52,9 @@ func (r *Router) Topic(aggregateType, eventType []byte) (string, error) {
 	}
 	var b strings.Builder
 	for _, p := range r.parts {
-		switch p.ph {
+		switch p.Placeholder {
 		case "":
-			b.WriteString(p.lit)
+			b.WriteString(p.Lit)
 		case PlaceholderAggregateType:
 			b.Write(aggregateType)
 		case PlaceholderEventType:
@@ -98,7 +75,7 @@ func (r *Router) Topic(aggregateType, eventType []byte) (string, error) {
 
 func (r *Router) uses(ph string) bool {
 	for _, p := range r.parts {
-		if p.ph == ph {
+		if p.Placeholder == ph {
 			return true
 		}
 	}
@@ -123,13 +100,13 @@ func (r *Router) Matcher() func(topic string) bool {
 	return func(topic string) bool { return matchParts(r.parts, topic) }
 }
 
-func matchParts(parts []part, s string) bool {
+func matchParts(parts []Part, s string) bool {
 	if len(parts) == 0 {
 		return s == ""
 	}
 	p := parts[0]
-	if p.ph == "" {
-		return strings.HasPrefix(s, p.lit) && matchParts(parts[1:], s[len(p.lit):])
+	if p.Placeholder == "" {
+		return strings.HasPrefix(s, p.Lit) && matchParts(parts[1:], s[len(p.Lit):])
 	}
 	for i := 1; i <= len(s); i++ { // a placeholder matches one or more characters
 		if matchParts(parts[1:], s[i:]) {

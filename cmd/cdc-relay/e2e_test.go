@@ -8,11 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 )
@@ -62,61 +59,31 @@ func testEndToEnd(t *testing.T, f *fixture) {
 		aggID   string
 		evType  string
 		payload string
-		seq     int // order within the aggregate
 	}
-	var mu sync.Mutex
 	var all []inserted
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := 0; w < writers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := context.Background()
-			conn, err := pgx.Connect(ctx, f.pg.url)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer conn.Close(ctx)
-			rng := rand.New(rand.NewPCG(uint64(w), 7))
-			seqs := map[string]int{}
-			for done := 0; done < perWriter; {
-				n := min(1+rng.IntN(50), perWriter-done)
-				evs := make([]event, n)
-				meta := make([]inserted, n)
-				for i := range evs {
-					// Each writer owns 20 aggregates, so order per aggregate is the writer's order.
-					agg := uuidFor(w*1000 + rng.IntN(20))
-					evType, payload := "OrderCreated", orderCreated(agg, done+i)
-					if rng.IntN(4) == 0 {
-						evType, payload = "OrderCancelled", orderCancelled(agg, done+i)
-					}
-					evs[i] = event{AggregateType: "Order", AggregateID: agg, EventType: evType, Payload: payload,
-						Headers: fmt.Sprintf(`{"traceparent": "00-%032x-%016x-01", "attempt": %d}`, done+i, w, i)}
-					meta[i] = inserted{aggID: agg, evType: evType, payload: payload, seq: seqs[agg]}
-					seqs[agg]++
-				}
-				ids, err := f.insertTx(ctx, conn, evs)
-				if err != nil {
-					errs <- err
-					return
-				}
-				for i := range ids {
-					meta[i].id = ids[i]
-				}
-				mu.Lock()
-				all = append(all, meta...)
-				mu.Unlock()
-				done += n
-			}
-		}()
+	rngs := make([]*rand.Rand, writers) // each writer's own
+	for w := range rngs {
+		rngs[w] = rand.New(rand.NewPCG(uint64(w), 7))
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	f.runWriters(writers, perWriter, func(w, done int) []event {
+		rng := rngs[w]
+		evs := make([]event, 1+rng.IntN(50))
+		for i := range evs {
+			// Each writer owns 20 aggregates, so order per aggregate is the writer's order.
+			agg := uuidFor(w*1000 + rng.IntN(20))
+			evType, payload := "OrderCreated", orderCreated(agg, done+i)
+			if rng.IntN(4) == 0 {
+				evType, payload = "OrderCancelled", orderCancelled(agg, done+i)
+			}
+			evs[i] = event{AggregateType: "Order", AggregateID: agg, EventType: evType, Payload: payload,
+				Headers: fmt.Sprintf(`{"traceparent": "00-%032x-%016x-01", "attempt": %d}`, done+i, w, i)}
+		}
+		return evs
+	}, func(_ int, evs []event, ids []int64, _ time.Time) {
+		for i, e := range evs {
+			all = append(all, inserted{id: ids[i], aggID: e.AggregateID, evType: e.EventType, payload: e.Payload})
+		}
+	})
 	ids := make([]int64, len(all))
 	for i, e := range all {
 		ids[i] = e.id

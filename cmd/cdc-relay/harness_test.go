@@ -81,7 +81,7 @@ func TestMain(m *testing.M) {
 // testMain runs the tests and then stops the services they started.
 func testMain(m *testing.M) int {
 	schemaDir, _ = filepath.Abs("../../testdata/schemas")
-	defer closeRabbit()
+	defer sharedRabbit.Close()
 	defer func() {
 		if err := services.Close(); err != nil {
 			fmt.Fprintf(os.Stderr, "integration harness: %v\n", err)

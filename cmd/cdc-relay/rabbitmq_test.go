@@ -17,38 +17,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
-	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
-var (
-	rabbitOnce sync.Once
-	rabbitNode *rabbittest.Node
-	rabbitErr  error
-)
+// sharedRabbit is the package's RabbitMQ node, started by the first test
+// that needs it; testMain closes it.
+var sharedRabbit rabbittest.Shared
 
-// needRabbit starts the package's RabbitMQ node once; the test fails if it
-// cannot start (and skips while the service tier is off).
-func needRabbit(t *testing.T) *rabbittest.Node {
-	t.Helper()
-	testtier.Need(t)
-	rabbitOnce.Do(func() { rabbitNode, rabbitErr = rabbittest.Start(rabbittest.Options{}) })
-	if rabbitErr != nil {
-		t.Fatal(rabbitErr)
-	}
-	return rabbitNode
-}
-
-// closeRabbit stops the node, if a test started it (testMain).
-func closeRabbit() {
-	if rabbitNode != nil {
-		rabbitNode.Close()
-	}
-}
+// needRabbit is the package's RabbitMQ node; the test fails if it cannot
+// start (and skips while the service tier is off).
+func needRabbit(t *testing.T) *rabbittest.Node { return sharedRabbit.Node(t) }
 
 // rabbitArgs are the relay flags for the fixture on RabbitMQ: its own
 // exchange, dead-letter stream and checkpoint streams; JSON values unless
@@ -155,53 +136,24 @@ func TestRabbitMQEndToEnd(t *testing.T) {
 		aggID, evType, payload, headers string
 		created                         time.Time
 	}
-	var mu sync.Mutex
 	all := map[string]inserted{} // by id
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx := context.Background()
-			conn, err := pgx.Connect(ctx, f.pg.url)
-			if err != nil {
-				errs <- err
-				return
+	f.runWriters(writers, perWriter, func(w, done int) []event {
+		evs := make([]event, 1+done%7)
+		for i := range evs {
+			agg := uuidFor(w*1000 + (done+i)%5) // each writer owns 5 aggregates
+			evType, payload := "OrderCreated", orderCreated(agg, done+i)
+			if (done+i)%3 == 0 {
+				evType, payload = "OrderCancelled", orderCancelled(agg, done+i)
 			}
-			defer conn.Close(ctx)
-			for done := 0; done < perWriter; {
-				k := min(1+done%7, perWriter-done)
-				evs := make([]event, k)
-				for i := range evs {
-					agg := uuidFor(w*1000 + (done+i)%5) // each writer owns 5 aggregates
-					evType, payload := "OrderCreated", orderCreated(agg, done+i)
-					if (done+i)%3 == 0 {
-						evType, payload = "OrderCancelled", orderCancelled(agg, done+i)
-					}
-					evs[i] = event{AggregateType: "Order", AggregateID: agg, EventType: evType, Payload: payload,
-						Headers: fmt.Sprintf(`{"traceparent": "00-%032x-%016x-01", "attempt": %d}`, done+i, w+1, i)}
-				}
-				before := time.Now()
-				ids, err := f.insertTx(ctx, conn, evs)
-				if err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				for i, id := range ids {
-					all[strconv.FormatInt(id, 10)] = inserted{evs[i].AggregateID, evs[i].EventType, evs[i].Payload, evs[i].Headers, before}
-				}
-				mu.Unlock()
-				done += k
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			evs[i] = event{AggregateType: "Order", AggregateID: agg, EventType: evType, Payload: payload,
+				Headers: fmt.Sprintf(`{"traceparent": "00-%032x-%016x-01", "attempt": %d}`, done+i, w+1, i)}
+		}
+		return evs
+	}, func(_ int, evs []event, ids []int64, began time.Time) {
+		for i, id := range ids {
+			all[strconv.FormatInt(id, 10)] = inserted{evs[i].AggregateID, evs[i].EventType, evs[i].Payload, evs[i].Headers, began}
+		}
+	})
 	end := currentLSN(t, f.connect())
 	waitFor(t, 120*time.Second, "every event in the queue", func() bool { return len(got()) >= writers*perWriter })
 
@@ -452,7 +404,7 @@ func TestRabbitMQAvroCloudEvents(t *testing.T) {
 // held back arrives and the relay is ready again.
 func TestRabbitMQBlockedIsDegraded(t *testing.T) {
 	t.Parallel()
-	n := ownRabbit(t)
+	n := rabbittest.Own(t, rabbittest.Options{})
 	f := newFixture(t, "")
 	got := collect(t, n, f.bindQueue(n.Channel(t), "#"), false)
 	r := startRelay(t, f.rabbitArgs(n))

@@ -16,7 +16,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
-	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // handled is what the consumers of one queue handled, in the order they
@@ -169,7 +168,7 @@ func rabbitPublished(r *relay, more float64) {
 // confirmed past them all.
 func TestRabbitMQCrashes(t *testing.T) {
 	t.Parallel()
-	n := ownRabbit(t)
+	n := rabbittest.Own(t, rabbittest.Options{})
 	f := newFixture(t, "")
 	q := f.bindQueue(n.Channel(t), "#")
 	args := f.rabbitArgs(n, "--shutdown-timeout", "5s")
@@ -253,19 +252,6 @@ func waitAlarmReported(t *testing.T, r *relay) {
 	waitFor(t, 60*time.Second, "the relay to report the alarm", func() bool {
 		return strings.Contains(r.Output(), "the broker has blocked publishing (connection.blocked")
 	})
-}
-
-// ownRabbit starts a RabbitMQ node for t alone, for a test that restarts
-// it or raises an alarm; it closes at t's end, taking any alarm with it.
-func ownRabbit(t *testing.T) *rabbittest.Node {
-	t.Helper()
-	testtier.Need(t)
-	n, err := rabbittest.Start(rabbittest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Close)
-	return n
 }
 
 // declareExchange declares the fixture's exchange as the relay does: a

@@ -427,11 +427,7 @@ func TestRabbitMQAMQPS(t *testing.T) {
 	testtier.Need(t)
 	ca := testca.New(t)
 	files := rabbittest.TLSFilesOf(t, ca)
-	n, err := rabbittest.Start(rabbittest.Options{TLS: files})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Close)
+	n := rabbittest.Own(t, rabbittest.Options{TLS: files})
 	f := newFixture(t, "")
 	got := collect(t, n, f.bindQueue(n.Channel(t), "#"), false)
 	amqps := func(args []string) []string {

@@ -12,5 +12,6 @@
 // Owns: the node's directory, its processes and its epmd, all gone at Close.
 //
 // Start fails, never skips, when the node cannot start; in a test, it
-// refuses (testtier.ErrOff) while the service tier is off.
+// refuses (testtier.ErrOff) while the service tier is off. In a test,
+// Shared gives the package one node and Own gives a test a node of its own.
 package rabbittest

@@ -7,20 +7,13 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-
-	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // TestNodeKeepsConfirmedMessagesAcrossRestart starts a private node,
 // publishes persistent messages with confirms to a durable topic exchange
 // bound to a quorum queue, restarts the node, and reads every message back.
 func TestNodeKeepsConfirmedMessagesAcrossRestart(t *testing.T) {
-	testtier.Need(t)
-	n, err := Start(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Close)
+	n := Own(t, Options{})
 	if !strings.HasSuffix(n.Name(), "@localhost") || n.Port() >= 32768 {
 		t.Fatalf("node %s on port %d: want a private name and a port below the ephemeral range", n.Name(), n.Port())
 	}

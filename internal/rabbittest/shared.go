@@ -47,6 +47,21 @@ func (s *Shared) Run(m *testing.M) int {
 	return code
 }
 
+// Own starts a node for t alone, for a test that restarts it, raises an
+// alarm on it or needs options of its own (TLS); it closes at t's end,
+// taking any alarm with it. It skips t while the service tier is off, and
+// fails t when the node cannot start.
+func Own(t testing.TB, opts Options) *Node {
+	t.Helper()
+	testtier.Need(t)
+	n, err := Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
 // TLSFilesOf writes a server certificate for localhost and 127.0.0.1,
 // issued by ca, its key and ca's certificate into a directory of t's, for
 // Options.TLS.
