@@ -73,6 +73,9 @@ var _ checkpoint.Backend = (*CheckpointStore)(nil)
 // Topic is the streams' common prefix.
 func (s *CheckpointStore) Topic() string { return s.cfg.Name }
 
+// Broker is RabbitMQ.
+func (s *CheckpointStore) Broker() checkpoint.Broker { return checkpoint.RabbitMQ }
+
 func (s *CheckpointStore) gaps() string      { return s.cfg.Name + ".gaps" }
 func (s *CheckpointStore) directory() string { return s.cfg.Name + ".relays" }
 
