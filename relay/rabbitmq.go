@@ -54,6 +54,24 @@ func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger, also func(kind, id
 	}), nil
 }
 
+// brokerOf is the broker cfg publishes to, for the operator's texts.
+func brokerOf(cfg *Config) checkpoint.Broker {
+	if cfg.RabbitMQ() {
+		return checkpoint.RabbitMQ
+	}
+	return checkpoint.Kafka
+}
+
+// deadLetterPlace names where dead letters go, in the logs: the
+// dead-letter topic and its log key dlq_topic, or under RabbitMQ the
+// dead-letter stream and dlq_stream.
+func deadLetterPlace(b checkpoint.Broker) (place, key string) {
+	if b == checkpoint.RabbitMQ {
+		return "the dead-letter stream", "dlq_stream"
+	}
+	return "the dead-letter topic", "dlq_topic"
+}
+
 // newRabbitCheckpoints is the checkpoint's backend under RabbitMQ: the
 // streams named after --rabbitmq-checkpoint-stream.
 func newRabbitCheckpoints(cfg *Config) checkpoint.Backend {
