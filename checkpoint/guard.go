@@ -106,6 +106,9 @@ func (g *Guard) Close() {
 	}
 }
 
+// Backend is the store the guard reads and writes.
+func (g *Guard) Backend() Backend { return g.cfg.Store }
+
 // RelayID is the relay id in use ("" before the first Check without
 // --relay-id).
 func (g *Guard) RelayID() string {

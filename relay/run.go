@@ -113,7 +113,7 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 			return &StartError{Err: err}
 		}
 		m.SetHealth(nil, guard.WriteHealth)
-		m.ready.rabbitmq = rabbit.Health
+		m.ready.rabbitmq = rabbitHealth(rabbit.Health, guard.Backend())
 		newSink = func(ctx context.Context, acker publisher.Acker) recordSink {
 			return rabbitSession{rabbit.NewSession(ctx, acker)}
 		}
