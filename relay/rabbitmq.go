@@ -72,6 +72,13 @@ func deadLetterPlace(b checkpoint.Broker) (place, key string) {
 	return "the dead-letter topic", "dlq_topic"
 }
 
+// DeadLetterPlace names where cfg's dead letters go, for the operator's
+// texts: the dead-letter topic, or under RabbitMQ the dead-letter stream.
+func DeadLetterPlace(cfg *Config) string {
+	place, _ := deadLetterPlace(brokerOf(cfg))
+	return place
+}
+
 // newRabbitCheckpoints is the checkpoint's backend under RabbitMQ: the
 // streams named after --rabbitmq-checkpoint-stream.
 func newRabbitCheckpoints(cfg *Config) checkpoint.Backend {
