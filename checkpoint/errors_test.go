@@ -1,9 +1,12 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,9 +96,9 @@ func (f *fakeBackend) Write(context.Context, *Record) error       { return nil }
 func (f *fakeBackend) Close()                                     {}
 func (f *fakeBackend) Broker() Broker                             { return f.broker }
 
-// TestGuardNamesItsBroker: the guard's gap and its unknown checkpoint
-// name the store's broker; under Kafka the unknown checkpoint's text is
-// what it always was.
+// TestGuardNamesItsBroker: the guard's gap, its unknown checkpoint and the
+// ERROR for a gap accepted under --recreate-lost-slot name the store's
+// broker; under Kafka their texts are what they always were.
 func TestGuardNamesItsBroker(t *testing.T) {
 	server := replication.Server{SystemID: "sys1", Timeline: 1, Database: "app"}
 	for _, b := range []Broker{Kafka, RabbitMQ} {
@@ -116,6 +119,27 @@ func TestGuardNamesItsBroker(t *testing.T) {
 			want := "checkpoint unavailable: load failed (the checkpoint is unknown, not absent: the relay waits for " + b.String() + " and creates nothing meanwhile)"
 			if !errors.Is(err, replication.ErrCheckpointUnavailable) || err.Error() != want {
 				t.Errorf("Load with an unreadable store = %v, want %q", err, want)
+			}
+
+			// --recreate-lost-slot: the ERROR for the gap it accepted.
+			var buf bytes.Buffer
+			g = NewGuard(Config{Slot: "cdc_relay", Store: &fakeBackend{broker: b}, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+			g.loaded, g.id = true, "sys1/app/cdc_relay"
+			if err := g.SlotCreated(context.Background(), replication.GuardInput{Server: server, Slot: "cdc_relay"}, replication.SlotInfo{Confirmed: 0x300}, &replication.SlotInfo{Confirmed: 0x200}); err != nil {
+				t.Fatal(err)
+			}
+			var line struct{ Msg string }
+			if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+				t.Fatalf("%v: %s", err, buf.String())
+			}
+			want = map[Broker]string{
+				Kafka: "gap accepted under --recreate-lost-slot and recorded in the checkpoint topic: events committed after the old slot's position may be missing from Kafka; " +
+					"publish them with cdc-relay replay (docs/OPERATIONS.md). cdc-relay slot recreate --accept-gap is the recommended way: it asks each time",
+				RabbitMQ: "gap accepted under --recreate-lost-slot and recorded in the checkpoint streams: events committed after the old slot's position may be missing from RabbitMQ; " +
+					"publish them with cdc-relay replay (docs/OPERATIONS.md). cdc-relay slot recreate --accept-gap is the recommended way: it asks each time",
+			}[b]
+			if line.Msg != want {
+				t.Errorf("the --recreate-lost-slot ERROR:\n got %s\nwant %s", line.Msg, want)
 			}
 		})
 	}
