@@ -312,6 +312,32 @@ func TestRabbitMQDeadLetters(t *testing.T) {
 	}
 }
 
+// TestRabbitMQInvalidEventLog: an invalid event (an empty aggregate id)
+// lands in the dead-letter stream with its error_kind, and the relay's
+// WARN says it went to the dead-letter stream, naming it under
+// dlq_stream, never a dead-letter topic.
+func TestRabbitMQInvalidEventLog(t *testing.T) {
+	t.Parallel()
+	f, n, delivered, r := rabbitRelay(t, "#")
+	ids, err := f.insertTx(context.Background(), f.connect(), []event{{AggregateType: "Order", AggregateID: "", EventType: "OrderCreated", Payload: `{"n": 1}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq := collect(t, n, f.exchange()+".dlq", true)
+	waitFor(t, 60*time.Second, "the dead letter", func() bool { return len(dlq()) >= 1 })
+	if d := dlq()[0]; d.MessageId != strconv.FormatInt(ids[0], 10) || d.Headers["error_kind"] != "empty_aggregate_id" {
+		t.Fatalf("dead letter %s %v, want %d of kind empty_aggregate_id", d.MessageId, d.Headers, ids[0])
+	}
+	line := linesWith(r.Output(), "invalid event sent to")
+	if !strings.Contains(line, "invalid event sent to the dead-letter stream") || !strings.Contains(line, "dlq_stream="+f.exchange()+".dlq") ||
+		strings.Contains(r.Output(), "dead-letter topic") || strings.Contains(line, "dlq_topic") {
+		t.Fatalf("the WARN for the invalid event does not name the dead-letter stream:\n%s", line)
+	}
+	if len(delivered()) != 0 {
+		t.Fatalf("%d messages reached the exchange's queue, want 0", len(delivered()))
+	}
+}
+
 // TestRabbitMQExchangeOfAnotherType: an existing fanout exchange named
 // like --rabbitmq-exchange makes run exit 2, naming it.
 func TestRabbitMQExchangeOfAnotherType(t *testing.T) {
