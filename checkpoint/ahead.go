@@ -57,14 +57,14 @@ func (g *Guard) checkAhead(ctx context.Context, in replication.GuardInput, slotC
 				return err
 			}
 			if fork, beyond := forkedBefore(hist, own); beyond {
-				return replication.Fatal(&GapError{Slot: in.Slot, Checkpoint: own, Fork: &fork, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
+				return replication.Fatal(&GapError{Broker: g.broker(), Slot: in.Slot, Checkpoint: own, Fork: &fork, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
 			}
 		}
 		if settled {
-			return replication.Fatal(&GapError{Slot: in.Slot, Checkpoint: own, Ahead: slotConfirmed, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
+			return replication.Fatal(&GapError{Broker: g.broker(), Slot: in.Slot, Checkpoint: own, Ahead: slotConfirmed, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
 		}
 		if err := g.cfg.Store.Settle(ctx); err != nil {
-			return unknown(err)
+			return g.unknown(err)
 		}
 		if err := g.load(ctx, in.Server, true); err != nil {
 			return err

@@ -27,6 +27,8 @@ type Backend interface {
 	// Close releases the connections; a Backend used after Close opens
 	// them again.
 	Close()
+	// Broker names the broker, for the operator's texts (GapError).
+	Broker() Broker
 }
 
 var _ Backend = (*Store)(nil)

@@ -106,6 +106,9 @@ func (g *Guard) Close() {
 	}
 }
 
+// Backend is the store the guard reads and writes.
+func (g *Guard) Backend() Backend { return g.cfg.Store }
+
 // RelayID is the relay id in use ("" before the first Check without
 // --relay-id).
 func (g *Guard) RelayID() string {
@@ -136,12 +139,12 @@ func (g *Guard) load(ctx context.Context, server replication.Server, force bool)
 		if errors.As(err, &pe) {
 			return err
 		}
-		return unknown(err)
+		return g.unknown(err)
 	}
 	st := &State{Checkpoints: map[string]*Record{}}
 	if exists {
 		if st, err = g.cfg.Store.Load(ctx); err != nil {
-			return unknown(err)
+			return g.unknown(err)
 		}
 	}
 	g.id = g.cfg.RelayID
@@ -166,8 +169,18 @@ func (g *Guard) load(ctx context.Context, server replication.Server, force bool)
 	return nil
 }
 
-func unknown(err error) error {
-	return fmt.Errorf("%w: %w (the checkpoint is unknown, not absent: the relay waits for Kafka and creates nothing meanwhile)", replication.ErrCheckpointUnavailable, err)
+// unknown is err as a checkpoint that is unknown, not absent, waiting for
+// the store's broker.
+func (g *Guard) unknown(err error) error {
+	return fmt.Errorf("%w: %w (the checkpoint is unknown, not absent: the relay waits for %s and creates nothing meanwhile)", replication.ErrCheckpointUnavailable, err, g.broker())
+}
+
+// broker is the store's broker, for the texts; Kafka without a store.
+func (g *Guard) broker() Broker {
+	if g.cfg.Store == nil {
+		return Kafka
+	}
+	return g.cfg.Store.Broker()
 }
 
 // Check implements replication.Guard.
@@ -217,7 +230,7 @@ func (g *Guard) Decide(ctx context.Context, in replication.GuardInput) (replicat
 				return replication.VerdictRecreate, nil, nil
 			}
 		}
-		gap := &GapError{Slot: in.Slot, What: what, Checkpoint: own, SystemID: in.Server.SystemID, Timeline: in.Server.Timeline}
+		gap := &GapError{Broker: g.broker(), Slot: in.Slot, What: what, Checkpoint: own, SystemID: in.Server.SystemID, Timeline: in.Server.Timeline}
 		switch {
 		case own != nil, in.Exists:
 			return 0, nil, replication.Fatal(gap)
@@ -255,7 +268,7 @@ func (g *Guard) Decide(ctx context.Context, in replication.GuardInput) (replicat
 		g.hist, g.histTLI, g.histRead = hist, in.Server.Timeline, true
 		g.mu.Unlock()
 		if fork, beyond := forkedBefore(hist, own); beyond {
-			return 0, nil, replication.Fatal(&GapError{Slot: in.Slot, Checkpoint: own, Fork: &fork, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
+			return 0, nil, replication.Fatal(&GapError{Broker: g.broker(), Slot: in.Slot, Checkpoint: own, Fork: &fork, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
 		}
 	}
 	if pos := own.Position(); in.Info.Confirmed < pos {
@@ -296,7 +309,8 @@ func (g *Guard) SlotCreated(ctx context.Context, in replication.GuardInput, info
 		if err != nil {
 			return err
 		}
-		g.log.Error("gap accepted under --recreate-lost-slot and recorded in the checkpoint topic: events committed after the old slot's position may be missing from Kafka; "+
+		b := g.broker()
+		g.log.Error("gap accepted under --recreate-lost-slot and recorded in "+b.Checkpoints()+": events committed after the old slot's position may be missing from "+b.String()+"; "+
 			"publish them with cdc-relay replay (docs/OPERATIONS.md). cdc-relay slot recreate --accept-gap is the recommended way: it asks each time",
 			"slot", in.Slot, "from_lsn", gap.Gap.FromLSN, "to_lsn", gap.Gap.ToLSN, "checkpoint_topic", g.cfg.Store.Topic(), "key", gap.Key())
 	}

@@ -43,6 +43,9 @@ func NewStore(brokers []string, kopts []kgo.Opt, topic string) *Store {
 // Topic is the checkpoint topic's name.
 func (s *Store) Topic() string { return s.topic }
 
+// Broker is Kafka.
+func (s *Store) Broker() Broker { return Kafka }
+
 // Close closes the store's Kafka client. A store used after Close makes a
 // new one.
 func (s *Store) Close() {

@@ -102,7 +102,7 @@ func (g *Guard) SkipBelow(ctx context.Context, in replication.GuardInput, slotCo
 			replication.ErrCheckpointUnavailable, own.RelayID, own.Timeline, server.Timeline)
 	}
 	if fork, beyond := forkedBefore(hist, own); beyond {
-		return 0, replication.Fatal(&GapError{Slot: g.cfg.Slot, Checkpoint: own, Fork: &fork, Timeline: server.Timeline, SystemID: server.SystemID})
+		return 0, replication.Fatal(&GapError{Broker: g.broker(), Slot: g.cfg.Slot, Checkpoint: own, Fork: &fork, Timeline: server.Timeline, SystemID: server.SystemID})
 	}
 	return own.Position(), nil
 }

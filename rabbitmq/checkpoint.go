@@ -38,6 +38,14 @@ type CheckpointStore struct {
 	blocked    chan amqp.Blocking
 	blockedBy  string // the alarm's reason while the broker blocks conn; "" otherwise
 	registered map[string]bool
+
+	// alarm mirrors blockedBy, with since when, for Blocked: it is read
+	// without mu, which a store call holds while it waits on the broker.
+	alarm struct {
+		sync.Mutex
+		since  time.Time
+		reason string
+	}
 }
 
 // ErrBlocked is a checkpoint write or read the broker holds back: it has
@@ -72,6 +80,9 @@ var _ checkpoint.Backend = (*CheckpointStore)(nil)
 
 // Topic is the streams' common prefix.
 func (s *CheckpointStore) Topic() string { return s.cfg.Name }
+
+// Broker is RabbitMQ.
+func (s *CheckpointStore) Broker() checkpoint.Broker { return checkpoint.RabbitMQ }
 
 func (s *CheckpointStore) gaps() string      { return s.cfg.Name + ".gaps" }
 func (s *CheckpointStore) directory() string { return s.cfg.Name + ".relays" }
@@ -147,6 +158,7 @@ func (s *CheckpointStore) closeLocked() {
 		s.conn.Close()
 	}
 	s.conn, s.ch, s.returns, s.blocked, s.blockedBy = nil, nil, nil, nil, ""
+	s.mirrorAlarm()
 }
 
 // block applies a connection.blocked or unblocked notification (!open:
@@ -163,6 +175,36 @@ func (s *CheckpointStore) block(b amqp.Blocking, open bool) {
 	default:
 		s.blockedBy = ""
 	}
+	s.mirrorAlarm()
+}
+
+// mirrorAlarm copies blockedBy into alarm, keeping since while the alarm
+// lasts.
+func (s *CheckpointStore) mirrorAlarm() {
+	s.alarm.Lock()
+	defer s.alarm.Unlock()
+	switch {
+	case s.blockedBy == "":
+		s.alarm.since, s.alarm.reason = time.Time{}, ""
+	case s.alarm.since.IsZero():
+		s.alarm.since, s.alarm.reason = time.Now(), s.blockedBy
+	default:
+		s.alarm.reason = s.blockedBy
+	}
+}
+
+// Blocked says since when the broker has blocked the store's connection
+// (connection.blocked, a memory or disk alarm), and why; zero when it has
+// not. An idle store applies the notifications received so far first; a
+// busy one applies them itself, so Blocked never waits for the broker.
+func (s *CheckpointStore) Blocked() (since time.Time, reason string) {
+	if s.mu.TryLock() {
+		s.drainBlocked()
+		s.mu.Unlock()
+	}
+	s.alarm.Lock()
+	defer s.alarm.Unlock()
+	return s.alarm.since, s.alarm.reason
 }
 
 // drainBlocked applies the blocked and unblocked notifications received
@@ -212,6 +254,11 @@ func (s *CheckpointStore) Ensure(ctx context.Context, create bool) (bool, error)
 		ch, err := s.channel()
 		if err != nil {
 			return false, fmt.Errorf("checkpoint streams %s: %w", s.cfg.Name, err)
+		}
+		// The broker reads nothing from a blocked connection, a declare
+		// included, until the alarm clears.
+		if s.drainBlocked(); s.blockedBy != "" {
+			return false, fmt.Errorf("checkpoint streams %s: %w", s.cfg.Name, s.blockedErr())
 		}
 		if create {
 			if err := s.declare(ch, name, false); err != nil {

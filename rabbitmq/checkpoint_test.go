@@ -137,6 +137,14 @@ func TestCheckpointStoreBlocked(t *testing.T) {
 	if _, err := s.Load(bctx); !errors.Is(err, ErrBlocked) {
 		t.Fatalf("Load during a memory alarm: %v; want ErrBlocked", err)
 	}
+	if since, reason := s.Blocked(); since.IsZero() || since.Before(began.Add(-time.Second)) || !strings.Contains(reason, "low on memory") {
+		t.Fatalf("Blocked during a memory alarm = %v, %q; want since the write, naming the alarm", since, reason)
+	}
+	// A declare waits for the alarm like a publish: Ensure gives up too.
+	began = time.Now()
+	if _, err := s.Ensure(bctx, true); !errors.Is(err, ErrBlocked) || time.Since(began) > 5*time.Second {
+		t.Fatalf("Ensure during a memory alarm: %v after %s; want ErrBlocked at once", err, time.Since(began).Round(time.Millisecond))
+	}
 	// A blocked store closes at once: the broker reads nothing from a
 	// blocked connection, its close included, until the alarm clears.
 	other := NewCheckpointStore(CheckpointConfig{URL: n.URL(), Name: "ckpt-blocked"})
@@ -153,7 +161,12 @@ func TestCheckpointStoreBlocked(t *testing.T) {
 	if err := n.MemoryAlarm(false); err != nil {
 		t.Fatal(err)
 	}
-	// The store learns from connection.unblocked that the alarm cleared.
+	// The store learns from connection.unblocked that the alarm cleared,
+	// idle as it is: Blocked applies the notification itself.
+	waitFor(t, "Blocked to say the alarm cleared", time.Minute, func() bool {
+		since, _ := s.Blocked()
+		return since.IsZero()
+	})
 	waitFor(t, "a write once the alarm cleared", time.Minute, func() bool {
 		err := s.Write(ctx, ckpt("r", 0x300))
 		if err != nil && !errors.Is(err, ErrBlocked) {

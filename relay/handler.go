@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
@@ -24,6 +25,8 @@ type handler struct {
 	pub     recordSink
 	halt    bool   // --on-invalid halt
 	dlq     string // --dlq-topic: for logs, and the dead letter of a refused record
+	// broker names the dead letters' place in the logs (deadLetterPlace).
+	broker  checkpoint.Broker
 	metrics *Metrics
 	// dead counts the dead letters; nil counts each in metrics at once.
 	dead *deadLetters
@@ -122,7 +125,8 @@ func (h *handler) invalid(inv *recordpkg.Invalid, seq uint64) {
 		h.unconfiguredRow(inv.Table)
 		return
 	}
-	h.log.Warn("invalid event sent to the dead-letter topic", "id", inv.ID, "event_type", inv.EventType, "reason", inv.Reason, "dlq_topic", h.dlq)
+	place, key := deadLetterPlace(h.broker)
+	h.log.Warn("invalid event sent to "+place, "id", inv.ID, "event_type", inv.EventType, "reason", inv.Reason, key, h.dlq)
 }
 
 // rejected handles a record the broker refused (publisher.Config.Reject),
@@ -221,10 +225,11 @@ func (h *handler) unconfiguredRow(table string) {
 	if !ok {
 		return
 	}
-	h.log.Warn("a row of a table that is not a configured outbox table arrived (the publication publishes it): sent to the dead-letter topic with its columns as text. "+
+	place, key := deadLetterPlace(h.broker)
+	h.log.Warn("a row of a table that is not a configured outbox table arrived (the publication publishes it): sent to "+place+" with its columns as text. "+
 		"To publish such rows as events, configure the table as an outbox table (add --table "+table+" and restart), then send the dead letters on with cdc-relay dlq redrive --kind unconfigured_table; "+
 		"otherwise drop the table from the publication (ALTER PUBLICATION … DROP TABLE "+table+"). Logged once a minute per table; counted in cdc_relay_unconfigured_rows_total",
-		"table", table, "reason", recordpkg.ReasonUnconfigured, "dlq_topic", h.dlq, "rows", n)
+		"table", table, "reason", recordpkg.ReasonUnconfigured, key, h.dlq, "rows", n)
 }
 
 // rateLog lets one log line per key through per interval (default a
@@ -276,10 +281,10 @@ func (r *rateLog) allow(key string, now time.Time) (int64, bool) {
 // --on-invalid halt, Halt says so and the tool stops.
 type Invalids struct{ h handler }
 
-// Invalids are the set-up's: --on-invalid and --dlq-topic, its metrics and
-// log.
+// Invalids are the set-up's: --on-invalid and --dlq-topic (under RabbitMQ
+// --rabbitmq-dlq-stream), its metrics and log.
 func (s *Setup) Invalids() *Invalids {
-	return &Invalids{h: handler{halt: s.Config.OnInvalid == "halt", dlq: s.Config.DLQTopic, metrics: s.Metrics, log: s.log}}
+	return &Invalids{h: handler{halt: s.Config.OnInvalid == "halt", dlq: s.Config.DeadLetters(), broker: brokerOf(s.Config), metrics: s.Metrics, log: s.log}}
 }
 
 // Halt reports whether an invalid event stops the tool (--on-invalid halt).

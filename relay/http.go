@@ -46,7 +46,7 @@ func NewHTTPServer(addr string, m *Metrics, stats *replication.Stats, readTimeou
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"state": state.String(), "reason": "standby: waiting for promotion"})
 		case state == replication.StateReconnecting && stats.LastReconnectCause() == "checkpoint":
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(),
-				"reason": "waiting for Kafka: the checkpoint topic cannot be read, so a lost slot cannot be told from a first start; nothing is created meanwhile (see the log and cdc_relay_reconnects_total{cause=\"checkpoint\"})"})
+				"reason": "waiting for " + m.ready.broker.String() + ": " + m.ready.broker.Checkpoints() + " cannot be read, so a lost slot cannot be told from a first start; nothing is created meanwhile (see the log and cdc_relay_reconnects_total{cause=\"checkpoint\"})"})
 		case state == replication.StateReconnecting:
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "state": state.String(),
 				"reason": "reconnecting to PostgreSQL after an error (cause: " + stats.LastReconnectCause() + "; hosts tried: " +

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
@@ -55,25 +56,62 @@ type Metrics struct {
 // roles are the values of the role label of cdc_relay_role.
 var roles = []string{"active", "standby"}
 
+// NewMetrics are the metrics of a relay that publishes to Kafka.
 func NewMetrics(stats *replication.Stats, lag *LagRate) *Metrics {
+	return newMetrics(stats, lag, checkpoint.Kafka)
+}
+
+// metricHelp is the help of the metrics that name the broker, Kafka's
+// or under RabbitMQ RabbitMQ's.
+type metricHelp struct {
+	published, bytes, stages, degraded string
+	broker, acked                      string // "Kafka", "acknowledged by Kafka"
+}
+
+func helpFor(b checkpoint.Broker) metricHelp {
+	if b == checkpoint.RabbitMQ {
+		return metricHelp{
+			published: "Messages RabbitMQ confirmed, under the exchange's name in the topic label (dead letters included).",
+			bytes:     "Bytes of records acknowledged; RabbitMQ's confirms are not counted in bytes, so it stays 0.",
+			stages: "Time an event spends in each stage, sampled: commit_to_read (the commit time to the relay reading the transaction's first row); " +
+				"read_to_produce and produce_to_ack are not timed under RabbitMQ.",
+			degraded: "1 while /readyz answers 503 degraded: streaming, but RabbitMQ has blocked publishing (connection.blocked) or connecting has failed for over 10 s, " +
+				"checkpoint writes have failed for over 10 s, or the oldest in-flight event has waited over 30 s.",
+			broker: "RabbitMQ", acked: "confirmed by RabbitMQ",
+		}
+	}
+	return metricHelp{
+		published: "Records Kafka acknowledged, by topic (dead letters included under the DLQ topic).",
+		bytes:     "Bytes of records Kafka acknowledged.",
+		stages:    "Time an event spends in each stage, sampled: commit_to_read (the commit time to the relay reading the transaction's first row), read_to_produce (to handing its record to the Kafka client) and produce_to_ack (to the broker's acknowledgement).",
+		degraded:  "1 while /readyz answers 503 degraded: streaming, but produce requests have failed for over 10 s or the oldest in-flight event has waited over 30 s.",
+		broker:    "Kafka", acked: "acknowledged by Kafka",
+	}
+}
+
+// newMetrics are the metrics of a relay that publishes to broker: their
+// help names it and its destinations.
+func newMetrics(stats *replication.Stats, lag *LagRate, broker checkpoint.Broker) *Metrics {
 	reg := prometheus.NewRegistry()
+	help := helpFor(broker)
+	deadLetters, _ := deadLetterPlace(broker)
 	m := &Metrics{
 		reg:   reg,
-		ready: &readiness{stats: stats},
+		ready: &readiness{stats: stats, broker: broker},
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cdc_relay_events_published_total", Help: "Records Kafka acknowledged, by topic (dead letters included under the DLQ topic).",
+			Name: "cdc_relay_events_published_total", Help: help.published,
 		}, []string{"topic"}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cdc_relay_published_bytes_total", Help: "Bytes of records Kafka acknowledged.",
+			Name: "cdc_relay_published_bytes_total", Help: help.bytes,
 		}),
 		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cdc_relay_dlq_events_total", Help: "Invalid events sent to the dead-letter topic, by reason.",
+			Name: "cdc_relay_dlq_events_total", Help: "Invalid events sent to " + deadLetters + ", by reason.",
 		}, []string{"reason"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cdc_relay_skipped_rows_total", Help: "Inserted rows of tables other than the outbox tables that the publication published and the relay skipped (--allow-extra-tables), by table.",
 		}, []string{"table"}),
 		unconfigured: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cdc_relay_unconfigured_rows_total", Help: "Rows of tables the publication publishes but --table does not name, sent to the dead-letter topic as unconfigured_table, by table.",
+			Name: "cdc_relay_unconfigured_rows_total", Help: "Rows of tables the publication publishes but --table does not name, sent to " + deadLetters + " as unconfigured_table, by table.",
 		}, []string{"table"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "cdc_relay_produce_latency_seconds", Help: "Latency of one produce request, from writing it to reading the answer.",
@@ -83,7 +121,7 @@ func NewMetrics(stats *replication.Stats, lag *LagRate) *Metrics {
 			Name: "cdc_relay_produce_errors_total", Help: "Failed produce attempts, by kind.",
 		}, []string{"kind"}),
 		stages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "cdc_relay_stage_seconds", Help: "Time an event spends in each stage, sampled: commit_to_read (the commit time to the relay reading the transaction's first row), read_to_produce (to handing its record to the Kafka client) and produce_to_ack (to the broker's acknowledgement).",
+			Name: "cdc_relay_stage_seconds", Help: help.stages,
 			Buckets: prometheus.ExponentialBuckets(0.00025, 1.5, 30),
 		}, []string{"stage"}),
 	}
@@ -108,10 +146,10 @@ func NewMetrics(stats *replication.Stats, lag *LagRate) *Metrics {
 		Name: "cdc_relay_schema_cache_lookups_total", Help: "Schema id lookups per event, by result: hit (cached, no registry request) or miss.",
 	}, []string{"result"})
 	m.cacheHit, m.cacheMiss = m.registryCache.WithLabelValues("hit"), m.registryCache.WithLabelValues("miss")
-	m.unknown = newUnknownFields(reg)
+	m.unknown = newUnknownFields(reg, deadLetters)
 	m.rabbit = newRabbitMetrics(reg, m.ready)
 	reg.MustRegister(m.published, m.bytes, m.dlq, m.skipped, m.unconfigured, m.latency, m.errors, m.stages, m.txns, m.txnRecords, m.txnSeconds, m.registryRequests, m.registryCache,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_backpressure", Help: "1 while the reader waits for in-flight room: Kafka is slower than the WAL and PostgreSQL holds the WAL."}, func() float64 {
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_backpressure", Help: "1 while the reader waits for in-flight room: " + help.broker + " is slower than the WAL and PostgreSQL holds the WAL."}, func() float64 {
 			return boolFloat(stats.Backpressure())
 		}),
 		collectors.NewGoCollector(),
@@ -121,7 +159,7 @@ func NewMetrics(stats *replication.Stats, lag *LagRate) *Metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_confirmed_lsn", Help: "LSN last confirmed to PostgreSQL (flush position)."}, func() float64 { return float64(stats.Confirmed()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_server_wal_end_lsn", Help: "Newest WAL end reported by the server."}, func() float64 { return float64(stats.ServerWALEnd()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_slot_lag_bytes", Help: "Server WAL end minus confirmed LSN, from the replication protocol."}, func() float64 { return float64(stats.LagBytes()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_inflight_events", Help: "Events read and not yet acknowledged by Kafka."}, func() float64 { e, _ := stats.InFlight(); return float64(e) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_inflight_events", Help: "Events read and not yet " + help.acked + "."}, func() float64 { e, _ := stats.InFlight(); return float64(e) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_inflight_bytes", Help: "Bytes of those events."}, func() float64 { _, b := stats.InFlight(); return float64(b) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_last_status_update_timestamp_seconds", Help: "When the last status update was sent."}, func() float64 { return unixSeconds(stats.LastStatus()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_last_keepalive_timestamp_seconds", Help: "When the last keepalive arrived."}, func() float64 { return unixSeconds(stats.LastKeepalive()) }),
@@ -135,10 +173,10 @@ func NewMetrics(stats *replication.Stats, lag *LagRate) *Metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_replication_delay_seconds", Help: "Now minus the commit time of the newest acknowledged transaction; 0 when nothing is in flight."}, func() float64 {
 			return replicationDelay(stats, time.Now()).Seconds()
 		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_oldest_in_flight_seconds", Help: "How long the oldest event read from the slot and not yet acknowledged by Kafka has waited; 0 when nothing is in flight."}, func() float64 {
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_oldest_in_flight_seconds", Help: "How long the oldest event read from the slot and not yet " + help.acked + " has waited; 0 when nothing is in flight."}, func() float64 {
 			return stats.OldestInFlight(time.Now()).Seconds()
 		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_degraded", Help: "1 while /readyz answers 503 degraded: streaming, but produce requests have failed for over 10 s or the oldest in-flight event has waited over 30 s."}, func() float64 {
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_degraded", Help: help.degraded}, func() float64 {
 			return boolFloat(m.ready.degraded(time.Now()) != "")
 		}),
 		&stateCollector{stats: stats},

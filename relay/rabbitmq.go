@@ -54,6 +54,31 @@ func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger, also func(kind, id
 	}), nil
 }
 
+// brokerOf is the broker cfg publishes to, for the operator's texts.
+func brokerOf(cfg *Config) checkpoint.Broker {
+	if cfg.RabbitMQ() {
+		return checkpoint.RabbitMQ
+	}
+	return checkpoint.Kafka
+}
+
+// deadLetterPlace names where dead letters go, in the logs: the
+// dead-letter topic and its log key dlq_topic, or under RabbitMQ the
+// dead-letter stream and dlq_stream.
+func deadLetterPlace(b checkpoint.Broker) (place, key string) {
+	if b == checkpoint.RabbitMQ {
+		return "the dead-letter stream", "dlq_stream"
+	}
+	return "the dead-letter topic", "dlq_topic"
+}
+
+// DeadLetterPlace names where cfg's dead letters go, for the operator's
+// texts: the dead-letter topic, or under RabbitMQ the dead-letter stream.
+func DeadLetterPlace(cfg *Config) string {
+	place, _ := deadLetterPlace(brokerOf(cfg))
+	return place
+}
+
 // newRabbitCheckpoints is the checkpoint's backend under RabbitMQ: the
 // streams named after --rabbitmq-checkpoint-stream.
 func newRabbitCheckpoints(cfg *Config) checkpoint.Backend {
@@ -156,6 +181,32 @@ func (o rabbitObserver) Nacked()         { o.m.rabbit.nacks.Inc() }
 func (o rabbitObserver) Returned()       { o.m.rabbit.unroutable.Inc() }
 func (o rabbitObserver) Reconnected()    {}
 
+// rabbitHealth is the RabbitMQ health that /readyz and
+// cdc_relay_rabbitmq_blocked read: the sink's, blocked also while the
+// checkpoint store's own connection is (a relay started during an alarm is
+// blocked there first, before it publishes any event), since the earlier
+// of the two.
+func rabbitHealth(sink func() rabbitmq.Health, store checkpoint.Backend) func() rabbitmq.Health {
+	blocked, _ := store.(checkpointAlarm)
+	return func() rabbitmq.Health {
+		h := sink()
+		if blocked == nil {
+			return h
+		}
+		if since, reason := blocked.Blocked(); !since.IsZero() && (h.BlockedSince.IsZero() || since.Before(h.BlockedSince)) {
+			h.BlockedSince, h.BlockReason = since, reason
+		}
+		return h
+	}
+}
+
+// checkpointAlarm is what rabbitHealth reads of the checkpoint store.
+type checkpointAlarm interface {
+	Blocked() (since time.Time, reason string)
+}
+
+var _ checkpointAlarm = (*rabbitmq.CheckpointStore)(nil)
+
 // rabbitMetrics are the metrics of the RabbitMQ path.
 type rabbitMetrics struct {
 	nacks, unroutable prometheus.Counter
@@ -171,7 +222,7 @@ func newRabbitMetrics(reg *prometheus.Registry, ready *readiness) rabbitMetrics 
 			Help: "Messages RabbitMQ returned as unroutable (no queue bound for the routing key), each sent to the dead-letter stream instead."}),
 	}
 	reg.MustRegister(r.nacks, r.unroutable, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cdc_relay_rabbitmq_blocked",
-		Help: "1 while RabbitMQ blocks publishing (connection.blocked: a memory or disk alarm)."}, func() float64 {
+		Help: "1 while RabbitMQ blocks publishing, the relay's messages or its checkpoint writes (connection.blocked: a memory or disk alarm)."}, func() float64 {
 		return boolFloat(ready.rabbitmq != nil && !ready.rabbitmq().BlockedSince.IsZero())
 	}))
 	return r

@@ -6,7 +6,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/rabbitmq"
+	"github.com/cdc-relay/cdc-relay/replication"
 )
 
 var amqp406 = amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - inequivalent arg 'type'"}
@@ -59,5 +61,80 @@ func TestRabbitConfigErr(t *testing.T) {
 	}
 	if rabbitErr(nil) != nil {
 		t.Error("nil is an error")
+	}
+}
+
+// blockedStore is a checkpoint.Backend whose connection is blocked since
+// since (zero: not blocked).
+type blockedStore struct {
+	checkpoint.Backend
+	since  time.Time
+	reason string
+}
+
+func (b *blockedStore) Blocked() (time.Time, string) { return b.since, b.reason }
+
+// TestRabbitHealthBlocked: the gauge and /readyz see the broker's alarm
+// when either the publisher's connection or the checkpoint store's is
+// blocked, since the earlier; a store of another kind adds nothing.
+func TestRabbitHealthBlocked(t *testing.T) {
+	now := time.Now()
+	early, late := now.Add(-20*time.Second), now.Add(-5*time.Second)
+	sink := func(since time.Time) func() rabbitmq.Health {
+		return func() rabbitmq.Health {
+			if since.IsZero() {
+				return rabbitmq.Health{}
+			}
+			return rabbitmq.Health{BlockedSince: since, BlockReason: "publisher: low on memory"}
+		}
+	}
+	tests := []struct {
+		name       string
+		sink       time.Time
+		store      checkpoint.Backend
+		wantSince  time.Time
+		wantReason string
+	}{
+		{"neither", time.Time{}, &blockedStore{}, time.Time{}, ""},
+		{"the checkpoint store only", time.Time{}, &blockedStore{since: late, reason: "store: low on memory"}, late, "store: low on memory"},
+		{"the publisher only", late, &blockedStore{}, late, "publisher: low on memory"},
+		{"both, the store first", late, &blockedStore{since: early, reason: "store: low on memory"}, early, "store: low on memory"},
+		{"both, the publisher first", early, &blockedStore{since: late, reason: "store: low on memory"}, early, "publisher: low on memory"},
+		{"a Kafka store", time.Time{}, checkpoint.NewStore(nil, nil, "ckpt"), time.Time{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := rabbitHealth(sink(tt.sink), tt.store)()
+			if !h.BlockedSince.Equal(tt.wantSince) || h.BlockReason != tt.wantReason {
+				t.Errorf("got blocked since %v (%q), want %v (%q)", h.BlockedSince, h.BlockReason, tt.wantSince, tt.wantReason)
+			}
+		})
+	}
+
+	// The gauge reads it.
+	var stats replication.Stats
+	m := newMetrics(&stats, NewLagRate(stats.LagBytes), checkpoint.RabbitMQ)
+	store := &blockedStore{}
+	m.ready.rabbitmq = rabbitHealth(sink(time.Time{}), store)
+	gauge := func() float64 {
+		t.Helper()
+		families, err := m.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "cdc_relay_rabbitmq_blocked" {
+				return f.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no cdc_relay_rabbitmq_blocked")
+		return 0
+	}
+	if got := gauge(); got != 0 {
+		t.Errorf("cdc_relay_rabbitmq_blocked = %v with nothing blocked, want 0", got)
+	}
+	store.since, store.reason = late, "low on memory"
+	if got := gauge(); got != 1 {
+		t.Errorf("cdc_relay_rabbitmq_blocked = %v with the checkpoint store blocked, want 1", got)
 	}
 }

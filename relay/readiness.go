@@ -3,6 +3,7 @@ package relay
 import (
 	"time"
 
+	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	"github.com/cdc-relay/cdc-relay/rabbitmq"
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -24,6 +25,8 @@ const (
 // stream's lifecycle state: Kafka's side.
 type readiness struct {
 	stats *replication.Stats
+	// broker names the broker in the reasons.
+	broker checkpoint.Broker
 	// kafka is the publisher's Health; nil until the publisher exists.
 	kafka func() publisher.Health
 	// rabbitmq, set instead of kafka under --rabbitmq-url, is the RabbitMQ

@@ -101,7 +101,7 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 		return &StartError{Err: err}
 	}
 	defer tr.shutdown(log) // after the publisher's flush, below
-	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DeadLetters(), metrics: m, log: log, tracing: tr, unconfigured: &rateLog{},
+	base := handler{halt: cfg.OnInvalid == "halt", dlq: cfg.DeadLetters(), broker: brokerOf(cfg), metrics: m, log: log, tracing: tr, unconfigured: &rateLog{},
 		dead: &deadLetters{count: func(reason string) { m.DeadLetter(reason) }}}
 	// The sink: Kafka's publisher, or under --rabbitmq-url RabbitMQ's
 	// (at-least-once only: the settings refuse exactly-once with it).
@@ -113,7 +113,7 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 			return &StartError{Err: err}
 		}
 		m.SetHealth(nil, guard.WriteHealth)
-		m.ready.rabbitmq = rabbit.Health
+		m.ready.rabbitmq = rabbitHealth(rabbit.Health, guard.Backend())
 		newSink = func(ctx context.Context, acker publisher.Acker) recordSink {
 			return rabbitSession{rabbit.NewSession(ctx, acker)}
 		}
@@ -273,7 +273,7 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 	}()
 	err = stream.Run(ctx)
 	if err == nil {
-		LogUndrained(log, stats, cfg.ShutdownTimeout, cfg.ExactlyOnce)
+		LogUndrained(log, stats, cfg.ShutdownTimeout, cfg.ExactlyOnce, brokerOf(cfg))
 	}
 	stopCkpt()
 	<-ckptDone

@@ -53,7 +53,7 @@ func NewSetup(cfg *Config, log *slog.Logger, lookupOnly bool) (*Setup, error) {
 	}
 	s.Stats = new(replication.Stats)
 	s.Lag = NewLagRate(s.Stats.LagBytes)
-	s.Metrics = NewMetrics(s.Stats, s.Lag)
+	s.Metrics = newMetrics(s.Stats, s.Lag, brokerOf(cfg))
 	s.Metrics.logUnknownFields(log, cfg.UnknownFieldsName)
 	if cfg.SchemaRegistryURL != "" {
 		s.Registry, err = schemaregistry.New(schemaregistry.Config{URL: cfg.SchemaRegistryURL, Strategy: cfg.SubjectStrategy, Schemas: s.Schemas, Logger: log,

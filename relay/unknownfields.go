@@ -17,13 +17,16 @@ type unknownFields struct {
 	total *prometheus.CounterVec
 	mode  string // --unknown-fields, for the log line
 	log   *slog.Logger
+	// deadLetters names where dead letters go, for the log line: the
+	// dead-letter topic, or under RabbitMQ the dead-letter stream.
+	deadLetters string
 
 	mu   sync.Mutex
 	seen map[string]map[string]bool // event type → field
 }
 
-func newUnknownFields(reg prometheus.Registerer) *unknownFields {
-	u := &unknownFields{seen: map[string]map[string]bool{}, mode: "ignore",
+func newUnknownFields(reg prometheus.Registerer, deadLetters string) *unknownFields {
+	u := &unknownFields{seen: map[string]map[string]bool{}, mode: "ignore", deadLetters: deadLetters,
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cdc_relay_unknown_fields_total",
 			Help: "Payload members the event type's Avro schema has no field for, by event type (left out under --unknown-fields ignore; the event dead-lettered under dlq).",
@@ -62,7 +65,7 @@ func (m *Metrics) UnknownField(eventType, field string) {
 	}
 	what := "published without it (--unknown-fields ignore: Avro's writer semantics); add the field to the schema, or set --unknown-fields dlq to keep such events until it is"
 	if u.mode == "dlq" {
-		what = "sent to the dead-letter topic (--unknown-fields dlq, kind unknown_field): deploy a schema with the field, then run cdc-relay dlq redrive"
+		what = "sent to " + u.deadLetters + " (--unknown-fields dlq, kind unknown_field): deploy a schema with the field, then run cdc-relay dlq redrive"
 	}
 	log.Warn("payload field not in the event type's schema: "+what+"; counted in cdc_relay_unknown_fields_total, logged once per event type and field",
 		"event_type", eventType, "field", field)

@@ -168,22 +168,23 @@ func (r *replayer) run(ctx context.Context) int {
 	if err == nil && ctx.Err() != nil {
 		err = errors.New("interrupted by a signal")
 	}
+	dead := relay.DeadLetterPlace(cfg)
 	if r.rf.DryRun {
 		if err != nil {
 			return r.fail("read the outbox", err)
 		}
-		r.summary(tables, "dry run: would replay %d events (%d to the dead-letter topic) %s; published nothing\n",
+		r.summary(tables, "dry run: would replay %d events (%d to "+dead+") %s; published nothing\n",
 			func(_ int, t *replayTable) []int { return []int{t.read, t.dryDead} })
 		return relay.ExitOK
 	}
 	if err != nil {
-		r.summary(tables, "replay incomplete: %d events acknowledged (%d to the dead-letter topic) of %d read %s\n", func(i int, t *replayTable) []int {
+		r.summary(tables, "replay incomplete: %d events acknowledged (%d to "+dead+") of %d read %s\n", func(i int, t *replayTable) []int {
 			p, d := acker.counts(i)
 			return []int{p, d, t.read}
 		})
 		return r.fail("", err)
 	}
-	r.summary(tables, "replayed %d events (%d to the dead-letter topic) %s\n", func(i int, _ *replayTable) []int {
+	r.summary(tables, "replayed %d events (%d to "+dead+") %s\n", func(i int, _ *replayTable) []int {
 		p, d := acker.counts(i)
 		return []int{p, d}
 	})

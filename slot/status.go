@@ -117,29 +117,30 @@ func strOrEmpty(s *string) string {
 
 // Verdict says what cdc-relay run does with a slot that is missing
 // (exists false) or invalidated (lost): it asks the checkpoint guard, as run
-// does at start, reading the checkpoint topic and creating nothing.
+// does at start, reading the checkpoint topic (or under RabbitMQ the
+// checkpoint streams) and creating nothing.
 func Verdict(pgURL string, cfg *relay.Config, slot string, info replication.SlotInfo, exists bool) string {
 	if cfg == nil {
-		return verdictText(slot, "", 0, nil, exists, false)
+		return verdictText(slot, "", checkpoint.Kafka, 0, nil, exists, false)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	topic := cfg.CheckpointTopic
+	topic, broker := cfg.CheckpointTopic, checkpoint.Kafka
 	if cfg.RabbitMQ() {
-		topic = cfg.RabbitMQCheckpointStream + ".* (RabbitMQ streams)"
+		topic, broker = cfg.RabbitMQCheckpointStream+".*", checkpoint.RabbitMQ
 	}
 	sec, err := cfg.KafkaSettings().Build()
 	if err != nil {
-		return verdictText(slot, topic, 0, fmt.Errorf("%w: --kafka-tls: %w", replication.ErrCheckpointUnavailable, err), exists, true)
+		return verdictText(slot, topic, broker, 0, fmt.Errorf("%w: --kafka-tls: %w", replication.ErrCheckpointUnavailable, err), exists, true)
 	}
 	rconn, err := replication.ConnectReplication(ctx, pgURL)
 	if err != nil {
-		return verdictText(slot, topic, 0, fmt.Errorf("%w: identify the server (a replication connection): %w", replication.ErrCheckpointUnavailable, err), exists, true)
+		return verdictText(slot, topic, broker, 0, fmt.Errorf("%w: identify the server (a replication connection): %w", replication.ErrCheckpointUnavailable, err), exists, true)
 	}
 	defer rconn.Close(context.Background())
 	server, err := replication.Identify(ctx, rconn)
 	if err != nil {
-		return verdictText(slot, topic, 0, fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err), exists, true)
+		return verdictText(slot, topic, broker, 0, fmt.Errorf("%w: %w", replication.ErrCheckpointUnavailable, err), exists, true)
 	}
 	g := relay.NewGuard(cfg, sec.Opts, slog.New(slog.DiscardHandler), true)
 	defer g.Close()
@@ -147,40 +148,50 @@ func Verdict(pgURL string, cfg *relay.Config, slot string, info replication.Slot
 		History: func(ctx context.Context) ([]replication.TimelineSwitch, error) {
 			return replication.TimelineHistory(ctx, rconn, server.Timeline)
 		}})
-	return verdictText(slot, topic, verdict, err, exists, true)
+	return verdictText(slot, topic, broker, verdict, err, exists, true)
 }
 
+// rabbitSettings follows the texts of a status given no broker: the
+// settings that let it read the checkpoint under RabbitMQ.
+const rabbitSettings = "; under RabbitMQ, set --rabbitmq-url (or CDC_RELAY_RABBITMQ_URL) with --rabbitmq-checkpoint-stream for status to read the checkpoint streams instead"
+
 // verdictText is Verdict's sentence for the guard's verdict and error;
-// kafka is false when status could not read the checkpoint topic as it has
-// no --kafka-brokers.
-func verdictText(slot, topic string, verdict replication.Verdict, err error, lost, kafka bool) string {
+// topic names the checkpoint's place at broker (under RabbitMQ the
+// streams' prefix and ".*"); read is false when status could not read the
+// checkpoint as it has no broker's settings.
+func verdictText(slot, topic string, broker checkpoint.Broker, verdict replication.Verdict, err error, lost, read bool) string {
+	place := broker.Checkpoints()
 	recreate := ""
 	if lost {
-		recreate = " (unless run has --recreate-lost-slot, which drops and recreates it, logs the gap at ERROR and records it in the checkpoint topic)"
+		recreate = " (unless run has --recreate-lost-slot, which drops and recreates it, logs the gap at ERROR and records it in " + place + ")"
 	}
-	unknown := fmt.Sprintf("if the relay has a checkpoint for slot %q in the checkpoint topic (it streamed from the slot before, which was then dropped, lost in a failover or invalidated), "+
-		"cdc-relay run exits 3%s: events committed after the checkpoint may be missing from Kafka, and the repair is "+
-		"cdc-relay slot recreate --accept-gap --reason TEXT (same settings as run), then cdc-relay replay --since TIME (TIME %s before the checkpoint's last commit)", slot, recreate, checkpoint.ReplayMargin)
+	unknown := fmt.Sprintf("if the relay has a checkpoint for slot %q in %s (it streamed from the slot before, which was then dropped, lost in a failover or invalidated), "+
+		"cdc-relay run exits 3%s: events committed after the checkpoint may be missing from %s, and the repair is "+
+		"cdc-relay slot recreate --accept-gap --reason TEXT (same settings as run), then cdc-relay replay --since TIME (TIME %s before the checkpoint's last commit)", slot, place, recreate, broker, checkpoint.ReplayMargin)
 	if !lost {
 		unknown += "; without a checkpoint, run creates the slot on first start"
 	}
+	holds := " holds"
+	if broker == checkpoint.RabbitMQ {
+		holds = " hold"
+	}
 	var gap *checkpoint.GapError
 	switch {
-	case lost && !kafka:
+	case lost && !read:
 		// An invalidated slot stops run whether or not it has a checkpoint.
-		return fmt.Sprintf("cdc-relay run exits 3%s: events committed after the slot's confirmed_flush_lsn may be missing from Kafka, and the repair is "+
+		return fmt.Sprintf("cdc-relay run exits 3%s: events committed after the slot's confirmed_flush_lsn may be missing from %s, and the repair is "+
 			"cdc-relay slot recreate --accept-gap --reason TEXT (same settings as run), then cdc-relay replay --since TIME (TIME %s before the last confirmed commit; "+
-			"with --kafka-brokers and --checkpoint-topic status reads it from the checkpoint topic)", recreate, checkpoint.ReplayMargin)
-	case !kafka:
-		return unknown + " (set --kafka-brokers, or CDC_RELAY_KAFKA_BROKERS, with --checkpoint-topic, for status to read the checkpoint topic and tell which)"
+			"with --kafka-brokers and --checkpoint-topic status reads it from the checkpoint topic)", recreate, broker, checkpoint.ReplayMargin) + rabbitSettings
+	case !read:
+		return unknown + " (set --kafka-brokers, or CDC_RELAY_KAFKA_BROKERS, with --checkpoint-topic, for status to read the checkpoint topic and tell which)" + rabbitSettings
 	case errors.As(err, &gap):
 		return "cdc-relay run exits 3" + recreate + ": " + gap.Error()
 	case errors.Is(err, replication.ErrCheckpointUnavailable):
-		return fmt.Sprintf("the checkpoint topic %s cannot be read (%v), and run waits for it before it streams or creates anything; %s", topic, err, unknown)
+		return fmt.Sprintf("%s %s cannot be read (%v), and run waits for it before it streams or creates anything; %s", place, topic, err, unknown)
 	case err != nil:
-		return fmt.Sprintf("the checkpoint topic %s: %v", topic, err)
+		return fmt.Sprintf("%s %s: %v", place, topic, err)
 	case verdict == replication.VerdictCreate:
-		return fmt.Sprintf("the checkpoint topic %s holds no checkpoint for it: a first start, cdc-relay run creates the slot", topic)
+		return fmt.Sprintf("%s %s%s no checkpoint for it: a first start, cdc-relay run creates the slot", place, topic, holds)
 	}
 	return unknown
 }

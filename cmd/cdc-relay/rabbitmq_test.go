@@ -264,6 +264,32 @@ func TestRabbitMQDeadLetters(t *testing.T) {
 	}
 }
 
+// TestRabbitMQInvalidEventLog: an invalid event (an empty aggregate id)
+// lands in the dead-letter stream with its error_kind, and the relay's
+// WARN says it went to the dead-letter stream, naming it under
+// dlq_stream, never a dead-letter topic.
+func TestRabbitMQInvalidEventLog(t *testing.T) {
+	t.Parallel()
+	f, n, delivered, r := rabbitRelay(t, "#")
+	ids, err := f.insertTx(context.Background(), f.connect(), []event{{AggregateType: "Order", AggregateID: "", EventType: "OrderCreated", Payload: `{"n": 1}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq := collect(t, n, f.exchange()+".dlq", true)
+	waitFor(t, 60*time.Second, "the dead letter", func() bool { return len(dlq()) >= 1 })
+	if d := dlq()[0]; d.MessageId != strconv.FormatInt(ids[0], 10) || d.Headers["error_kind"] != "empty_aggregate_id" {
+		t.Fatalf("dead letter %s %v, want %d of kind empty_aggregate_id", d.MessageId, d.Headers, ids[0])
+	}
+	line := linesWith(r.Output(), "invalid event sent to")
+	if !strings.Contains(line, "invalid event sent to the dead-letter stream") || !strings.Contains(line, "dlq_stream="+f.exchange()+".dlq") ||
+		strings.Contains(r.Output(), "dead-letter topic") || strings.Contains(line, "dlq_topic") {
+		t.Fatalf("the WARN for the invalid event does not name the dead-letter stream:\n%s", line)
+	}
+	if len(delivered()) != 0 {
+		t.Fatalf("%d messages reached the exchange's queue, want 0", len(delivered()))
+	}
+}
+
 // TestRabbitMQExchangeOfAnotherType: an existing fanout exchange named
 // like --rabbitmq-exchange makes run exit 2, naming it.
 func TestRabbitMQExchangeOfAnotherType(t *testing.T) {
@@ -437,4 +463,48 @@ func TestRabbitMQBlockedIsDegraded(t *testing.T) {
 	waitFor(t, 60*time.Second, "the event held back", func() bool { return len(got()) == 1 })
 	r.waitMetric("cdc_relay_rabbitmq_blocked", 30*time.Second, func(v float64) bool { return v == 0 })
 	waitFor(t, 30*time.Second, "/readyz ready", func() bool { code, _ := r.getJSON("/readyz"); return code == 200 })
+}
+
+// TestRabbitMQStartedDuringAlarm: a relay started during a memory alarm is
+// blocked first on its checkpoint store's connection, which reads the
+// checkpoint up to a marker it publishes, before any event is published:
+// cdc_relay_rabbitmq_blocked is 1 then, and /readyz says the relay waits
+// for RabbitMQ's checkpoint streams, naming neither Kafka nor a topic.
+// Once the alarm clears the gauge is 0, the relay streams, and an event
+// arrives.
+func TestRabbitMQStartedDuringAlarm(t *testing.T) {
+	t.Parallel()
+	n := ownRabbit(t)
+	f := newFixture(t, "")
+	got := collect(t, n, f.bindQueue(n.Channel(t), "#"), false)
+	if err := n.MemoryAlarm(true); err != nil {
+		t.Fatal(err)
+	}
+	r := startRelay(t, f.rabbitArgs(n))
+	r.waitMetric("cdc_relay_rabbitmq_blocked", 60*time.Second, func(v float64) bool { return v == 1 })
+	if v, err := r.metric("cdc_relay_active"); err != nil || v != 0 {
+		t.Fatalf("cdc_relay_active = %v (%v) during the alarm, want 0: the checkpoint cannot be read", v, err)
+	}
+	var body map[string]string
+	waitFor(t, 30*time.Second, "/readyz waiting for the checkpoint streams", func() bool {
+		var code int
+		code, body = r.getJSON("/readyz")
+		return code == 503 && body["state"] == "reconnecting"
+	})
+	if want := "waiting for RabbitMQ: the checkpoint streams cannot be read"; !strings.HasPrefix(body["reason"], want) ||
+		strings.Contains(body["reason"], "Kafka") || strings.Contains(body["reason"], "topic") {
+		t.Fatalf("/readyz reason %q, want it to begin %q and name neither Kafka nor a topic", body["reason"], want)
+	}
+	if err := n.MemoryAlarm(false); err != nil {
+		t.Fatal(err)
+	}
+	r.waitMetric("cdc_relay_rabbitmq_blocked", 60*time.Second, func(v float64) bool { return v == 0 })
+	r.waitStreaming(60 * time.Second)
+	if _, err := f.insertTx(context.Background(), f.connect(), []event{{AggregateType: "Order", AggregateID: "a", EventType: "OrderCreated", Payload: `{"n": 1}`}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the event after the alarm", func() bool { return len(got()) == 1 })
+	if code := r.terminate(); code != exitOK {
+		t.Fatalf("exit code %d", code)
+	}
 }

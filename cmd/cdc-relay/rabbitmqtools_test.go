@@ -241,7 +241,7 @@ func TestRabbitMQDeadLetterTools(t *testing.T) {
 	// replay publishes through run's sink: the event is unroutable again,
 	// and printed as a dead letter.
 	code, out, errs = runBin(t, f.toolArgs(n, []string{"replay", "--from-id", id, "--to-id", id})...)
-	if code != 0 || !strings.Contains(out, "dead-lettered id="+id+" topic="+stream) || !strings.Contains(out, "replayed 1 events (1 to the dead-letter topic)") {
+	if code != 0 || !strings.Contains(out, "dead-lettered id="+id+" topic="+stream) || !strings.Contains(out, "replayed 1 events (1 to the dead-letter stream)") {
 		t.Fatalf("replay of the unroutable event = %d:\n%s\n%s", code, out, errs)
 	}
 	waitFor(t, 60*time.Second, "the replay's dead letter in the stream", func() bool { return len(dlq()) >= 2 })
@@ -357,10 +357,12 @@ func TestRabbitMQSlotDroppedWhileStopped(t *testing.T) {
 	if code != exitFailed || !strings.Contains(out, "FAIL  replication slot \""+f.slot+"\" does not exist") || !strings.Contains(out, "slot recreate --accept-gap") {
 		t.Fatalf("check = %d, want a FAIL for the dropped slot:\n%s", code, out)
 	}
+	namesRabbitMQ(t, "check's FAIL for the dropped slot", linesWith(out, "slot recreate --accept-gap"))
 	code, out, errs := runBin(t, "status", "--pg-url", f.pg.url, "--slot", f.slot, "--rabbitmq-url", n.URL(), "--rabbitmq-checkpoint-stream", f.exchange()+".checkpoints")
 	if code != exitFailed || !strings.Contains(errs, "cdc-relay run exits 3") || !strings.Contains(errs, "slot recreate --accept-gap") {
 		t.Fatalf("status = %d, want %d saying run exits 3, from the checkpoint streams:\n%s\n%s", code, exitFailed, out, errs)
 	}
+	namesRabbitMQ(t, "status on the dropped slot", errs)
 	args := f.rabbitArgs(n, "--halt-linger", "0s")
 	r2 := startRelay(t, args)
 	if code := r2.wait(90 * time.Second); code != exitGap {
@@ -371,12 +373,15 @@ func TestRabbitMQSlotDroppedWhileStopped(t *testing.T) {
 			t.Fatalf("the exit message lacks %q:\n%s", want, tailString(r2.Output(), 3000))
 		}
 	}
+	namesRabbitMQ(t, "the exit-3 message", linesWith(r2.Output(), "slot recreate --accept-gap"))
 	if slotExists(t, conn, f.slot) {
 		t.Fatal("the relay created a slot after the gap")
 	}
 
 	if code, _, errs := runBin(t, f.toolArgs(n, []string{"slot", "recreate"})...); code != exitConfig || !strings.Contains(errs, "--accept-gap is required") {
 		t.Fatalf("slot recreate without --accept-gap = %d, want %d:\n%s", code, exitConfig, errs)
+	} else {
+		namesRabbitMQ(t, "slot recreate without --accept-gap", errs)
 	}
 	code, out, errs = runBin(t, f.toolArgs(n, []string{"slot", "recreate", "--accept-gap", "--reason", "INC-42"})...)
 	if code != 0 || !strings.Contains(out, "created slot "+f.slot) || !strings.Contains(out, "gap recorded in stream "+f.exchange()+".checkpoints.gaps") {
@@ -507,5 +512,25 @@ func TestRabbitMQToolSettings(t *testing.T) {
 				t.Fatalf("the password is in the message: %s", out)
 			}
 		})
+	}
+}
+
+// linesWith are the lines of out that contain sub, joined.
+func linesWith(out, sub string) string {
+	var got []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, sub) {
+			got = append(got, l)
+		}
+	}
+	return strings.Join(got, "\n")
+}
+
+// namesRabbitMQ fails unless text, an operator's message under RabbitMQ,
+// says RabbitMQ and neither Kafka nor a checkpoint topic.
+func namesRabbitMQ(t *testing.T, what, text string) {
+	t.Helper()
+	if !strings.Contains(text, "missing from RabbitMQ") || strings.Contains(text, "Kafka") || strings.Contains(text, "checkpoint topic") {
+		t.Fatalf("%s does not say the events may be missing from RabbitMQ, or names Kafka or a checkpoint topic:\n%s", what, text)
 	}
 }
