@@ -474,7 +474,7 @@ func TestRabbitMQBlockedIsDegraded(t *testing.T) {
 // arrives.
 func TestRabbitMQStartedDuringAlarm(t *testing.T) {
 	t.Parallel()
-	n := ownRabbit(t)
+	n := rabbittest.Own(t, rabbittest.Options{})
 	f := newFixture(t, "")
 	got := collect(t, n, f.bindQueue(n.Channel(t), "#"), false)
 	if err := n.MemoryAlarm(true); err != nil {
