@@ -53,7 +53,7 @@ func NewRabbitMQ[T any](cfg RabbitMQConfig[T]) (*RabbitMQConsumer[T], error) {
 
 // Stats returns the counters. DeadLettered counts the deliveries the
 // consumer rejected for good: undecodable ones, and failed ones at their
-// last delivery (the broker dead-letters them).
+// last attempt (the broker dead-letters them).
 func (r *RabbitMQConsumer[T]) Stats() Stats { return r.core.Stats() }
 
 // Cleanup deletes this consumer's old marks, as Consumer.Cleanup does.
@@ -152,7 +152,7 @@ func (r *RabbitMQConsumer[T]) session(ctx context.Context, b *backoff.Backoff) e
 		workers.Add(1)
 		go func(q <-chan rjob) {
 			defer workers.Done()
-			w := &rworker[T]{r: r, blocked: map[string]*block{}}
+			w := &rworker[T]{r: r, doomed: map[string]bool{}}
 			w.run(work, q)
 		}(queues[i])
 	}

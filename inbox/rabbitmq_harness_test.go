@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -194,14 +195,14 @@ const (
 	childQueueEnv = "INBOX_RABBITMQ_QUEUE"
 )
 
-// flakyFirst fails the first delivery of one event in ten (by its id):
-// the delivery is given back and applied when it comes again.
+// flakyFirst fails the first attempt of one event in ten (by its id): the
+// delivery is retried in place and applied at its second attempt.
 func flakyFirst(h Handler[orderEvent]) Handler[orderEvent] {
 	return func(ctx context.Context, tx pgx.Tx, ev *Event[orderEvent]) error {
 		f := fnv.New32a()
 		f.Write([]byte(ev.ID))
-		if f.Sum32()%10 == 0 && ev.Headers["x-delivery-count"] == "" {
-			return errors.New("flaky: fails an event's first delivery")
+		if f.Sum32()%10 == 0 && ev.Attempt == 1 {
+			return errors.New("flaky: fails an event's first attempt")
 		}
 		return h(ctx, tx, ev)
 	}
@@ -254,4 +255,31 @@ func startChild(t *testing.T, name, consumer, url, pgURL, exchange, queue string
 	}
 	return relaytest.Start(t, exe, []string{"-test.run=^$"}, relaytest.Options{Name: name, TailBytes: 3000, Env: []string{
 		inboxChildEnv + "=" + consumer, childURLEnv + "=" + url, childPGEnv + "=" + pgURL, childExEnv + "=" + exchange, childQueueEnv + "=" + queue}})
+}
+
+// failedAttempts counts the failed attempts a child consumer logged (each
+// retried in place).
+func failedAttempts(p *proc) int { return strings.Count(p.Output(), "handler failed; retrying") }
+
+// killAfterFailure waits for one of children to log a failed attempt, kills
+// it with -9 at once, while it holds the failed event, and returns its
+// index.
+func killAfterFailure(t *testing.T, children []*proc) int {
+	t.Helper()
+	base := make([]int, len(children))
+	for i, c := range children {
+		base[i] = failedAttempts(c)
+	}
+	victim := -1
+	waitFor(t, 60*time.Second, "a failed attempt", func() bool {
+		for i, c := range children {
+			if failedAttempts(c) > base[i] {
+				victim = i
+				return true
+			}
+		}
+		return false
+	})
+	children[victim].Kill()
+	return victim
 }
