@@ -176,9 +176,13 @@ func (r *RabbitMQConsumer[T]) session(ctx context.Context, b *backoff.Backoff) e
 	for {
 		select {
 		case <-ctx.Done():
-			// Stop deliveries, finish what is held, then close: the broker
-			// gives back whatever was not acknowledged.
-			ch.Cancel(tag, false)
+			// Finish what the workers hold, then close: the broker gives
+			// back whatever was not acknowledged, in the order it was
+			// delivered, before another consumer gets anything. No
+			// basic.cancel first: with single active consumer it makes the
+			// next consumer active at once, which would apply later events
+			// of an aggregate while this one still finishes earlier ones.
+			// What arrives meanwhile waits in the client, unacknowledged.
 			stop(true)
 			return nil
 		case aerr, ok := <-closed:

@@ -261,10 +261,10 @@ func startChild(t *testing.T, name, consumer, url, pgURL, exchange, queue string
 // retried in place).
 func failedAttempts(p *proc) int { return strings.Count(p.Output(), "handler failed; retrying") }
 
-// killAfterFailure waits for one of children to log a failed attempt, kills
-// it with -9 at once, while it holds the failed event, and returns its
-// index.
-func killAfterFailure(t *testing.T, children []*proc) int {
+// stopAfterFailure waits for one of children to log a failed attempt and
+// at once, while it holds the failed event, kills it with -9 or, with
+// term, stops it with SIGTERM (it must exit 0); it returns its index.
+func stopAfterFailure(t *testing.T, children []*proc, term bool) int {
 	t.Helper()
 	base := make([]int, len(children))
 	for i, c := range children {
@@ -280,6 +280,10 @@ func killAfterFailure(t *testing.T, children []*proc) int {
 		}
 		return false
 	})
-	children[victim].Kill()
+	if !term {
+		children[victim].Kill()
+	} else if code := children[victim].Terminate(); code != 0 {
+		t.Fatalf("a consumer stopped with SIGTERM exited %d", code)
+	}
 	return victim
 }

@@ -363,7 +363,7 @@ func TestRabbitMQChaos(t *testing.T) {
 		}
 		at := applied() + 150
 		waitFor(t, 120*time.Second, fmt.Sprintf("%d events applied", at), func() bool { return applied() >= at })
-		i := killAfterFailure(t, children)
+		i := stopAfterFailure(t, children, false)
 		killed = append(killed, children[i])
 		t.Logf("%s killed after a failed attempt at %d events applied", names[i], applied())
 		children[i] = startChild(t, names[i], consumer, node.URL(), url, ex, queue)
