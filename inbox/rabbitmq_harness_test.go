@@ -287,3 +287,70 @@ func stopAfterFailure(t *testing.T, children []*proc, term bool) int {
 	}
 	return victim
 }
+
+// childNames name the two child consumers of startChildren.
+var childNames = []string{"consumer-a", "consumer-b"}
+
+// startChildren starts two child consumers of queue, the second once the
+// first consumes: with single active consumer the first applies and the
+// second waits.
+func startChildren(t *testing.T, node *rabbittest.Node, url, consumer, ex, queue string) []*proc {
+	t.Helper()
+	children := []*proc{startChild(t, childNames[0], consumer, node.URL(), url, ex, queue)}
+	waitConsuming(t, node, queue)
+	return append(children, startChild(t, childNames[1], consumer, node.URL(), url, ex, queue))
+}
+
+// appliedCount is how many effects consumer applied (0 on error: callers
+// poll).
+func appliedCount(url, consumer string) int64 {
+	n, _ := queryInt(url, "SELECT count(*) FROM effects WHERE consumer = $1", consumer)
+	return n
+}
+
+// checkExactlyOnce waits until consumer applied total events, then checks
+// that each was applied once, with one mark, each aggregate's in the order
+// published, and that nothing was dead-lettered.
+func checkExactlyOnce(t *testing.T, node *rabbittest.Node, url, consumer, queue string, total int) {
+	t.Helper()
+	waitFor(t, 180*time.Second, fmt.Sprintf("all %d events applied", total), func() bool { return appliedCount(url, consumer) >= int64(total) })
+	if n := appliedCount(url, consumer); n != int64(total) {
+		t.Errorf("%d effects, want one per published event: %d", n, total)
+	}
+	if n := mustInt(t, url, "SELECT count(DISTINCT message_id) FROM effects WHERE consumer = $1", consumer); n != int64(total) {
+		t.Errorf("%d distinct events applied, want %d", n, total)
+	}
+	if n := mustInt(t, url, "SELECT count(*) FROM processed_messages WHERE consumer = $1", consumer); n != int64(total) {
+		t.Errorf("%d marks, want %d", n, total)
+	}
+	if n := outOfOrder(t, url, consumer); n != 0 {
+		t.Errorf("%d pairs of an aggregate's events applied out of order", n)
+	}
+	if n := queueDepth(t, node, queue+".dlq"); n != 0 {
+		t.Errorf("%d dead letters: no event should have failed for good", n)
+	}
+}
+
+// eventSource makes relay-shaped events of aggregates agg-0 to agg-N-1 in
+// turn, each aggregate's numbered from 0 in the order made.
+type eventSource struct {
+	prefix string
+	next   []int
+	total  int
+}
+
+func newEventSource(prefix string, aggs int) *eventSource {
+	return &eventSource{prefix: prefix, next: make([]int, aggs)}
+}
+
+// chunk returns the next n events.
+func (e *eventSource) chunk(n int) []amqp.Publishing {
+	msgs := make([]amqp.Publishing, 0, n)
+	for range n {
+		a := e.total % len(e.next)
+		msgs = append(msgs, relayMessage(fmt.Sprintf("%s-%d-%d", e.prefix, a, e.next[a]), fmt.Sprintf("agg-%d", a), e.next[a]))
+		e.next[a]++
+		e.total++
+	}
+	return msgs
+}

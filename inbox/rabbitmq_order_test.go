@@ -1,11 +1,8 @@
 package inbox
 
 import (
-	"fmt"
 	"testing"
 	"time"
-
-	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // TestRabbitMQKillOrder runs two consumer processes on one queue (single
@@ -25,43 +22,28 @@ func TestRabbitMQKillOrder(t *testing.T) {
 	node, url := rabbitSetup(t)
 	s := suffix()
 	ex, queue, consumer := "ex_"+s, "q_"+s, "order_"+s
-	names := []string{"consumer-a", "consumer-b"}
-	children := []*proc{startChild(t, names[0], consumer, node.URL(), url, ex, queue)}
-	waitConsuming(t, node, queue)
-	children = append(children, startChild(t, names[1], consumer, node.URL(), url, ex, queue))
+	children := startChildren(t, node, url, consumer, ex, queue)
 
 	const aggs = 4
 	stop := make(chan struct{})
 	published := make(chan int, 1)
 	p := newPublisher(t, node.URL())
 	go func() {
-		next := make([]int, aggs)
-		total := 0
+		events := newEventSource(s, aggs)
 		for {
 			select {
 			case <-stop:
-				published <- total
+				published <- events.total
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			var msgs []amqp.Publishing
-			for range 8 {
-				a := total % aggs
-				msgs = append(msgs, relayMessage(fmt.Sprintf("%s-%d-%d", s, a, next[a]), fmt.Sprintf("agg-%d", a), next[a]))
-				next[a]++
-				total++
-			}
-			if err := p.send(ex, msgs...); err != nil {
+			if err := p.send(ex, events.chunk(8)...); err != nil {
 				t.Error(err)
-				published <- total
+				published <- events.total
 				return
 			}
 		}
 	}()
-	applied := func() int64 {
-		n, _ := queryInt(url, "SELECT count(*) FROM effects WHERE consumer = $1", consumer)
-		return n
-	}
 	for k := range 12 {
 		term := k%3 == 2
 		victim := stopAfterFailure(t, children, term)
@@ -69,22 +51,10 @@ func TestRabbitMQKillOrder(t *testing.T) {
 		if term {
 			how = "stopped with SIGTERM"
 		}
-		t.Logf("%s %s after a failed attempt at %d events applied", names[victim], how, applied())
-		children[victim] = startChild(t, names[victim], consumer, node.URL(), url, ex, queue)
+		t.Logf("%s %s after a failed attempt at %d events applied", childNames[victim], how, appliedCount(url, consumer))
+		children[victim] = startChild(t, childNames[victim], consumer, node.URL(), url, ex, queue)
 	}
 	close(stop)
 	total := <-published
-	waitFor(t, 180*time.Second, fmt.Sprintf("all %d events applied", total), func() bool { return applied() >= int64(total) })
-	if n := mustInt(t, url, "SELECT count(DISTINCT message_id) FROM effects WHERE consumer = $1", consumer); n != int64(total) {
-		t.Errorf("%d distinct events applied, want %d", n, total)
-	}
-	if n := applied(); n != int64(total) {
-		t.Errorf("%d effects, want %d", n, total)
-	}
-	if n := outOfOrder(t, url, consumer); n != 0 {
-		t.Errorf("%d pairs of an aggregate's events applied out of order", n)
-	}
-	if n := queueDepth(t, node, queue+".dlq"); n != 0 {
-		t.Errorf("%d dead letters: no event should have failed for good", n)
-	}
+	checkExactlyOnce(t, node, url, consumer, queue, total)
 }

@@ -279,10 +279,7 @@ func TestRabbitMQChaos(t *testing.T) {
 	node, url := rabbitSetup(t)
 	s := suffix()
 	ex, queue, consumer := "ex_"+s, "q_"+s, "chaos_"+s
-	names := []string{"consumer-a", "consumer-b"}
-	children := []*proc{startChild(t, names[0], consumer, node.URL(), url, ex, queue)}
-	waitConsuming(t, node, queue)
-	children = append(children, startChild(t, names[1], consumer, node.URL(), url, ex, queue))
+	children := startChildren(t, node, url, consumer, ex, queue)
 
 	// The publisher: chunks of 10 events every 20 ms until stopped; every
 	// fifth chunk sends the one before again (duplicates).
@@ -295,23 +292,16 @@ func TestRabbitMQChaos(t *testing.T) {
 	published := make(chan result, 1)
 	p := newPublisher(t, node.URL())
 	go func() {
-		next := make([]int, aggs)
+		events := newEventSource(s, aggs)
 		var prev []amqp.Publishing
-		total := 0
 		for chunk := 0; ; chunk++ {
 			select {
 			case <-stop:
-				published <- result{total: total}
+				published <- result{total: events.total}
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			var msgs []amqp.Publishing
-			for range 10 {
-				a := total % aggs
-				msgs = append(msgs, relayMessage(fmt.Sprintf("%s-%d-%d", s, a, next[a]), fmt.Sprintf("agg-%d", a), next[a]))
-				next[a]++
-				total++
-			}
+			msgs := events.chunk(10)
 			// A chunk not wholly confirmed (the broker restarts) is sent
 			// again, whole, on a new connection: earlier events of it come
 			// twice, never after later ones.
@@ -325,7 +315,7 @@ func TestRabbitMQChaos(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					published <- result{total: total, err: err}
+					published <- result{total: events.total, err: err}
 					return
 				}
 				select {
@@ -337,10 +327,7 @@ func TestRabbitMQChaos(t *testing.T) {
 			prev = msgs
 		}
 	}()
-	applied := func() int64 {
-		n, _ := queryInt(url, "SELECT count(*) FROM effects WHERE consumer = $1", consumer)
-		return n
-	}
+	applied := func() int64 { return appliedCount(url, consumer) }
 	var killed []*proc
 	lost := func() (n int) {
 		for _, p := range append(children, killed...) {
@@ -365,8 +352,8 @@ func TestRabbitMQChaos(t *testing.T) {
 		waitFor(t, 120*time.Second, fmt.Sprintf("%d events applied", at), func() bool { return applied() >= at })
 		i := stopAfterFailure(t, children, false)
 		killed = append(killed, children[i])
-		t.Logf("%s killed after a failed attempt at %d events applied", names[i], applied())
-		children[i] = startChild(t, names[i], consumer, node.URL(), url, ex, queue)
+		t.Logf("%s killed after a failed attempt at %d events applied", childNames[i], applied())
+		children[i] = startChild(t, childNames[i], consumer, node.URL(), url, ex, queue)
 	}
 	close(stop)
 	var total int
@@ -379,23 +366,7 @@ func TestRabbitMQChaos(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the publisher did not stop")
 	}
-	waitFor(t, 180*time.Second, fmt.Sprintf("all %d events applied", total), func() bool { return applied() >= int64(total) })
-
-	if n := applied(); n != int64(total) {
-		t.Errorf("%d effects, want one per published event: %d", n, total)
-	}
-	if n := mustInt(t, url, "SELECT count(DISTINCT message_id) FROM effects WHERE consumer = $1", consumer); n != int64(total) {
-		t.Errorf("%d distinct events applied, want %d", n, total)
-	}
-	if n := mustInt(t, url, "SELECT count(*) FROM processed_messages WHERE consumer = $1", consumer); n != int64(total) {
-		t.Errorf("%d marks, want %d", n, total)
-	}
-	if n := outOfOrder(t, url, consumer); n != 0 {
-		t.Errorf("%d pairs of an aggregate's events applied out of order", n)
-	}
-	if n := queueDepth(t, node, queue+".dlq"); n != 0 {
-		t.Errorf("%d dead letters: no event should have failed", n)
-	}
+	checkExactlyOnce(t, node, url, consumer, queue, total)
 	dups, failed := 0, 0
 	for _, p := range append(children, killed...) {
 		dups += len(p.Lines("duplicate "))
