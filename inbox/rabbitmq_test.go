@@ -134,8 +134,9 @@ func rabbitEndToEnd(t *testing.T, batch int) {
 	}
 }
 
-// TestRabbitMQPoison: a handler that always fails on one event gives it
-// back until the delivery limit, and the broker dead-letters it; an
+// TestRabbitMQPoison: a handler that always fails on one event is tried
+// DeliveryLimit+1 times in place, then given back until the broker
+// dead-letters it at the delivery limit; an
 // undecodable value is dead-lettered at once; a handler that runs past
 // HandlerTimeout fails its attempt; an event that fails twice and then
 // succeeds is applied before its aggregate's later events.
@@ -147,11 +148,13 @@ func TestRabbitMQPoison(t *testing.T) {
 	poison, flaky, hang := "poison-1", "flaky-1", "hang-1"
 	var mu sync.Mutex
 	calls := map[string]int{}
+	attempts := map[string][]int{}
 	apply := cfg.Handler
 	cfg.Handler = func(ctx context.Context, tx pgx.Tx, ev *Event[orderEvent]) error {
 		mu.Lock()
 		calls[ev.ID]++
 		n := calls[ev.ID]
+		attempts[ev.ID] = append(attempts[ev.ID], ev.Attempt)
 		mu.Unlock()
 		switch {
 		case ev.ID == poison:
@@ -188,6 +191,11 @@ func TestRabbitMQPoison(t *testing.T) {
 	mu.Lock()
 	if calls[poison] != cfg.DeliveryLimit+1 || calls[hang] != cfg.DeliveryLimit+1 || calls["bad-1"] != 0 || calls[flaky] != 3 {
 		t.Errorf("handler calls %v: want %d for %s and %s (the delivery limit + 1), 0 for bad-1, 3 for %s", calls, cfg.DeliveryLimit+1, poison, hang, flaky)
+	}
+	for _, id := range []string{poison, flaky, hang} {
+		if got := fmt.Sprint(attempts[id]); got != "[1 2 3]" {
+			t.Errorf("%s's attempts %s, want [1 2 3]: retried in place, each counted", id, got)
+		}
 	}
 	mu.Unlock()
 	if n := outOfOrder(t, url, cfg.Consumer); n != 0 {
