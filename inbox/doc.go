@@ -43,10 +43,10 @@
 // sets. Values by content_type: JSON, Confluent-framed Avro, CloudEvents.
 // The id is the id header or message_id; the redelivered flag is only a
 // hint, every delivery is deduplicated by its mark. Prefetch 10, a manual
-// ack after the commit; a failed event is given back with basic.reject
-// after a backoff, so that the broker counts it and, past the delivery
-// limit, dead-letters it, while its aggregate's later events go back
-// behind it or wait for it. The connection is the package's own
+// ack after the commit; a failed event is retried in place with backoff,
+// its aggregate's later events waiting behind it, up to the delivery
+// limit (earlier deliveries count), then given back with basic.reject
+// until the broker dead-letters it. The connection is the package's own
 // (amqp091-go's recovery off): lost, it is made again with backoff and
 // the held deliveries come again.
 //

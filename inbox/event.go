@@ -29,7 +29,8 @@ type Event[T any] struct {
 	Partition int
 	Offset    int64
 	// Attempt counts the tries of this event in this process, from 1;
-	// transient failures do not count.
+	// transient failures do not count. From RabbitMQ, each earlier
+	// delivery (x-delivery-count) counts as a try.
 	Attempt int
 
 	rejected string // Redrive: why prepare refused it

@@ -129,9 +129,15 @@ func (c *Consumer[T]) handle(ctx context.Context, dlq *kgo.Client, ev *Event[T],
 // Transient failures and outages are retried with backoff without counting;
 // transient ones only for TransientTimeout from the first of them.
 func (c *Consumer[T]) retry(ctx context.Context, ev *Event[T]) (dup bool, _ error) {
+	return c.retryFrom(ctx, ev, 1, c.cfg.MaxAttempts)
+}
+
+// retryFrom is retry with the attempts numbered from first (earlier ones
+// happened elsewhere: RabbitMQ's earlier deliveries) up to maxAttempts.
+func (c *Consumer[T]) retryFrom(ctx context.Context, ev *Event[T], first, maxAttempts int) (dup bool, _ error) {
 	b := backoff.Backoff{Min: c.cfg.RetryMin, Max: c.cfg.RetryMax}
 	var waitingSince time.Time // the first transient failure of this event
-	for attempt := 1; ; attempt++ {
+	for attempt := first; ; attempt++ {
 		ev.Attempt = attempt
 		dup, herr, err := c.process(ctx, ev)
 		if err == nil && herr == nil {
@@ -167,10 +173,10 @@ func (c *Consumer[T]) retry(ctx context.Context, ev *Event[T]) (dup bool, _ erro
 			waited = time.Since(waitingSince)
 		}
 		switch {
-		case class == classCounted && attempt >= c.cfg.MaxAttempts:
+		case class == classCounted && attempt >= maxAttempts:
 			return false, failure
 		case class == classCounted:
-			c.log.Warn("handler failed; retrying", "id", ev.ID, "event_type", ev.Type, "attempt", attempt, "max_attempts", c.cfg.MaxAttempts, "error", failure)
+			c.log.Warn("handler failed; retrying", "id", ev.ID, "event_type", ev.Type, "attempt", attempt, "max_attempts", maxAttempts, "error", failure)
 		default:
 			attempt--
 			c.transientRetries.Add(1)
@@ -251,7 +257,8 @@ func (c *Consumer[T]) processBatch(ctx context.Context, evs []*Event[T]) error {
 			continue
 		}
 		delete(fresh, ev.ID) // a second record with this id in the batch is a duplicate
-		ev.Attempt = 1
+		// At least 1: RabbitMQ's prepare counts the earlier deliveries.
+		ev.Attempt = max(ev.Attempt, 1)
 		if err := c.callHandler(ctx, tx, ev); err != nil {
 			return fmt.Errorf("event %s: %w", ev.ID, err)
 		}

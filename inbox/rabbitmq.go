@@ -53,7 +53,7 @@ func NewRabbitMQ[T any](cfg RabbitMQConfig[T]) (*RabbitMQConsumer[T], error) {
 
 // Stats returns the counters. DeadLettered counts the deliveries the
 // consumer rejected for good: undecodable ones, and failed ones at their
-// last delivery (the broker dead-letters them).
+// last attempt (the broker dead-letters them).
 func (r *RabbitMQConsumer[T]) Stats() Stats { return r.core.Stats() }
 
 // Cleanup deletes this consumer's old marks, as Consumer.Cleanup does.
@@ -152,7 +152,7 @@ func (r *RabbitMQConsumer[T]) session(ctx context.Context, b *backoff.Backoff) e
 		workers.Add(1)
 		go func(q <-chan rjob) {
 			defer workers.Done()
-			w := &rworker[T]{r: r, blocked: map[string]*block{}}
+			w := &rworker[T]{r: r, doomed: map[string]bool{}}
 			w.run(work, q)
 		}(queues[i])
 	}
@@ -176,9 +176,13 @@ func (r *RabbitMQConsumer[T]) session(ctx context.Context, b *backoff.Backoff) e
 	for {
 		select {
 		case <-ctx.Done():
-			// Stop deliveries, finish what is held, then close: the broker
-			// gives back whatever was not acknowledged.
-			ch.Cancel(tag, false)
+			// Finish what the workers hold, then close: the broker gives
+			// back whatever was not acknowledged, in the order it was
+			// delivered, before another consumer gets anything. No
+			// basic.cancel first: with single active consumer it makes the
+			// next consumer active at once, which would apply later events
+			// of an aggregate while this one still finishes earlier ones.
+			// What arrives meanwhile waits in the client, unacknowledged.
 			stop(true)
 			return nil
 		case aerr, ok := <-closed:

@@ -47,14 +47,16 @@ type RabbitMQConfig[T any] struct {
 	// is declared or bound, and a queue that does not exist is an error.
 	// Its delivery limit and dead-letter exchange are then whatever it has;
 	// give DeliveryLimit the queue's x-delivery-limit so that the consumer
-	// knows when an event's last delivery is failing. Default false: the
+	// counts an event's attempts against it. Default false: the
 	// consumer declares the exchange, the queue, its dead-letter exchange
 	// and queue, and the bindings, every queue argument explicitly.
 	Passive bool
 	// DeliveryLimit is the queue's x-delivery-limit: a message is
 	// dead-lettered when it is given back once more after DeliveryLimit
-	// redeliveries (DeliveryLimit+1 deliveries in all). Default 5, as in
-	// the article; RabbitMQ 4.0 would default to 20 without it.
+	// redeliveries. A failing event is tried DeliveryLimit+1 times in all,
+	// in place (the delivery is kept), its earlier deliveries counting as
+	// attempts, then given back until the broker dead-letters it. Default
+	// 5, as in the article; RabbitMQ 4.0 would default to 20 without it.
 	DeliveryLimit int
 	// DeadLetterExchange is the queue's x-dead-letter-exchange, declared as
 	// a durable fanout exchange (as deploy/rabbitmq/definitions.json
@@ -103,17 +105,16 @@ type RabbitMQConfig[T any] struct {
 	// and aggregate_id) always goes to the same worker. Default 4.
 	Workers int
 	// TransientTimeout bounds how long one event's transient errors are
-	// retried in place, without giving the delivery back; after it the
-	// next failure gives it back as a counted failure. HandlerTimeout plus
-	// TransientTimeout must stay within MaxHandlerTimeout. Default 10
-	// minutes.
+	// retried without counting an attempt; after it the next failure
+	// counts as one. HandlerTimeout plus TransientTimeout must stay within
+	// MaxHandlerTimeout. Default 10 minutes.
 	TransientTimeout time.Duration
 	// Table is the processed_messages table (docs/inbox.sql). Default
 	// "processed_messages".
 	Table string
-	// RetryMin and RetryMax bound the backoff before a failed delivery is
-	// given back (growing with its delivery count), between transient
-	// retries, and between reconnects; defaults 100 ms and 5 s.
+	// RetryMin and RetryMax bound the backoff between the attempts of a
+	// failed event (doubling), between transient retries, and between
+	// reconnects; defaults 100 ms and 5 s.
 	RetryMin, RetryMax time.Duration
 	// Retention, CleanupInterval and CleanupBatch delete old marks, as in
 	// Config. Default: no cleanup in Run.

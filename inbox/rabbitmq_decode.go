@@ -118,7 +118,8 @@ func aggregateKey(d *amqp.Delivery) string {
 // rabbitEvent builds the handler's view of a delivery, without its value.
 // Topic is the queue and Offset the delivery tag (channel-scoped).
 func rabbitEvent[T any](queue string, d *amqp.Delivery) *Event[T] {
-	ev := &Event[T]{Topic: queue, Offset: int64(d.DeliveryTag), Headers: make(map[string]string, len(d.Headers))}
+	ev := &Event[T]{Topic: queue, Offset: int64(d.DeliveryTag), Headers: make(map[string]string, len(d.Headers)),
+		Attempt: int(deliveryCount(d)) + 1}
 	for k, v := range d.Headers {
 		ev.Headers[k] = headerText(v)
 	}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -194,14 +195,14 @@ const (
 	childQueueEnv = "INBOX_RABBITMQ_QUEUE"
 )
 
-// flakyFirst fails the first delivery of one event in ten (by its id):
-// the delivery is given back and applied when it comes again.
+// flakyFirst fails the first attempt of one event in ten (by its id): the
+// delivery is retried in place and applied at its second attempt.
 func flakyFirst(h Handler[orderEvent]) Handler[orderEvent] {
 	return func(ctx context.Context, tx pgx.Tx, ev *Event[orderEvent]) error {
 		f := fnv.New32a()
 		f.Write([]byte(ev.ID))
-		if f.Sum32()%10 == 0 && ev.Headers["x-delivery-count"] == "" {
-			return errors.New("flaky: fails an event's first delivery")
+		if f.Sum32()%10 == 0 && ev.Attempt == 1 {
+			return errors.New("flaky: fails an event's first attempt")
 		}
 		return h(ctx, tx, ev)
 	}
@@ -254,4 +255,102 @@ func startChild(t *testing.T, name, consumer, url, pgURL, exchange, queue string
 	}
 	return relaytest.Start(t, exe, []string{"-test.run=^$"}, relaytest.Options{Name: name, TailBytes: 3000, Env: []string{
 		inboxChildEnv + "=" + consumer, childURLEnv + "=" + url, childPGEnv + "=" + pgURL, childExEnv + "=" + exchange, childQueueEnv + "=" + queue}})
+}
+
+// failedAttempts counts the failed attempts a child consumer logged (each
+// retried in place).
+func failedAttempts(p *proc) int { return strings.Count(p.Output(), "handler failed; retrying") }
+
+// stopAfterFailure waits for one of children to log a failed attempt and
+// at once, while it holds the failed event, kills it with -9 or, with
+// term, stops it with SIGTERM (it must exit 0); it returns its index.
+func stopAfterFailure(t *testing.T, children []*proc, term bool) int {
+	t.Helper()
+	base := make([]int, len(children))
+	for i, c := range children {
+		base[i] = failedAttempts(c)
+	}
+	victim := -1
+	waitFor(t, 60*time.Second, "a failed attempt", func() bool {
+		for i, c := range children {
+			if failedAttempts(c) > base[i] {
+				victim = i
+				return true
+			}
+		}
+		return false
+	})
+	if !term {
+		children[victim].Kill()
+	} else if code := children[victim].Terminate(); code != 0 {
+		t.Fatalf("a consumer stopped with SIGTERM exited %d", code)
+	}
+	return victim
+}
+
+// childNames name the two child consumers of startChildren.
+var childNames = []string{"consumer-a", "consumer-b"}
+
+// startChildren starts two child consumers of queue, the second once the
+// first consumes: with single active consumer the first applies and the
+// second waits.
+func startChildren(t *testing.T, node *rabbittest.Node, url, consumer, ex, queue string) []*proc {
+	t.Helper()
+	children := []*proc{startChild(t, childNames[0], consumer, node.URL(), url, ex, queue)}
+	waitConsuming(t, node, queue)
+	return append(children, startChild(t, childNames[1], consumer, node.URL(), url, ex, queue))
+}
+
+// appliedCount is how many effects consumer applied (0 on error: callers
+// poll).
+func appliedCount(url, consumer string) int64 {
+	n, _ := queryInt(url, "SELECT count(*) FROM effects WHERE consumer = $1", consumer)
+	return n
+}
+
+// checkExactlyOnce waits until consumer applied total events, then checks
+// that each was applied once, with one mark, each aggregate's in the order
+// published, and that nothing was dead-lettered.
+func checkExactlyOnce(t *testing.T, node *rabbittest.Node, url, consumer, queue string, total int) {
+	t.Helper()
+	waitFor(t, 180*time.Second, fmt.Sprintf("all %d events applied", total), func() bool { return appliedCount(url, consumer) >= int64(total) })
+	if n := appliedCount(url, consumer); n != int64(total) {
+		t.Errorf("%d effects, want one per published event: %d", n, total)
+	}
+	if n := mustInt(t, url, "SELECT count(DISTINCT message_id) FROM effects WHERE consumer = $1", consumer); n != int64(total) {
+		t.Errorf("%d distinct events applied, want %d", n, total)
+	}
+	if n := mustInt(t, url, "SELECT count(*) FROM processed_messages WHERE consumer = $1", consumer); n != int64(total) {
+		t.Errorf("%d marks, want %d", n, total)
+	}
+	if n := outOfOrder(t, url, consumer); n != 0 {
+		t.Errorf("%d pairs of an aggregate's events applied out of order", n)
+	}
+	if n := queueDepth(t, node, queue+".dlq"); n != 0 {
+		t.Errorf("%d dead letters: no event should have failed for good", n)
+	}
+}
+
+// eventSource makes relay-shaped events of aggregates agg-0 to agg-N-1 in
+// turn, each aggregate's numbered from 0 in the order made.
+type eventSource struct {
+	prefix string
+	next   []int
+	total  int
+}
+
+func newEventSource(prefix string, aggs int) *eventSource {
+	return &eventSource{prefix: prefix, next: make([]int, aggs)}
+}
+
+// chunk returns the next n events.
+func (e *eventSource) chunk(n int) []amqp.Publishing {
+	msgs := make([]amqp.Publishing, 0, n)
+	for range n {
+		a := e.total % len(e.next)
+		msgs = append(msgs, relayMessage(fmt.Sprintf("%s-%d-%d", e.prefix, a, e.next[a]), fmt.Sprintf("agg-%d", a), e.next[a]))
+		e.next[a]++
+		e.total++
+	}
+	return msgs
 }

@@ -211,54 +211,42 @@ func (a *acks) Reject(tag uint64, requeue bool) error {
 
 var _ amqp.Acknowledger = (*acks)(nil)
 
-// TestBlockKeepsOrder walks a worker's block through the broker's answers:
-// event 1 of aggregate A failed and was rejected; 2 and 3 were held or on
-// their way, and go back behind it; 1 comes back, then 2 and 3 (given
-// back), and 4 (new) arrives before 3: 4 waits until 3 is applied.
-func TestBlockKeepsOrder(t *testing.T) {
-	c, err := NewRabbitMQ(validRabbit())
+// TestBurnToTheLimit: a delivery that failed its last attempt is rejected
+// with requeue, without its handler, each time it comes back, until the
+// reject that passes the queue's delivery limit (the broker dead-letters
+// it); one that comes with more earlier deliveries than DeliveryLimit (a
+// queue with a higher limit, or none) is rejected without requeue.
+func TestBurnToTheLimit(t *testing.T) {
+	cfg := validRabbit()
+	cfg.DeliveryLimit = 2
+	c, err := NewRabbitMQ(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := &acks{}
-	tag := uint64(0)
-	job := func(id string, redelivered bool) rjob {
-		tag++
-		return rjob{d: amqp.Delivery{Acknowledger: a, DeliveryTag: tag, MessageId: id, Redelivered: redelivered}, id: id, agg: "A"}
+	job := func(tag uint64, id string, count int64) rjob {
+		d := amqp.Delivery{Acknowledger: a, DeliveryTag: tag, MessageId: id}
+		if count > 0 {
+			d.Headers = amqp.Table{"x-delivery-count": count}
+		}
+		return rjob{d: d, id: id, agg: "A"}
 	}
-	w := &rworker[orderEvent]{r: c, blocked: map[string]*block{"A": {id: "1", since: time.Now(), behind: map[string]bool{}}}}
-	w.pending = []rjob{job("2", false)}
-	w.requeuePending("A")
-	if w.hold(job("3", false)) != true {
-		t.Fatal("3, on its way while 1 is away, was not held")
+	w := &rworker[orderEvent]{r: c, doomed: map[string]bool{}}
+	w.giveUp(job(1, "p", 0), &Event[orderEvent]{ID: "p", Attempt: 3}, errors.New("poison"))
+	w.work(context.Background(), []rjob{job(2, "p", 1)})
+	if !w.doomed["p"] {
+		t.Fatal("p was forgotten before its last reject")
 	}
-	if got := strings.Join(a.log, ", "); got != "nack 1, nack 2" {
-		t.Fatalf("broker told %q, want 2 and 3 given back (nack 1, nack 2)", got)
+	w.work(context.Background(), []rjob{job(3, "p", 2)})
+	if w.doomed["p"] {
+		t.Error("p is still doomed after the reject that dead-letters it")
 	}
-	one := job("1", true)
-	if w.hold(one) {
-		t.Fatal("1, back, was held")
-	}
-	w.ack(one) // applied
-	if w.blocked["A"] == nil {
-		t.Fatal("the block was lifted before 2 and 3 came back")
-	}
-	two, four, three := job("2", true), job("4", false), job("3", true)
-	if w.hold(two) {
-		t.Fatal("2, given back behind 1, was held after 1 was applied")
-	}
-	w.ack(two)
-	if !w.hold(four) {
-		t.Fatal("4 went ahead of 3, still on its way back")
-	}
-	if w.hold(three) {
-		t.Fatal("3 was held")
-	}
-	w.ack(three)
-	if w.blocked["A"] != nil || len(w.pending) != 1 || w.pending[0].id != "4" {
-		t.Fatalf("after 3: block %+v, pending %+v; want no block and 4 pending", w.blocked["A"], w.pending)
-	}
-	if got := strings.Join(a.log, ", "); got != "nack 1, nack 2, ack 3, ack 4, ack 6" {
+	w.doomed["q"] = true
+	w.work(context.Background(), []rjob{job(4, "q", 5)})
+	if got := strings.Join(a.log, ", "); got != "reject 1 true, reject 2 true, reject 3 true, reject 4 false" {
 		t.Errorf("broker told %q", got)
+	}
+	if st := c.Stats(); st.DeadLettered != 1 {
+		t.Errorf("Stats %+v: want the give-up counted once", st)
 	}
 }
