@@ -61,8 +61,9 @@ type RabbitRedriveOptions struct {
 
 // RedriveRabbitMQ sends the pending letters of the dead-letter stream that
 // the filters keep on: those of Config.RedriveKinds as they are, to their
-// exchange with their routing key, the others built again through today's
-// row → record step. It publishes with mandatory and confirms; a letter
+// exchange with their routing key; with Relay, invalid_routing_key ones
+// with the routing key today's --routing-key gives them, and the others
+// built again through today's row → record step. It publishes with mandatory and confirms; a letter
 // confirmed and routed gets a redriven position, one still invalid,
 // returned or nacked stays pending. It reads the stream to its end as of
 // now, or with Filters.Follow on until ctx ends. It prints a line per
@@ -219,9 +220,14 @@ func (r *rabbitRedriver) letter(ctx context.Context, rl *rabbitLetter) error {
 		return nil
 	}
 	o := rabbitOut{rl: rl, id: rl.id()}
-	if kind := rl.l.Kind(); slices.Contains(r.cfg.RedriveKinds, kind) {
+	switch kind := rl.l.Kind(); {
+	case slices.Contains(r.cfg.RedriveKinds, kind):
 		o.m = republish(rl, r.cfg)
-	} else {
+	case kind == rabbitmq.KindInvalidRouteKey && r.step != nil:
+		if !r.rekey(rl, &o) {
+			return nil
+		}
+	default:
 		built, err := r.build(ctx, rl, &o)
 		if !built {
 			return err
@@ -241,7 +247,7 @@ func (r *rabbitRedriver) letter(ctx context.Context, rl *rabbitLetter) error {
 // skipped or still failing, and an error when building failed for a cause
 // that is not the letter's (the registry unreachable).
 func (r *rabbitRedriver) build(ctx context.Context, rl *rabbitLetter, o *rabbitOut) (bool, error) {
-	out, dry := r.o.Stdout, r.o.Filters.DryRun
+	out := r.o.Stdout
 	if r.step == nil {
 		r.res.NotBuilt++
 		fmt.Fprintf(out, "skipped %s: its error_kind %s holds the row's payload, and redrive was given no relay settings to build it again with: pending\n", rl.where(), rl.l.Kind())
@@ -277,13 +283,36 @@ func (r *rabbitRedriver) build(ctx context.Context, rl *rabbitLetter, o *rabbitO
 	if kind == "" {
 		return true, nil
 	}
+	r.fails(rl.whereID(o.id), kind, reason)
+	return false, nil
+}
+
+// rekey makes an invalid_routing_key letter, which holds the event as
+// published, the message o is sent as: to run's exchange, with the routing
+// key today's --routing-key gives it, and reports true; a key still over
+// 255 bytes is reported still failing.
+func (r *rabbitRedriver) rekey(rl *rabbitLetter, o *rabbitOut) bool {
+	et, _ := rl.l.Header(router.HeaderEventType)
+	at, _ := rl.l.Header(router.HeaderAggregateType)
+	key := r.format.RoutingKey.Append(nil, et, at, rl.l.Key)
+	if len(key) > rabbitmq.MaxRoutingKeyBytes {
+		r.fails(rl.where(), rabbitmq.KindInvalidRouteKey, fmt.Sprintf("the routing key --routing-key gives is %d bytes, and AMQP takes at most %d", len(key), rabbitmq.MaxRoutingKeyBytes))
+		return false
+	}
+	o.m = republish(rl, r.cfg)
+	o.m.Exchange, o.m.RoutingKey = r.format.Exchange, string(key)
+	return true
+}
+
+// fails reports the letter at where still failing: built again into a
+// dead letter of kind, for reason.
+func (r *rabbitRedriver) fails(where, kind, reason string) {
 	r.res.Failing++
 	prefix := ""
-	if dry {
+	if r.o.Filters.DryRun {
 		prefix = "would be "
 	}
-	fmt.Fprintf(out, "%sstill failing %s kind=%s reason=%s\n", prefix, rl.whereID(o.id), kind, strconv.Quote(reason))
-	return false, nil
+	fmt.Fprintf(r.o.Stdout, "%sstill failing %s kind=%s reason=%s\n", prefix, where, kind, strconv.Quote(reason))
 }
 
 // flush publishes the batch, waits for every confirm and records the

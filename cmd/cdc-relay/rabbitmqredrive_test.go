@@ -186,3 +186,40 @@ func TestRabbitMQDLQRedriveFollow(t *testing.T) {
 		t.Errorf("the later event is in the queue %d times, want once", n)
 	}
 }
+
+// TestRabbitMQDLQRedriveRoutingKey: an event whose aggregate id makes too
+// long a routing key is a dead letter of kind invalid_routing_key; redrive
+// with the same --routing-key reports it still failing (exit 1), and with
+// a template that fits sends it with the key that template gives.
+func TestRabbitMQDLQRedriveRoutingKey(t *testing.T) {
+	t.Parallel()
+	f, n, got, r := rabbitRelay(t, "#", "--routing-key", "{aggregate_type}.{aggregate_id}")
+	letters := collect(t, n, f.exchange()+".dlq", true)
+	long := strings.Repeat("l", 300)
+	ids, err := f.insertTx(context.Background(), f.connect(), []event{{AggregateType: "Order", AggregateID: long, EventType: "OrderCreated", Payload: `{"n": 1}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strconv.FormatInt(ids[0], 10)
+	waitFor(t, 60*time.Second, "the dead letter", func() bool { return len(deadLetters(letters)) >= 1 })
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("run exited %d", code)
+	}
+	if d := deadLetters(letters)[0]; d.Headers["error_kind"] != "invalid_routing_key" || d.MessageId != id {
+		t.Fatalf("dead letter %s: %v", d.MessageId, d.Headers)
+	}
+
+	code, out, errs := runBin(t, f.toolArgs(n, []string{"dlq", "redrive"}, "--routing-key", "{aggregate_type}.{aggregate_id}")...)
+	if code != exitFailed || len(lines(out, "still failing id="+id+" offset=0 kind=invalid_routing_key")) != 1 || !strings.Contains(out, "redrive: redriven 0, still failing 1") {
+		t.Fatalf("redrive with the same --routing-key = %d, want %d:\n%s\n%s", code, exitFailed, out, errs)
+	}
+	code, out, errs = runBin(t, f.toolArgs(n, []string{"dlq", "redrive"}, "--routing-key", "{aggregate_type}.{event_type}")...)
+	if code != 0 || len(lines(out, "redriven id="+id+" offset=0 exchange="+f.exchange()+" routing_key=Order.OrderCreated")) != 1 {
+		t.Fatalf("redrive with a --routing-key that fits = %d, want 0:\n%s\n%s", code, out, errs)
+	}
+	waitFor(t, 60*time.Second, "the redriven event", func() bool { return len(withMessageID(got(), id)) == 1 })
+	d := withMessageID(got(), id)[0]
+	if d.RoutingKey != "Order.OrderCreated" || d.Headers["aggregate_id"] != long || string(d.Body) != `{"n":1}` || d.Headers["error_kind"] != nil || d.Headers["routing_key"] != nil {
+		t.Fatalf("redriven message via %s: headers %v body %s", d.RoutingKey, d.Headers, d.Body)
+	}
+}

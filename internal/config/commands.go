@@ -258,7 +258,8 @@ skipped K"). Exit codes: 0 when nothing still fails, 1 when a letter still
 fails or on a runtime failure, 2 bad settings.
 
 With --rabbitmq-url it reads the --rabbitmq-dlq-stream without consuming
-it. It publishes each pending unroutable letter again, as it was, and
+it. It publishes each pending unroutable letter again, as it was, an
+invalid_routing_key one with the key --routing-key gives it now, and
 builds each other letter again through today's row → record step, which
 it publishes as run does (--routing-key, the properties and headers,
 --value-format); all to --rabbitmq-exchange with mandatory and confirms.
