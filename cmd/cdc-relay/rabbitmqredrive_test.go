@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -221,5 +222,51 @@ func TestRabbitMQDLQRedriveRoutingKey(t *testing.T) {
 	d := withMessageID(got(), id)[0]
 	if d.RoutingKey != "Order.OrderCreated" || d.Headers["aggregate_id"] != long || string(d.Body) != `{"n":1}` || d.Headers["error_kind"] != nil || d.Headers["routing_key"] != nil {
 		t.Fatalf("redriven message via %s: headers %v body %s", d.RoutingKey, d.Headers, d.Body)
+	}
+}
+
+// TestRabbitMQDLQRedriveUnconfiguredTable: on RabbitMQ, a row of a table
+// added to the publication while the relay runs without it is an
+// unconfigured_table dead letter; redrive without the table in --table
+// skips it, pending (exit 0), and with the table builds it as a live row
+// of the table: its id as message id, the routing key of its event type,
+// its own headers and payload.
+func TestRabbitMQDLQRedriveUnconfiguredTable(t *testing.T) {
+	t.Parallel()
+	f, n, got, r := rabbitRelay(t, "#")
+	t.Cleanup(func() { f.exec("DROP PUBLICATION IF EXISTS " + f.publication) })
+	letters := collect(t, n, f.exchange()+".dlq", true)
+	other := "public.other_" + f.name
+	f.exec(fmt.Sprintf(outboxDDL, other))
+	t.Cleanup(func() { f.exec("DROP TABLE IF EXISTS " + other) })
+	f.exec("ALTER SEQUENCE " + other + "_id_seq RESTART WITH 1000")
+	f.exec(fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", f.publication, other))
+	agg := uuidFor(7601)
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ids := insertRows(t, f.connect(), other, []event{{"Order", agg, "OrderCreated", `{"n": 1}`, fmt.Sprintf(`{"traceparent": %q}`, tp)}})
+	id := strconv.FormatInt(ids[0], 10)
+	waitFor(t, 60*time.Second, "the unconfigured_table dead letter", func() bool { return len(deadLetters(letters)) >= 1 })
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("run exited %d", code)
+	}
+	if d := deadLetters(letters)[0]; d.Headers["error_kind"] != "unconfigured_table" || d.Headers["table"] != other {
+		t.Fatalf("dead letter: %v", d.Headers)
+	}
+
+	redrive := f.toolArgs(n, []string{"dlq", "redrive"})
+	code, out, errs := runBin(t, redrive...)
+	if code != 0 || !strings.Contains(out, "is not a configured outbox table: add it to --table first") ||
+		!strings.Contains(out, "redrive: redriven 0, still failing 0, skipped 1 (0 left out by the filters, 1 that cannot be built again") {
+		t.Fatalf("redrive without the table = %d, want 0 with the letter skipped:\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = runBin(t, withTables(redrive, "public."+f.table, other)...)
+	if code != 0 || len(lines(out, "redriven id="+id+" offset=0 exchange="+f.exchange()+" routing_key=OrderCreated")) != 1 {
+		t.Fatalf("redrive with the table = %d, want 0 with the row redriven:\n%s\n%s", code, out, errs)
+	}
+	waitFor(t, 60*time.Second, "the redriven row", func() bool { return len(withMessageID(got(), id)) == 1 })
+	d := withMessageID(got(), id)[0]
+	if d.RoutingKey != "OrderCreated" || d.Type != "OrderCreated" || d.Headers["aggregate_id"] != agg || d.Headers["traceparent"] != tp ||
+		d.Headers["table"] != nil || d.Headers["error_kind"] != nil || string(d.Body) != `{"n":1}` {
+		t.Fatalf("redriven row via %s, type %s: headers %v body %s", d.RoutingKey, d.Type, d.Headers, d.Body)
 	}
 }
