@@ -79,7 +79,7 @@ func RedriveRabbitMQ(ctx context.Context, o RabbitRedriveOptions) (RabbitRedrive
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	r := &rabbitRedriver{o: o, cfg: &o.Config, now: time.Now().UTC(), by: retiredBy()}
+	r := &rabbitRedriver{o: o, cfg: &o.Config, by: retiredBy()}
 	code := r.run(ctx)
 	return r.res, code
 }
@@ -92,7 +92,6 @@ type rabbitRedriver struct {
 	format rabbitmq.Format // run's, with Relay
 	q      *rabbitDLQ
 	c      *rabbitmq.Confirmer // nil in a dry run
-	now    time.Time
 	by     string
 	batch  []rabbitOut
 	res    RabbitRedriven
@@ -333,9 +332,10 @@ func (r *rabbitRedriver) flush(ctx context.Context) error {
 		return fmt.Errorf("publish %d letters again: %w", len(msgs), err)
 	}
 	var ps []RabbitPosition
+	now := time.Now().UTC()
 	for i, o := range r.batch {
 		if fates[i] == nil {
-			p := r.q.position(o.rl, ActionRedriven, r.now, r.by)
+			p := r.q.position(o.rl, ActionRedriven, now, r.by)
 			p.ID, p.Exchange, p.RoutingKey = o.id, msgs[i].Exchange, msgs[i].RoutingKey
 			ps = append(ps, p)
 		}
