@@ -124,7 +124,7 @@ func (r *rabbitRedriver) run(ctx context.Context) int {
 	}
 	q, err := openRabbitDLQ(ctx, r.cfg)
 	if err != nil {
-		return r.fail("RabbitMQ", err)
+		return r.fail("", err)
 	}
 	defer q.close()
 	r.q = q
