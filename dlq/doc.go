@@ -16,5 +16,8 @@
 // With RabbitMQ (RabbitMQConfig): CountRabbitMQ, RabbitRetirer and
 // RedriveRabbitMQ read the dead-letter stream without consuming it, and
 // keep what they redrove or retired in a positions stream (RabbitPosition),
-// in place of the group and the retired topic.
+// in place of the group and the retired topic. RedriveRabbitMQ sends
+// unroutable letters as they were published and builds the others again
+// through the same row → record step as Redrive (rowStep), publishing them
+// as run does; a letter that still fails stays pending in place.
 package dlq

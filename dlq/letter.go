@@ -124,18 +124,7 @@ func (r *redriver) letter(ctx context.Context, src *kgo.Record) (*redriveItem, e
 		rec := copyLetter(src, r.cfg.DLQTopic)
 		return it, r.enqueue(it, rec)
 	}
-	var rb *recordpkg.Rebuilt
-	var err error
-	if l.Kind() == recordpkg.ReasonUnconfigured {
-		rb, err = r.unconfiguredRow(l)
-	} else if rb, err = recordpkg.Rebuild(l, r.builder.ExtraColumns(), r.dec, redrivePrefix); err == nil && !rb.Row.Message {
-		err = recordpkg.LetterTable(rb, relay.TableNames(r.cfg.Tables))
-		if tt, ok := r.tables[rb.Table]; ok {
-			rb.Row.RelationID, rb.Row.ExtraTypes, rb.Row.ExtraTypmods = tt.oid, tt.types, tt.mods
-		} else if err == nil {
-			err = fmt.Errorf("%w: the table of the letter is not known", recordpkg.ErrNotRedrivable)
-		}
-	}
+	rb, err := r.step.rebuild(l)
 	if err != nil {
 		// Appended again unchanged, so that it stays pending (dlq stats)
 		// until a run builds it or dlq retire retires it.
@@ -150,7 +139,7 @@ func (r *redriver) letter(ctx context.Context, src *kgo.Record) (*redriveItem, e
 		it.id, it.rowKey, it.rowID = relay.Token(rb.Row.ID), rb.Row.AggregateID, rb.Row.ID
 	}
 	rec := publisher.NewRecord()
-	inv, err := r.builder.Build(ctx, rec, rb.CommitTime, &rb.Row)
+	inv, err := r.step.builder.Build(ctx, rec, rb.CommitTime, &rb.Row)
 	if err != nil {
 		publisher.Release(rec)
 		return nil, fmt.Errorf("build the record of dead letter id=%s (partition %d offset %d): %w", it.id, src.Partition, src.Offset, err)
@@ -259,23 +248,4 @@ func (r *redriver) summary(err error) int {
 		return relay.ExitFailed
 	}
 	return relay.ExitOK
-}
-
-// unconfiguredRow is the row of an unconfigured_table letter, built as a
-// live insert into its table would be, now that the table is configured.
-func (r *redriver) unconfiguredRow(l *recordpkg.Letter) (*recordpkg.Rebuilt, error) {
-	ur, err := recordpkg.LetterUnconfigured(l)
-	if err != nil {
-		return nil, err
-	}
-	notConfigured := fmt.Errorf("%w: its table %s is not a configured outbox table: add it to --table first (for dlq redrive, and for run so that new rows are events), then run cdc-relay dlq redrive again", recordpkg.ErrNotRedrivable, ur.Table)
-	rel, ok := r.relations[ur.Table]
-	if !ok {
-		return nil, notConfigured
-	}
-	rb, ok, err := recordpkg.RebuildUnconfigured(l, ur, r.dec, rel)
-	if err == nil && !ok {
-		err = notConfigured
-	}
-	return rb, err
 }

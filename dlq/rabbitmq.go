@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"time"
 
@@ -64,8 +63,8 @@ type RabbitMQConfig struct {
 	Exchange string
 	// RedriveKinds are the error kinds whose letters hold the event as it
 	// was published, which redrive sends again as they are; default
-	// unroutable. Other letters hold the row's payload and need the row →
-	// record step again: they stay pending.
+	// unroutable. Other letters hold the row's payload: redrive builds
+	// them again through the row → record step (RabbitRedriveOptions.Relay).
 	RedriveKinds []string
 	// RoutingKey gives the routing key of a letter without a routing_key
 	// header; default: its event_type header (the relay's default
@@ -122,8 +121,12 @@ func (rl *rabbitLetter) id() string {
 	return string(id)
 }
 
-func (rl *rabbitLetter) where() string {
-	return fmt.Sprintf("id=%s offset=%d", relay.Token([]byte(rl.id())), rl.offset)
+func (rl *rabbitLetter) where() string { return rl.whereID(rl.id()) }
+
+// whereID is where with the event's id id (an unconfigured_table letter
+// built again has its row's).
+func (rl *rabbitLetter) whereID(id string) string {
+	return fmt.Sprintf("id=%s offset=%d", relay.Token([]byte(id)), rl.offset)
 }
 
 // rabbitDLQ is one tool's view of the dead-letter stream.
@@ -161,14 +164,21 @@ func (q *rabbitDLQ) close() { q.conn.Close() }
 // letters calls fn for each letter of the stream up to its end as of now,
 // in offset order. A stream that does not exist holds none.
 func (q *rabbitDLQ) letters(ctx context.Context, fn func(*rabbitLetter) error) error {
-	err := rabbitmq.ReadStream(ctx, q.conn, rabbitmq.StreamRead{Stream: q.cfg.Stream, ToEnd: true}, func(d *amqp.Delivery) (bool, error) {
+	return q.read(ctx, true, fn)
+}
+
+// read is letters, or with toEnd false, each letter of the stream and then
+// each one appended to it until ctx ends (nil then); a stream that does
+// not exist is then an error wrapping rabbitmq.ErrNoQueue.
+func (q *rabbitDLQ) read(ctx context.Context, toEnd bool, fn func(*rabbitLetter) error) error {
+	err := rabbitmq.ReadStream(ctx, q.conn, rabbitmq.StreamRead{Stream: q.cfg.Stream, ToEnd: toEnd}, func(d *amqp.Delivery) (bool, error) {
 		rl := &rabbitLetter{offset: rabbitmq.Offset(d), d: d, l: rabbitLetterOf(d)}
 		if p := q.done[rl.offset]; p != nil && (p.MessageID == "" || p.MessageID == d.MessageId) {
 			rl.done = p
 		}
 		return true, fn(rl)
 	})
-	if errors.Is(err, rabbitmq.ErrNoQueue) {
+	if toEnd && errors.Is(err, rabbitmq.ErrNoQueue) {
 		return nil // nothing was ever dead-lettered
 	}
 	return err
@@ -324,168 +334,4 @@ func (rt *RabbitRetirer) Run(ctx context.Context) error {
 		fmt.Fprintf(rt.Stdout, "retired id=%s offset=%d kind=%s\n", relay.Token([]byte(p.ID)), p.Offset, p.ErrorKind)
 	}
 	return nil
-}
-
-// RabbitRedriven is what one redrive of the dead-letter stream did.
-type RabbitRedriven struct {
-	Redriven int // published again, confirmed and routed
-	// Failing were published again and returned (still unroutable) or
-	// nacked: they stay pending.
-	Failing int
-	// Skipped: left out by the filters (Filtered), letters that cannot be
-	// sent as they are (NotAsIs), and retired or redriven before (Done).
-	Filtered, NotAsIs, Done int
-}
-
-// ExitCode is the command's: relay.ExitFailed while a letter still fails.
-func (r RabbitRedriven) ExitCode() int {
-	if r.Failing > 0 {
-		return relay.ExitFailed
-	}
-	return relay.ExitOK
-}
-
-// rabbitRedriveBatch is how many letters redrive publishes before it
-// waits for their confirms and writes their positions: a kill repeats at
-// most this many (consumers dedupe by message_id).
-const rabbitRedriveBatch = 100
-
-// RedriveRabbitMQ publishes the pending letters of the dead-letter stream
-// that f keeps again, as they are (RedriveKinds), to cfg.Exchange with
-// their routing key, with mandatory and confirms; a letter confirmed and
-// routed gets a redriven position, one returned or nacked stays pending.
-// It prints a line per letter and the summary on stdout. f.Follow is a
-// *relay.ConfigError: a stream has no end to follow to.
-func RedriveRabbitMQ(ctx context.Context, cfg RabbitMQConfig, f Filters, stdout io.Writer) (RabbitRedriven, error) {
-	var res RabbitRedriven
-	if f.Follow {
-		return res, relay.ConfigErr("follow", "dlq redrive --follow reads the Kafka dead-letter topic only; with RabbitMQ, run dlq redrive again")
-	}
-	if len(cfg.RedriveKinds) == 0 {
-		cfg.RedriveKinds = []string{"unroutable"}
-	}
-	if cfg.RoutingKey == nil {
-		cfg.RoutingKey = func(l *recordpkg.Letter) string { et, _ := l.Header(router.HeaderEventType); return string(et) }
-	}
-	q, err := openRabbitDLQ(ctx, &cfg)
-	if err != nil {
-		return res, err
-	}
-	defer q.close()
-	var c *rabbitmq.Confirmer
-	if !f.DryRun {
-		if c, err = rabbitmq.NewConfirmer(q.conn); err != nil {
-			return res, fmt.Errorf("open a channel: %w", err)
-		}
-		defer c.Close()
-	}
-	now, by := time.Now().UTC(), retiredBy()
-	var batch []*rabbitLetter
-	var msgs []rabbitmq.Outgoing
-	flush := func() error {
-		if len(batch) == 0 || f.DryRun {
-			return nil
-		}
-		fates, err := c.Publish(ctx, msgs)
-		if err != nil {
-			return fmt.Errorf("publish to exchange %s: %w", cfg.Exchange, err)
-		}
-		var ps []RabbitPosition
-		for i, rl := range batch {
-			if fates[i] == nil {
-				p := q.position(rl, ActionRedriven, now, by)
-				p.Exchange, p.RoutingKey = msgs[i].Exchange, msgs[i].RoutingKey
-				ps = append(ps, p)
-			}
-		}
-		// The positions after the confirms: a kill in between sends those
-		// letters again next time (at least once).
-		if err := q.record(ctx, ps); err != nil {
-			return err
-		}
-		for i, rl := range batch {
-			if fates[i] != nil {
-				res.Failing++
-				fmt.Fprintf(stdout, "still failing %s exchange=%s routing_key=%s reason=%s\n", rl.where(), msgs[i].Exchange, relay.Token([]byte(msgs[i].RoutingKey)), strconv.Quote(fates[i].Error()))
-				continue
-			}
-			res.Redriven++
-			fmt.Fprintf(stdout, "redriven %s exchange=%s routing_key=%s\n", rl.where(), msgs[i].Exchange, relay.Token([]byte(msgs[i].RoutingKey)))
-		}
-		batch, msgs = batch[:0], msgs[:0]
-		return nil
-	}
-	err = q.letters(ctx, func(rl *rabbitLetter) error {
-		if rl.done != nil {
-			res.Done++
-			what := "redriven"
-			if rl.done.Action == ActionRetired {
-				what = "retired (dlq retire, reason " + strconv.Quote(rl.done.Reason) + ")"
-			}
-			fmt.Fprintf(stdout, "skipped %s: %s at %s\n", rl.where(), what, rl.done.At.Format(time.RFC3339))
-			return nil
-		}
-		if why := f.filtered(rl.l); why != "" {
-			res.Filtered++
-			fmt.Fprintf(stdout, "skipped %s: left out by %s, pending\n", rl.where(), why)
-			return nil
-		}
-		if kind := rl.l.Kind(); !slices.Contains(cfg.RedriveKinds, kind) {
-			res.NotAsIs++
-			fmt.Fprintf(stdout, "skipped %s: its error_kind %s holds the row's payload, not the event as published; it needs the row → record step again, which dlq redrive does not do with RabbitMQ yet: pending (cdc-relay dlq retire retires it)\n", rl.where(), kind)
-			return nil
-		}
-		m := republish(rl, &cfg)
-		if f.DryRun {
-			res.Redriven++
-			fmt.Fprintf(stdout, "would be redriven %s exchange=%s routing_key=%s\n", rl.where(), m.Exchange, relay.Token([]byte(m.RoutingKey)))
-			return nil
-		}
-		batch, msgs = append(batch, rl), append(msgs, m)
-		if len(batch) >= rabbitRedriveBatch {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
-	prefix := "redrive"
-	switch {
-	case f.DryRun:
-		prefix = "dry run: would have"
-	case err != nil:
-		prefix = "redrive incomplete"
-	}
-	fmt.Fprintf(stdout, "%s: redriven %d, still failing %d, skipped %d (%d left out by the filters, %d that cannot be sent as they are, %d retired or redriven before) from stream %s\n",
-		prefix, res.Redriven, res.Failing, res.Filtered+res.NotAsIs+res.Done, res.Filtered, res.NotAsIs, res.Done, cfg.Stream)
-	return res, err
-}
-
-// republish is the event a letter holds, to cfg.Exchange (or the
-// letter's) with its routing key: its body and properties, persistent,
-// without the dead-letter headers.
-func republish(rl *rabbitLetter, cfg *RabbitMQConfig) rabbitmq.Outgoing {
-	d := rl.d
-	headers := amqp.Table{}
-	for k, v := range d.Headers {
-		if !letterOnly[k] {
-			headers[k] = v
-		}
-	}
-	ex := cfg.Exchange
-	if ex == "" {
-		h, _ := rl.l.Header(HeaderExchange)
-		ex = string(h)
-	}
-	key, ok := rl.l.Header(HeaderRoutingKey)
-	rk := string(key)
-	if !ok {
-		rk = cfg.RoutingKey(rl.l)
-	}
-	return rabbitmq.Outgoing{Exchange: ex, RoutingKey: rk, Publishing: amqp.Publishing{
-		Headers: headers, ContentType: d.ContentType, ContentEncoding: d.ContentEncoding, Priority: d.Priority,
-		CorrelationId: d.CorrelationId, MessageId: d.MessageId, Timestamp: d.Timestamp, Type: d.Type, AppId: d.AppId,
-		Body: d.Body,
-	}}
 }

@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
+	"github.com/cdc-relay/cdc-relay/internal/relaytest"
 	"github.com/cdc-relay/cdc-relay/relay"
 )
 
@@ -38,22 +39,14 @@ func (dl deadLetter) publishing(now time.Time, exchange string) amqp.Publishing 
 		AppId: "cdc-relay", DeliveryMode: amqp.Persistent, Headers: h, Body: []byte(`{"order":"` + dl.id + `"}`)}
 }
 
-// TestRabbitMQDeadLetters: stats, retire and redrive on a dead-letter
-// stream, which stays as it was; their positions are in the broker, so a
-// second run does nothing twice.
-func TestRabbitMQDeadLetters(t *testing.T) {
-	n := rabbit.Node(t)
-	sfx := strconv.FormatInt(time.Now().UnixNano()%1e7, 10)
-	ex, st, bound := "outbox-"+sfx, "dlq-"+sfx, "orders-"+sfx
-	conn, err := amqp.Dial(n.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+// dlqTopology declares on n an exchange, a queue bound to it with
+// order.* and a dead-letter stream, named after prefix and a suffix of
+// their own, and returns them with a confirm channel.
+func dlqTopology(t *testing.T, n *rabbittest.Node, prefix string) (ch *amqp.Channel, ex, st, bound string) {
+	t.Helper()
+	sfx := prefix + strconv.FormatInt(time.Now().UnixNano()%1e7, 10)
+	ex, st, bound = "outbox-"+sfx, "dlq-"+sfx, "orders-"+sfx
+	ch = n.Channel(t)
 	if err := ch.ExchangeDeclare(ex, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +62,15 @@ func TestRabbitMQDeadLetters(t *testing.T) {
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
+	return ch, ex, st, bound
+}
+
+// TestRabbitMQDeadLetters: stats, retire and redrive on a dead-letter
+// stream, which stays as it was; their positions are in the broker, so a
+// second run does nothing twice.
+func TestRabbitMQDeadLetters(t *testing.T) {
+	n := rabbit.Node(t)
+	ch, ex, st, bound := dlqTopology(t, n, "")
 	now := time.Now()
 	letters := []deadLetter{
 		{"e0", "order.created", "unroutable", "order.created", 3 * time.Hour},
@@ -126,32 +128,30 @@ func TestRabbitMQDeadLetters(t *testing.T) {
 	stats("after retire", 4, 0, 1)
 
 	// A dry run publishes nothing; --kind leaves the others pending.
-	out.Reset()
-	res, err := RedriveRabbitMQ(ctx, cfg, Filters{DryRun: true}, &out)
-	if err != nil || res.Redriven != 3 || res.NotAsIs != 1 || res.Done != 1 {
-		t.Errorf("dry run: %+v, %v\n%s", res, err, out.String())
+	redrive := func(f Filters) (RabbitRedriven, int) {
+		out.Reset()
+		return RedriveRabbitMQ(ctx, RabbitRedriveOptions{Config: cfg, Filters: f, Stdout: &out, Stderr: &out})
 	}
-	out.Reset()
-	res, err = RedriveRabbitMQ(ctx, cfg, Filters{HasKind: true, Kind: "too_large"}, &out)
-	if err != nil || res.Redriven != 0 || res.Filtered != 4 {
-		t.Errorf("--kind too_large: %+v, %v\n%s", res, err, out.String())
+	res, code := redrive(Filters{DryRun: true})
+	if code != 0 || res.Redriven != 3 || res.NotBuilt != 1 || res.Done != 1 {
+		t.Errorf("dry run: %+v, exit %d\n%s", res, code, out.String())
+	}
+	res, code = redrive(Filters{HasKind: true, Kind: "too_large"})
+	if code != 0 || res.Redriven != 0 || res.Filtered != 4 {
+		t.Errorf("--kind too_large: %+v, exit %d\n%s", res, code, out.String())
 	}
 	if q, err := ch.QueueDeclarePassive(bound, true, false, false, false, nil); err != nil || q.Messages != 0 {
 		t.Fatalf("bound queue after the dry run and the filtered run: %+v, %v; want empty", q, err)
 	}
 
 	for round := range 2 {
-		out.Reset()
-		res, err = RedriveRabbitMQ(ctx, cfg, Filters{}, &out)
-		if err != nil {
-			t.Fatalf("redrive %d: %v", round, err)
-		}
-		want := RabbitRedriven{Redriven: 2, Failing: 1, NotAsIs: 1, Done: 1}
+		res, code = redrive(Filters{})
+		want := RabbitRedriven{Redriven: 2, Failing: 1, NotBuilt: 1, Done: 1}
 		if round == 1 {
-			want = RabbitRedriven{Failing: 1, NotAsIs: 1, Done: 3}
+			want = RabbitRedriven{Failing: 1, NotBuilt: 1, Done: 3}
 		}
-		if res != want || res.ExitCode() != relay.ExitFailed {
-			t.Errorf("redrive %d: %+v (exit %d), want %+v (exit 1)\n%s", round, res, res.ExitCode(), want, out.String())
+		if res != want || code != relay.ExitFailed {
+			t.Errorf("redrive %d: %+v (exit %d), want %+v (exit 1)\n%s", round, res, code, want, out.String())
 		}
 		if !strings.Contains(out.String(), "still failing id=e1 offset=1 exchange="+ex+" routing_key=invoice.sent reason=\"unroutable") {
 			t.Errorf("redrive %d: no still-failing line for e1:\n%s", round, out.String())
@@ -160,10 +160,7 @@ func TestRabbitMQDeadLetters(t *testing.T) {
 	}
 
 	// The bound queue got e0 and e3 once each, as the events were.
-	rch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rch := n.Channel(t)
 	var got []amqp.Delivery
 	for {
 		d, ok, err := rch.Get(bound, true)
@@ -192,5 +189,70 @@ func TestRabbitMQDeadLetters(t *testing.T) {
 		if _, ok := d.Headers[h]; !ok {
 			t.Errorf("redriven e0 lacks header %s: %v", h, d.Headers)
 		}
+	}
+}
+
+// TestRabbitMQRedriveFollow: redrive --follow sends the pending letter of
+// its start, then one appended while it runs, and ends when ctx does with
+// exit 0; a letter dead-lettered after it ended is left for the next run.
+func TestRabbitMQRedriveFollow(t *testing.T) {
+	n := rabbit.Node(t)
+	ch, ex, st, bound := dlqTopology(t, n, "f")
+	now := time.Now()
+	write := func(dl deadLetter) {
+		t.Helper()
+		dc, err := ch.PublishWithDeferredConfirm("", st, true, false, dl.publishing(now, ex))
+		if err != nil || !dc.Wait() {
+			t.Fatalf("write dead letter %s: %v", dl.id, err)
+		}
+	}
+	queued := func() int {
+		t.Helper()
+		q, err := ch.QueueDeclarePassive(bound, true, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Messages
+	}
+	write(deadLetter{"f0", "order.created", "unroutable", "order.created", time.Hour})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out relaytest.LogBuffer
+	type result struct {
+		res  RabbitRedriven
+		code int
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, code := RedriveRabbitMQ(ctx, RabbitRedriveOptions{Config: RabbitMQConfig{URL: n.URL(), Stream: st, Exchange: ex},
+			Filters: Filters{Follow: true}, Stdout: &out, Stderr: &out})
+		done <- result{res, code}
+	}()
+	relaytest.WaitFor(t, time.Minute, "the letter of the start redriven", func() bool { return queued() == 1 })
+	write(deadLetter{"f1", "order.paid", "unroutable", "order.paid", 0})
+	relaytest.WaitFor(t, time.Minute, "the letter appended while following redriven", func() bool { return queued() == 2 })
+	select {
+	case r := <-done:
+		t.Fatalf("redrive --follow ended by itself: %+v, exit %d\n%s", r.res, r.code, out.String())
+	default:
+	}
+	cancel()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("redrive --follow did not end with its context:\n%s", out.String())
+	}
+	if r.code != 0 || r.res != (RabbitRedriven{Redriven: 2}) || !strings.Contains(out.String(), "redrive: redriven 2, still failing 0, skipped 0") {
+		t.Fatalf("redrive --follow: %+v, exit %d\n%s", r.res, r.code, out.String())
+	}
+
+	// The next run finds both redriven, and sends only what came since.
+	write(deadLetter{"f2", "order.shipped", "unroutable", "order.shipped", 0})
+	res, code := RedriveRabbitMQ(context.Background(), RabbitRedriveOptions{Config: RabbitMQConfig{URL: n.URL(), Stream: st, Exchange: ex},
+		Stdout: &out, Stderr: &out})
+	if code != 0 || res != (RabbitRedriven{Redriven: 1, Done: 2}) || queued() != 3 {
+		t.Fatalf("the run after --follow: %+v, exit %d, %d in the queue, want 1 redriven, 2 before, 3 queued\n%s", res, code, queued(), out.String())
 	}
 }

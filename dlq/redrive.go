@@ -11,15 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/relay"
-	"github.com/cdc-relay/cdc-relay/replication"
 	"github.com/cdc-relay/cdc-relay/router"
 )
 
@@ -118,13 +115,8 @@ type redriver struct {
 	log            *slog.Logger
 	stdout, stderr io.Writer
 
-	builder *recordpkg.Builder
-	dec     *decoder.Decoder
-	tables  map[string]tableTypes // by "schema.table"
-	// relations are the tables by the name their Relation message gives
-	// (schema.table, unquoted), which an unconfigured_table letter keeps.
-	relations map[string]recordpkg.Relation
-	sess      *publisher.Session
+	step *rowStep
+	sess *publisher.Session
 
 	mu    sync.Mutex
 	items map[uint64]*redriveItem // the batch in flight, by seq (Reject)
@@ -136,16 +128,6 @@ type redriver struct {
 	retired map[string]Retirement
 	dlqID   [16]byte
 	mine    map[string]bool // follow: id and attempts of the letters this run appended
-}
-
-// tableTypes is what a rebuilt row of one table needs from the catalog.
-type tableTypes struct {
-	oid   uint32
-	types []uint32
-	mods  []int32
-	// rel is the table as its Relation message would describe it, for an
-	// unconfigured_table letter of the table.
-	rel recordpkg.Relation
 }
 
 // RedriveOptions are what one dlq redrive runs with.
@@ -351,76 +333,22 @@ func (r *redriver) run(ctx context.Context) int {
 	return r.summary(nil)
 }
 
-// setup reads the schemas, the catalog of the outbox tables and builds
-// today's row → record step and the publisher session.
+// setup builds today's row → record step and the publisher session.
 func (r *redriver) setup(ctx context.Context) (int, bool) {
-	cfg := r.cfg
 	// A dry run registers nothing: it looks the schemas up.
-	su, err := relay.NewSetup(cfg, r.log, r.rf.DryRun)
-	if err != nil {
-		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
-		return relay.ExitConfig, false
+	step, code, ok := newRowStep(ctx, r.cfg, r.log, r.rf.DryRun, r.stderr)
+	if !ok {
+		return code, false
 	}
-	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	conn, err := relay.ConnectOutbox(setupCtx, cfg.PGURL)
-	if err != nil {
-		return r.fail("PostgreSQL", err), false
-	}
-	defer conn.Close(context.Background())
-	in, err := relay.Inspect(setupCtx, conn, cfg)
-	if err != nil {
-		return r.fail("read the catalog", err), false
-	}
-	if r.builder, err = su.NewBuilder(in); err != nil {
-		return r.fail("", err), false
-	}
-	extra := r.builder.ExtraColumns()
-	r.tables, r.relations = map[string]tableTypes{}, map[string]recordpkg.Relation{}
-	for _, info := range in.Tables {
-		tt, err := catalogTypes(setupCtx, conn, info, extra)
-		if err != nil {
-			return r.fail("read the catalog", err), false
-		}
-		r.tables[info.Name] = tt
-		r.relations[tt.rel.Schema+"."+tt.rel.Name] = tt.rel
-	}
-	// The decoder of the relay's stream: messages, and the rows of
-	// unconfigured_table letters whose table is now configured.
-	r.dec = decoder.NewDecoder(decoder.Config{Tables: cfg.Tables, MessagePrefix: redrivePrefix, Extra: extra})
-	if err := su.Preflight(setupCtx); err != nil {
-		return r.fail("schema registry", err), false
-	}
+	r.step = step
 	if r.rf.DryRun {
 		return 0, true
 	}
-	pub, err := su.NewPublisher(r.rejected, nil)
+	pub, err := step.su.NewPublisher(r.rejected, nil)
 	if err != nil {
 		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
 		return relay.ExitConfig, false
 	}
 	r.sess = pub.NewSession(context.WithoutCancel(ctx), nopAcker{})
 	return 0, true
-}
-
-// catalogTypes reads the type oids and modifiers of the extra columns of
-// one outbox table, as its Relation message would carry them.
-func catalogTypes(ctx context.Context, conn *pgx.Conn, info replication.TableInfo, extra []string) (tableTypes, error) {
-	mods, err := relay.Typmods(ctx, conn, info.OID)
-	if err != nil {
-		return tableTypes{}, err
-	}
-	tt := tableTypes{oid: info.OID, types: make([]uint32, len(extra)), mods: make([]int32, len(extra))}
-	for i, name := range extra {
-		tt.types[i], tt.mods[i] = info.Columns[name].TypeOID, mods[name]
-	}
-	tt.rel = recordpkg.Relation{OID: info.OID, Types: map[string]recordpkg.ColumnType{}}
-	if err := conn.QueryRow(ctx, `SELECT n.nspname, c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE c.oid = $1::int8::oid`, int64(info.OID)).Scan(&tt.rel.Schema, &tt.rel.Name); err != nil {
-		return tableTypes{}, fmt.Errorf("read the name of table %s: %w", info.Name, err)
-	}
-	for name, c := range info.Columns {
-		tt.rel.Types[name] = recordpkg.ColumnType{OID: c.TypeOID, Typmod: mods[name]}
-	}
-	return tt, nil
 }

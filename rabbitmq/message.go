@@ -90,7 +90,12 @@ func (f *Format) Message(r *publisher.Record) (*Message, string) {
 		}
 	}
 	if r.Topic == f.DLQStream {
-		// The builder's dead letter: the row's payload as it was written.
+		// The builder's dead letter: the row's payload as it was written,
+		// and its key (the aggregate id, which a Kafka dead letter keeps
+		// as its key) for dlq redrive to build the event again with.
+		if r.Key != nil {
+			p.Headers[HeaderAggregateID] = string(r.Key)
+		}
 		p.ContentType = "application/json"
 		m.RoutingKey, m.DeadLetter = f.DLQStream, true
 		return m, ""

@@ -66,7 +66,8 @@ func TestMessage(t *testing.T) {
 
 // TestMessageDeadLetters: a routing key over 255 bytes makes the message a
 // dead letter to the stream, with its reason; so does a return; the
-// builder's dead letter goes to the stream as it is.
+// builder's dead letter goes to the stream as it is, its key the
+// aggregate_id header.
 func TestMessageDeadLetters(t *testing.T) {
 	f := testFormat(t, "{aggregate_id}", false)
 	m, kind := f.Message(testRecord(strings.Repeat("x", 300)))
@@ -82,9 +83,10 @@ func TestMessageDeadLetters(t *testing.T) {
 		t.Fatalf("unroutable: %+v (original %v)", dl, m.Publishing.Headers)
 	}
 	b := testRecord("o-1", publisher.Header{Key: "error_kind", Value: []byte("schema_mismatch")})
-	b.Topic = "outbox.dlq"
+	b.Topic, b.Key = "outbox.dlq", []byte("o-1")
 	m, kind = f.Message(b)
-	if kind != "" || !m.DeadLetter || m.Exchange != "" || m.RoutingKey != "outbox.dlq" || m.Publishing.Headers[HeaderErrorKind] != "schema_mismatch" {
+	if kind != "" || !m.DeadLetter || m.Exchange != "" || m.RoutingKey != "outbox.dlq" || m.Publishing.Headers[HeaderErrorKind] != "schema_mismatch" ||
+		m.Publishing.Headers[HeaderAggregateID] != "o-1" {
 		t.Fatalf("builder's dead letter: %+v", m)
 	}
 }

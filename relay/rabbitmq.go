@@ -11,7 +11,6 @@ import (
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	"github.com/cdc-relay/cdc-relay/rabbitmq"
-	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
 
@@ -20,21 +19,16 @@ import (
 // invalid_routing_key) counted and logged, at most one line a minute per
 // kind, and told to also when it is not nil.
 func newRabbitSink(cfg *Config, m *Metrics, log *slog.Logger, also func(kind, id, reason string)) (*rabbitmq.Sink, error) {
-	rk, err := rabbitmq.ParseRoutingKey(cfg.RoutingKey)
+	format, err := RabbitFormat(cfg)
 	if err != nil {
-		return nil, ConfigErr("routing-key", "%v", err)
-	}
-	contentType := "application/avro"
-	if cfg.ValueFormat == recordpkg.ValueJSON {
-		contentType = "application/json"
+		return nil, err
 	}
 	limit := &rateLog{}
 	return rabbitmq.NewSink(rabbitmq.SinkConfig{
 		URL:     cfg.RabbitMQURL,
 		TLS:     cfg.RabbitMQTLSConfig(),
 		Declare: cfg.RabbitMQDeclare,
-		Format: rabbitmq.Format{Exchange: cfg.RabbitMQExchange, RoutingKey: rk, DLQStream: cfg.RabbitMQDLQStream,
-			ContentType: contentType, CloudEvents: cfg.CloudEvents},
+		Format:  format,
 		// The tracker bounds what is in flight by the rows' sizes; the
 		// window only has to hold it, messages being somewhat larger.
 		MaxInFlight:      cfg.MaxInFlightEvents + 1024,

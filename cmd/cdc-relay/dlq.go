@@ -188,11 +188,7 @@ func dlqRedrive(args []string, getenv func(string) string, stdout, stderr io.Wri
 		return exitConfig
 	}
 	if cfg.RabbitMQ() {
-		err := dlqRabbitOnly(v)
-		if err == nil && rf.Follow {
-			err = cfgErr("follow", "dlq redrive --follow reads the Kafka dead-letter topic only; with RabbitMQ, run dlq redrive again")
-		}
-		if err != nil {
+		if err := dlqRabbitOnly(v); err != nil {
 			fmt.Fprintf(stderr, "cdc-relay: %v\n", err)
 			return exitConfig
 		}

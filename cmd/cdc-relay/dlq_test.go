@@ -76,6 +76,40 @@ func inTopic(recs []record, topic, id string) []record {
 	return out
 }
 
+// shippedEvent is an OrderShipped event of aggregate agg: a dead letter
+// (no_schema) until its schema is deployed.
+func shippedEvent(agg string) event {
+	return event{"Order", agg, "OrderShipped", fmt.Sprintf(`{"order_id": %q, "carrier": "ups"}`, agg), ""}
+}
+
+// redriveRows are the rows of the redrive tests, written in one
+// transaction: an OrderShipped event (testdata/schemas has no schema for
+// it) with a traceparent and an attempt header, an OrderCreated whose
+// amount no schema takes, and a valid OrderCreated.
+type redriveRows struct {
+	agg1, agg2, tp     string // the aggregates, the traceparent
+	shipped, bad, good string // the events' ids
+	ids                []int64
+}
+
+// insertRedriveRows writes the redrive rows, of aggregates uuidFor(base)
+// and uuidFor(base+1).
+func (f *fixture) insertRedriveRows(base int) redriveRows {
+	f.t.Helper()
+	r := redriveRows{agg1: uuidFor(base), agg2: uuidFor(base + 1), tp: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	var err error
+	r.ids, err = f.insertTx(context.Background(), f.connect(), []event{
+		{"Order", r.agg1, "OrderShipped", fmt.Sprintf(`{"order_id": %q, "carrier": "dhl"}`, r.agg1), fmt.Sprintf(`{"traceparent": %q, "attempt": 3}`, r.tp)},
+		{"Order", r.agg2, "OrderCreated", strings.Replace(orderCreated(r.agg2, 2), `"amount_cents": 2`, `"amount_cents": "lots"`, 1), ""},
+		{"Order", r.agg2, "OrderCreated", orderCreated(r.agg2, 3), ""},
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	r.shipped, r.bad, r.good = strconv.FormatInt(r.ids[0], 10), strconv.FormatInt(r.ids[1], 10), strconv.FormatInt(r.ids[2], 10)
+	return r
+}
+
 // TestDLQRedrive: a dead letter of an event type without a schema is
 // redriven once the schema is deployed: it arrives in its topic with its
 // key, id, headers and commit-time timestamp, decoded by an independent
@@ -88,20 +122,9 @@ func TestDLQRedrive(t *testing.T) {
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	r := startRelay(t, f.args())
 	r.waitStreaming(60 * time.Second)
-	conn := f.connect()
-	ctx := context.Background()
-	agg1, agg2 := uuidFor(7101), uuidFor(7102)
-	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	ids, err := f.insertTx(ctx, conn, []event{
-		{"Order", agg1, "OrderShipped", fmt.Sprintf(`{"order_id": %q, "carrier": "dhl"}`, agg1), fmt.Sprintf(`{"traceparent": %q, "attempt": 3}`, tp)},
-		{"Order", agg2, "OrderCreated", strings.Replace(orderCreated(agg2, 2), `"amount_cents": 2`, `"amount_cents": "lots"`, 1), ""},
-		{"Order", agg2, "OrderCreated", orderCreated(agg2, 3), ""},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shipped, bad, good := strconv.FormatInt(ids[0], 10), strconv.FormatInt(ids[1], 10), strconv.FormatInt(ids[2], 10)
-	recs := c.waitIDs(90*time.Second, ids)
+	rows := f.insertRedriveRows(7101)
+	agg1, agg2, tp, shipped, bad, good := rows.agg1, rows.agg2, rows.tp, rows.shipped, rows.bad, rows.good
+	recs := c.waitIDs(90*time.Second, rows.ids)
 	if code := r.terminate(); code != 0 {
 		t.Fatalf("run exited %d", code)
 	}
@@ -364,8 +387,7 @@ func TestDLQRedriveFollow(t *testing.T) {
 	conn := f.connect()
 	ctx := context.Background()
 	agg := uuidFor(7301)
-	shippedEvent := event{"Order", agg, "OrderShipped", fmt.Sprintf(`{"order_id": %q, "carrier": "ups"}`, agg), ""}
-	first, err := f.insertTx(ctx, conn, []event{shippedEvent})
+	first, err := f.insertTx(ctx, conn, []event{shippedEvent(agg)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +400,7 @@ func TestDLQRedriveFollow(t *testing.T) {
 		return len(inTopic(c.records(), topic, strconv.FormatInt(first[0], 10))) == 1
 	})
 	// Written after the redrive started: one it can send, one that still fails.
-	later, err := f.insertTx(ctx, conn, []event{shippedEvent, {"Order", agg, "OrderCreated", `{"order_id": "not enough"}`, ""}})
+	later, err := f.insertTx(ctx, conn, []event{shippedEvent(agg), {"Order", agg, "OrderCreated", `{"order_id": "not enough"}`, ""}})
 	if err != nil {
 		t.Fatal(err)
 	}

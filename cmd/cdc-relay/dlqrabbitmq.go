@@ -6,6 +6,7 @@ import (
 	"io"
 
 	dlqpkg "github.com/cdc-relay/cdc-relay/dlq"
+	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 )
 
 // The dlq verbs with --rabbitmq-url: the dead letters are in the stream
@@ -41,14 +42,13 @@ func dlqRetireRabbitMQ(cfg *Config, rf dlqpkg.Filters, reason string, stdout, st
 }
 
 // dlqRedriveRabbitMQ is `cdc-relay dlq redrive --rabbitmq-url`: the
-// unroutable letters go to --rabbitmq-exchange again, as they were.
+// unroutable letters go to --rabbitmq-exchange again as they were, the
+// others through today's row → record step as run publishes them; with
+// --follow until SIGTERM or SIGINT.
 func dlqRedriveRabbitMQ(cfg *Config, rf dlqpkg.Filters, stdout, stderr io.Writer) int {
-	ctx, cancel := dlqContext(cfg, stderr)
-	defer cancel()
-	res, err := dlqpkg.RedriveRabbitMQ(ctx, dlqRabbitConfig(cfg), rf, stdout)
-	if err != nil {
-		fmt.Fprintf(stderr, "cdc-relay dlq redrive: %s\n", Redact(err.Error()))
-		return dlqExit(err)
-	}
-	return res.ExitCode()
+	log := relaypkg.NewLogger(cfg, stderr)
+	ctx, stop := signalContext(log)
+	defer stop()
+	_, code := dlqpkg.RedriveRabbitMQ(ctx, dlqpkg.RabbitRedriveOptions{Config: dlqRabbitConfig(cfg), Relay: cfg, Filters: rf, Log: log, Stdout: stdout, Stderr: stderr})
+	return code
 }

@@ -247,18 +247,7 @@ func TestRabbitMQDeadLetterTools(t *testing.T) {
 	waitFor(t, 60*time.Second, "the replay's dead letter in the stream", func() bool { return len(dlq()) >= 2 })
 
 	dlqArgs := []string{"--rabbitmq-url", n.URL(), "--rabbitmq-dlq-stream", stream}
-	stats := func() dlqCounts {
-		t.Helper()
-		code, out, errs := runBin(t, append([]string{"dlq", "stats", "--json"}, dlqArgs...)...)
-		if code != 0 {
-			t.Fatalf("dlq stats = %d:\n%s\n%s", code, out, errs)
-		}
-		var c dlqCounts
-		if err := json.Unmarshal([]byte(out), &c); err != nil {
-			t.Fatalf("dlq stats --json: %v:\n%s", err, out)
-		}
-		return c
-	}
+	stats := func() dlqCounts { return rabbitDLQStats(t, n, stream) }
 	if c := stats(); c.Pending != 2 || c.Kinds["unroutable"] != 2 || c.Topic != stream {
 		t.Fatalf("dlq stats: %+v, want 2 pending unroutable letters in %s", c, stream)
 	}
@@ -302,6 +291,20 @@ func TestRabbitMQDeadLetterTools(t *testing.T) {
 	if c := stats(); c.Pending != 0 || c.Redriven != 2 || c.Retired != 1 {
 		t.Fatalf("dlq stats after the redrive: %+v, want 0 pending, 2 redriven, 1 retired", c)
 	}
+}
+
+// rabbitDLQStats runs dlq stats --json on the dead-letter stream.
+func rabbitDLQStats(t *testing.T, n *rabbittest.Node, stream string) dlqCounts {
+	t.Helper()
+	code, out, errs := runBin(t, "dlq", "stats", "--json", "--rabbitmq-url", n.URL(), "--rabbitmq-dlq-stream", stream)
+	if code != 0 {
+		t.Fatalf("dlq stats = %d:\n%s\n%s", code, out, errs)
+	}
+	var c dlqCounts
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		t.Fatalf("dlq stats --json: %v:\n%s", err, out)
+	}
+	return c
 }
 
 // dlqCounts is what dlq stats --json prints, as the test reads it.
@@ -500,7 +503,6 @@ func TestRabbitMQToolSettings(t *testing.T) {
 		{[]string{"status", "--pg-url", "postgres://u@h/db", "--kafka-brokers", "k:9092", "--rabbitmq-url", amqpURL}, "--rabbitmq-url: is set and so is --kafka-brokers"},
 		{[]string{"status", "--pg-url", "postgres://u@h/db", "--kafka-brokers", "k:9092", "--rabbitmq-checkpoint-stream", "c"}, "--rabbitmq-checkpoint-stream: is a RabbitMQ setting"},
 		{[]string{"status", "--pg-url", "postgres://u@h/db", "--rabbitmq-url", amqpURL, "--checkpoint-topic", "c"}, "--checkpoint-topic: is a Kafka setting"},
-		{append([]string{"dlq", "redrive", "--follow"}, rab...), "--follow: dlq redrive --follow reads the Kafka dead-letter topic only"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args[:min(2, len(tt.args))], " "), func(t *testing.T) {

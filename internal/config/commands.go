@@ -258,10 +258,15 @@ skipped K"). Exit codes: 0 when nothing still fails, 1 when a letter still
 fails or on a runtime failure, 2 bad settings.
 
 With --rabbitmq-url it reads the --rabbitmq-dlq-stream without consuming
-it and publishes each pending unroutable letter again, as it was, to
---rabbitmq-exchange with mandatory and confirms; what was redriven is
-kept in the stream <stream>.positions. Letters of other kinds stay
-pending. --group, --dlq-retired-topic and --follow are exit 2 there.`,
+it. It publishes each pending unroutable letter again, as it was, an
+invalid_routing_key one with the key --routing-key gives it now, and
+builds each other letter again through today's row → record step, which
+it publishes as run does (--routing-key, the properties and headers,
+--value-format); all to --rabbitmq-exchange with mandatory and confirms.
+What was redriven is kept in the stream <stream>.positions; a letter
+still invalid, returned or nacked stays pending, in place (no
+redrive_attempts). --follow keeps reading the stream. --group and
+--dlq-retired-topic are exit 2 there.`,
 	Settings: append(RelaySettings(), names(Group, DLQRetiredTopic)...), Required: relayRequired, OneOf: brokerOneOf, Registry: Relay,
 	Actions: []Action{
 		FlagDryRun.With("build every letter and print what would become of it; produce and commit nothing"),
