@@ -17,7 +17,7 @@ import (
 // name or converter classes, and overrides replacing or extending.
 func TestDebeziumServerProperties(t *testing.T) {
 	props, err := debeziumServerProperties("slot_x", 5433, "benchdb", "amqp://guest:secret@127.0.0.1:5679/", "/tmp/o.dat", 8081,
-		[][2]string{{"debezium.source.max.batch.size", "2048"}, {"debezium.sink.rabbitmq.ackTimeout", "5000"}, {"quarkus.log.level", "WARN"}})
+		[][2]string{{"debezium.source.max.batch.size", "4096"}, {"debezium.sink.rabbitmq.ackTimeout", "5000"}, {"quarkus.log.level", "WARN"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +48,8 @@ func TestDebeziumServerProperties(t *testing.T) {
 		"debezium.source.snapshot.mode":                   "no_data",
 		"debezium.source.offset.storage.file.filename":    "/tmp/o.dat",
 		"debezium.source.offset.flush.interval.ms":        "1000",
-		"debezium.source.max.batch.size":                  "2048",
-		"debezium.source.max.queue.size":                  "32768",
+		"debezium.source.max.batch.size":                  "4096",
+		"debezium.source.max.queue.size":                  "8192",
 		"debezium.source.poll.interval.ms":                "10",
 		"debezium.transforms":                             "outbox",
 		"debezium.transforms.outbox.type":                 "io.debezium.transforms.outbox.EventRouter",
@@ -78,7 +78,7 @@ func TestDebeziumServerProperties(t *testing.T) {
 			t.Errorf("reported setting %q names the connection, the database or the offsets file", s)
 		}
 	}
-	if !slices.Contains(settings, "debezium.source.max.batch.size=2048") {
+	if !slices.Contains(settings, "debezium.source.max.batch.size=4096") {
 		t.Errorf("settings %v leave out the batch size", settings)
 	}
 	if _, err := debeziumServerProperties("s", 1, "d", "amqp://127.0.0.1/", "o", 1, nil); err == nil {
