@@ -184,26 +184,13 @@ func drainDebezium(ctx context.Context, o options, svc *services, db *database, 
 
 	// The CPU figures are read when Kafka holds every record, like the
 	// relay's when its slot is confirmed.
-	atKafka := func() error {
-		var err error
-		if d.ClientCPUSeconds, err = cpuSeconds(c.pid()); err != nil {
-			return c.failure("read CPU time: %v", err)
-		}
-		d.BrokerCPUSeconds = cpuOrZero(svc.brokerPID) - broker0
-		d.OtherCPUSeconds = busySeconds() - busy0 - d.ClientCPUSeconds - d.WalsenderCPUSeconds - d.BrokerCPUSeconds
-		return nil
-	}
+	atKafka := func() error { return d.noteCPU(c, svc.brokerPID, broker0, busy0) }
 	if err := waitDebezium(ctx, o, db, c, cl, cw.rest(), slot, before, load, atKafka, &d); err != nil {
 		return d, err
 	}
-	if d.ConfirmedLSN < load.EndLSN {
-		d.ConfirmLagBytes = int64(load.EndLSN - d.ConfirmedLSN)
+	if err := d.noteEnd(c, rss, load); err != nil {
+		return d, err
 	}
-	hwm, err := statusKB(c.pid(), "VmHWM")
-	if err != nil {
-		return d, c.failure("read peak RSS: %v", err)
-	}
-	d.PeakRSSKB = max(rss.Stop(), hwm)
 
 	c.signal(syscall.SIGTERM)
 	if err := c.wait(ctx, connectStopWithin); err != nil && !exitedOnSignal(err) {
@@ -254,21 +241,9 @@ func waitDebezium(ctx context.Context, o options, db *database, c *child, cl *kg
 			return c.failure("had %d of %d records in Kafka within %s (confirmed %s)", records, load.Rows, o.timeout, d.ConfirmedLSN)
 		case <-tick.C:
 		}
-		st, err := db.slot(ctx, slot)
+		now, err := d.sampleSlot(ctx, db, slot, c, load)
 		if err != nil {
 			return err
-		}
-		now := time.Now()
-		if st.confirmed != d.ConfirmedLSN && d.StartupSeconds > 0 {
-			d.LastConfirmSeconds = now.Sub(c.start).Seconds()
-		}
-		d.ConfirmedLSN = st.confirmed
-		d.sampleActive(st, c, now)
-		if d.SentSeconds == 0 && st.sent >= load.EndLSN {
-			d.SentSeconds = now.Sub(c.start).Seconds()
-		}
-		if d.ConfirmedSeconds == 0 && st.confirmed >= load.EndLSN {
-			d.ConfirmedSeconds = now.Sub(c.start).Seconds()
 		}
 		if kafkaDone.IsZero() && now.Sub(lastKafka) >= kafkaPoll {
 			lastKafka = now
@@ -295,6 +270,58 @@ func waitDebezium(ctx context.Context, o options, db *database, c *child, cl *kg
 			}
 		}
 	}
+}
+
+// noteCPU records in d the client's CPU so far, and the broker's and the
+// rest of the machine's since they were broker0 and busy0.
+func (d *drainResult) noteCPU(c *child, brokerPID int, broker0, busy0 float64) error {
+	var err error
+	if d.ClientCPUSeconds, err = cpuSeconds(c.pid()); err != nil {
+		return c.failure("read CPU time: %v", err)
+	}
+	d.BrokerCPUSeconds = cpuOrZero(brokerPID) - broker0
+	d.OtherCPUSeconds = busySeconds() - busy0 - d.ClientCPUSeconds - d.WalsenderCPUSeconds - d.BrokerCPUSeconds
+	return nil
+}
+
+// noteEnd records in d how far the slot's confirmed LSN stayed short of
+// the load's end and the client's peak RSS (the larger of rss's samples
+// and VmHWM), stopping rss.
+func (d *drainResult) noteEnd(c *child, rss *rssSampler, load loadInfo) error {
+	if d.ConfirmedLSN < load.EndLSN {
+		d.ConfirmLagBytes = int64(load.EndLSN - d.ConfirmedLSN)
+	}
+	hwm, err := statusKB(c.pid(), "VmHWM")
+	if err != nil {
+		return c.failure("read peak RSS: %v", err)
+	}
+	d.PeakRSSKB = max(rss.Stop(), hwm)
+	return nil
+}
+
+// sampleSlot looks at slot once for a drain that confirms LSNs only when
+// its offsets are committed (Debezium in Connect or in Debezium Server),
+// noting in d the startup, the walsender's CPU, when the walsender had sent
+// everything, the confirmed LSN, when it last moved and when it reached
+// the load's end. It returns the time of the look.
+func (d *drainResult) sampleSlot(ctx context.Context, db *database, slot string, c *child, load loadInfo) (time.Time, error) {
+	st, err := db.slot(ctx, slot)
+	if err != nil {
+		return time.Time{}, err
+	}
+	now := time.Now()
+	if st.confirmed != d.ConfirmedLSN && d.StartupSeconds > 0 {
+		d.LastConfirmSeconds = now.Sub(c.start).Seconds()
+	}
+	d.ConfirmedLSN = st.confirmed
+	d.sampleActive(st, c, now)
+	if d.SentSeconds == 0 && st.sent >= load.EndLSN {
+		d.SentSeconds = now.Sub(c.start).Seconds()
+	}
+	if d.ConfirmedSeconds == 0 && st.confirmed >= load.EndLSN {
+		d.ConfirmedSeconds = now.Sub(c.start).Seconds()
+	}
+	return now, nil
 }
 
 // failedTask asks Connect's REST API for the connector's status and returns

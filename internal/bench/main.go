@@ -23,6 +23,8 @@
 // and 1M rows through the relay with JSON values into a topic exchange and
 // one queue bound with "#", and sends the same messages again with a plain
 // amqp091-go publisher with streaming confirms, the broker's limit here;
+// with --debezium-server (dbzserver.go, make bench-debezium BROKER=rabbitmq)
+// it drains each backlog a third time with Debezium Server's rabbitmq sink;
 // with --latency it compares the relay's commit -> consumed at 1k/s with
 // that publisher's publish -> consumed.
 // docs/BENCHMARKS.md has results.
@@ -74,6 +76,11 @@ type options struct {
 	debeziumOpts [][2]string // connector properties that override or extend the defaults
 	brokerConfig [][2]string // broker properties that override or extend kafkatest's
 	brokerJVM    []string    // JVM flags after the broker's own
+
+	// The Debezium Server side of the RabbitMQ drain (dbzserver.go).
+	withDebeziumServer bool               // drain a slot of its own with Debezium Server's rabbitmq sink
+	debeziumServerDir  string             // the unpacked distribution ("" the cache of scripts/debezium-server.sh)
+	debeziumServer     debeziumServerDist // found in run
 
 	// The steady-state latency scenario (latency.go).
 	latency  bool          // run it instead of the drain benchmark
@@ -144,6 +151,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.debeziumLibs, "debezium-libs", "", "with --debezium: directory of Connect's and Debezium's jars (default $CDC_RELAY_CACHE/debezium-"+debeziumVersion+"/libs, ~/.cache/cdc-relay without CDC_RELAY_CACHE)")
 	dbzJVM := fs.String("debezium-jvm-opts", "-Xms256M -Xmx2G", "with --debezium: Connect's heap options, space-separated (the default is what Kafka's connect-standalone.sh sets)")
 	dbzOpts := fs.String("debezium-connector-opts", "", "with --debezium: connector properties that override or extend the benchmark's, space-separated key=value, e.g. \"poll.interval.ms=10\"")
+	fs.BoolVar(&o.withDebeziumServer, "debezium-server", false, "with --broker rabbitmq: after the relay and the anchor, also drain the backlog on a slot of its own with Debezium Server "+debeziumServerVersion+"'s rabbitmq sink and the Outbox Event Router, into the same exchange and queue (distribution and Java 21+ from bash scripts/debezium-server.sh); --debezium-jvm-opts sets its heap, --debezium-connector-opts overrides its application.properties, e.g. \"debezium.source.max.batch.size=4096\"")
+	fs.StringVar(&o.debeziumServerDir, "debezium-server-dir", "", "with --debezium-server: the directory holding the unpacked debezium-server/ (default $CDC_RELAY_CACHE/debezium-server-"+debeziumServerVersion+", ~/.cache/cdc-relay without CDC_RELAY_CACHE)")
 	fs.IntVar(&o.brokerWarmupMB, "broker-warmup-mb", 256, "before the first measurement, produce this many MB to a topic of its own, uncompressed and again with lz4, so that the broker's JIT has compiled its produce path; 0 skips it")
 	fs.DurationVar(&o.brokerWarmupSteady, "broker-warmup-steady", 30*time.Second, "with --latency, before the first measurement and after --broker-warmup-mb, drive the broker this long with one-record produce requests, small transactions over two topics and read_committed fetches, so that its JIT has compiled what the latency scenario uses; 0 skips it")
 	fs.BoolVar(&o.pinCPUs, "pin-cpus", false, "Linux: run PostgreSQL (every backend and walsender) on the first half of the CPUs and everything else (the broker, the registry, the relay, pg_recvlogical and this benchmark with its writers' client side and consumer) on the second, as if the database had a host of its own; on 2 CPUs, one each")
@@ -177,6 +186,9 @@ func parseFlags(args []string) (options, error) {
 	if err := rabbitFlags(fs, &o); err != nil {
 		return o, err
 	}
+	if err := debeziumServerFlags(o); err != nil {
+		return o, err
+	}
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected argument %q: settings are flags", fs.Arg(0))
@@ -205,7 +217,7 @@ func parseFlags(args []string) (options, error) {
 	case o.latency && o.cpuProfile != "":
 		return o, errors.New("--cpuprofile is for the drain benchmark")
 	}
-	for _, p := range []*string{&o.relayBin, &o.schemasDir, &o.outboxSQL, &o.relayOverlay, &o.debeziumLibs} {
+	for _, p := range []*string{&o.relayBin, &o.schemasDir, &o.outboxSQL, &o.relayOverlay, &o.debeziumLibs, &o.debeziumServerDir} {
 		if *p == "" {
 			continue
 		}
@@ -268,6 +280,11 @@ func run(ctx context.Context, o options) int {
 	defer os.RemoveAll(tmp)
 	if o.debezium {
 		if o.debeziumLibs, err = debeziumLibs(o.debeziumLibs); err != nil {
+			return fail(err)
+		}
+	}
+	if o.withDebeziumServer {
+		if o.debeziumServer, err = findDebeziumServer(o.debeziumServerDir); err != nil {
 			return fail(err)
 		}
 	}

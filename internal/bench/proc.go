@@ -199,9 +199,20 @@ func startChild(ctx context.Context, name, bin string, args, env []string) (*chi
 // startChildOut is startChild with the standard output going to stdout
 // (nil: kept with the standard error for failure).
 func startChildOut(ctx context.Context, name, bin string, args, env []string, stdout *os.File) (*child, error) {
+	return startChildWith(ctx, name, "", bin, args, env, stdout)
+}
+
+// startChildIn is startChild in the working directory dir.
+func startChildIn(ctx context.Context, name, dir, bin string, args, env []string) (*child, error) {
+	return startChildWith(ctx, name, dir, bin, args, env, nil)
+}
+
+// startChildWith is startChildOut in the working directory dir ("" ours).
+func startChildWith(ctx context.Context, name, dir, bin string, args, env []string, stdout *os.File) (*child, error) {
 	c := &child{name: name, out: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
 	c.cmd = exec.CommandContext(ctx, bin, args...)
 	c.cmd.Env = env
+	c.cmd.Dir = dir
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	if stdout != nil {
 		c.cmd.Stdout = stdout

@@ -112,6 +112,7 @@ type collector struct {
 	dups   atomic.Int64
 	bad    atomic.Int64 // ids out of range or not numbers
 	keep   bool
+	idOf   func(amqp.Delivery) string // where the id is; nil: message_id
 	kept   []amqp.Delivery
 	first  amqp.Delivery // the first message, valid once count > 0
 	onRecv func(id int64, at time.Time)
@@ -122,6 +123,16 @@ type collector struct {
 // startCollector opens its own connection and consumes the queue with
 // manual acks, for ids minID..minID+n-1.
 func startCollector(url string, minID int64, n int, keep bool, onRecv func(int64, time.Time)) (*collector, error) {
+	return startCollectorWith(url, minID, n, keep, onRecv, nil)
+}
+
+// startCollectorID is startCollector that reads each message's id with
+// idOf, keeping nothing.
+func startCollectorID(url string, minID int64, n int, idOf func(amqp.Delivery) string) (*collector, error) {
+	return startCollectorWith(url, minID, n, false, nil, idOf)
+}
+
+func startCollectorWith(url string, minID int64, n int, keep bool, onRecv func(int64, time.Time), idOf func(amqp.Delivery) string) (*collector, error) {
 	conn, err := amqp.Dial(url)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
@@ -138,7 +149,7 @@ func startCollector(url string, minID int64, n int, keep bool, onRecv func(int64
 		conn.Close()
 		return nil, fmt.Errorf("consume %s: %w", rabbitQueue, err)
 	}
-	c := &collector{conn: conn, minID: minID, seen: make([]atomic.Bool, n), keep: keep, onRecv: onRecv, done: make(chan struct{})}
+	c := &collector{conn: conn, minID: minID, seen: make([]atomic.Bool, n), keep: keep, idOf: idOf, onRecv: onRecv, done: make(chan struct{})}
 	if keep {
 		c.kept = make([]amqp.Delivery, 0, n)
 	}
@@ -151,7 +162,11 @@ func (c *collector) run(ds <-chan amqp.Delivery) {
 	unacked := 0
 	for d := range ds {
 		now := time.Now()
-		id, err := strconv.ParseInt(d.MessageId, 10, 64)
+		mid := d.MessageId
+		if c.idOf != nil {
+			mid = c.idOf(d)
+		}
+		id, err := strconv.ParseInt(mid, 10, 64)
 		switch k := id - c.minID; {
 		case err != nil || k < 0 || k >= int64(len(c.seen)):
 			c.bad.Add(1)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -20,11 +21,14 @@ import (
 // anchor's.
 const rabbitGoal = 0.8
 
-// rabbitDrain is one size's pair of drains: the relay's and the anchor's.
+// rabbitDrain is one size's drains: the relay's and the anchor's, and with
+// --debezium-server Debezium Server's with the settings it ran with.
 type rabbitDrain struct {
-	Load   loadInfo    `json:"load"`
-	Relay  drainResult `json:"relay"`
-	Anchor drainResult `json:"anchor"`
+	Load                   loadInfo     `json:"load"`
+	Relay                  drainResult  `json:"relay"`
+	Anchor                 drainResult  `json:"anchor"`
+	DebeziumServer         *drainResult `json:"debezium_server,omitempty"`
+	DebeziumServerSettings []string     `json:"debezium_server_settings,omitempty"`
 }
 
 // runRabbit is `make bench BROKER=rabbitmq` (and with --latency `make
@@ -70,6 +74,9 @@ func runRabbit(ctx context.Context, o options, relayBin string, fail func(error)
 func rabbitDrainSize(ctx context.Context, o options, svc *services, db *database, relayBin string, n int) (rabbitDrain, error) {
 	var r rabbitDrain
 	slots := slotNames{relay: fmt.Sprintf("bench_rmq_%d", n)}
+	if o.withDebeziumServer {
+		slots.dbz = fmt.Sprintf("bench_rmq_dbz_%d", n)
+	}
 	progress("%d rows: loading in transactions of %d", o.rows, o.txSize)
 	load, err := db.loadBacklog(ctx, o, slots)
 	if err != nil {
@@ -114,8 +121,23 @@ func rabbitDrainSize(ctx context.Context, o options, svc *services, db *database
 		return r, err
 	}
 	progress("%d rows: sending the same %d messages with the anchor (amqp091-go, deferred confirms, window %d)", o.rows, len(col.kept), anchorWindow)
-	r.Anchor, err = drainAnchor(ctx, o, svc, load, col.kept)
-	return r, err
+	if r.Anchor, err = drainAnchor(ctx, o, svc, load, col.kept); err != nil || slots.dbz == "" {
+		return r, err
+	}
+
+	if err := rabbitTopology(ch, o.queueType); err != nil {
+		return r, err
+	}
+	if err := waitQuiet(ctx, o.quietWait); err != nil {
+		return r, err
+	}
+	progress("%d rows: draining with Debezium Server %s (rabbitmq sink) into %s", o.rows, debeziumServerVersion, rabbitExchange)
+	d, settings, err := drainDebeziumServer(ctx, o, svc, db, slots.dbz, load)
+	r.DebeziumServer, r.DebeziumServerSettings = &d, settings
+	if err != nil {
+		return r, err
+	}
+	return r, dropSlot(ctx, db, slots.dbz)
 }
 
 // drainRelayRabbit runs the relay on slot and times it from process start
@@ -199,9 +221,15 @@ func printRabbitDrain(w io.Writer, o options, r rabbitDrain) {
 	fmt.Fprintf(w, "\nDrain to RabbitMQ: %d rows (%.1f MB payload jsonb, %d transactions), JSON values, topic exchange %s -> %s queue %s bound with #, consumed alongside\n",
 		r.Load.Rows, float64(r.Load.PayloadBytes)/1e6, r.Load.Transactions, rabbitExchange, o.queueType, rabbitQueue)
 	fmt.Fprintln(w, "cdc-relay: process start -> slot confirmed the end LSN; anchor: first publish -> last confirm (its CPU is the bench process's, consumer included)")
+	ds := []drainResult{r.Relay, r.Anchor}
+	if dbz := r.DebeziumServer; dbz != nil {
+		ds = append(ds, *dbz)
+		fmt.Fprintf(w, "Debezium Server: process start -> the consumer had every message (its slot confirmed the end LSN %s); %s\n",
+			confirmedAfter(*dbz), strings.Join(r.DebeziumServerSettings, " "))
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "tool\tmessages\tseconds\tstartup s\tevents/s\tafter startup\tclient CPU s\twalsender CPU s\tbroker CPU s\tother CPU s\tpeak RSS MB\tduplicates\t")
-	for _, d := range []drainResult{r.Relay, r.Anchor} {
+	for _, d := range ds {
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%d\t\n", d.Tool, d.KafkaRecords, d.Seconds, d.StartupSeconds,
 			safeDiv(float64(d.Rows), d.Seconds), safeDiv(float64(d.Rows), d.Seconds-d.StartupSeconds), d.ClientCPUSeconds, d.WalsenderCPUSeconds, d.BrokerCPUSeconds, d.OtherCPUSeconds,
 			float64(d.PeakRSSKB)/1024, d.Duplicates)
@@ -210,6 +238,20 @@ func printRabbitDrain(w io.Writer, o options, r rabbitDrain) {
 	ratio := safeDiv(r.Anchor.Seconds, r.Relay.Seconds)
 	fmt.Fprintf(w, "cdc-relay / anchor events/s: %.2fx (goal >= %.1fx: %s); after the relay's startup (connect, declare, slot active): %.2fx\n",
 		ratio, rabbitGoal, verdict(ratio >= rabbitGoal), safeDiv(r.Anchor.Seconds, r.Relay.Seconds-r.Relay.StartupSeconds))
+	if dbz := r.DebeziumServer; dbz != nil {
+		fmt.Fprintf(w, "cdc-relay / Debezium Server events/s: %.2fx (after each one's startup: %.2fx); Debezium Server / cdc-relay: %.1fx peak RSS, %.1fx client CPU\n",
+			safeDiv(dbz.Seconds, r.Relay.Seconds), safeDiv(dbz.Seconds-dbz.StartupSeconds, r.Relay.Seconds-r.Relay.StartupSeconds),
+			safeDiv(float64(dbz.PeakRSSKB), float64(r.Relay.PeakRSSKB)), safeDiv(dbz.ClientCPUSeconds, r.Relay.ClientCPUSeconds))
+	}
+}
+
+// confirmedAfter says when Debezium Server's slot confirmed the load's
+// end, or how far short it stayed.
+func confirmedAfter(d drainResult) string {
+	if d.ConfirmedSeconds > 0 {
+		return fmt.Sprintf("after %.2f s", d.ConfirmedSeconds)
+	}
+	return fmt.Sprintf("not within %s: %d bytes short", debeziumConfirmGrace, d.ConfirmLagBytes)
 }
 
 // rabbitFlags checks --broker and --queue-type, and sets the sizes the
