@@ -153,6 +153,7 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 		AllowExtraTables:  cfg.AllowExtraTables,
 		ExactlyOnce:       cfg.ExactlyOnce,
 		IsConfigError:     IsConfigExit,
+		Broker:            brokerOf(cfg).String(),
 		Logger:            log,
 	}, replication.Deps{
 		// On its first connection the stream reads the server version and
