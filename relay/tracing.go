@@ -179,7 +179,9 @@ func (t *tracing) start(rec *publisher.Record, commit time.Time, row *decoder.Ro
 			attrDestination.String(rec.Topic))
 	} else {
 		var exchange, key string
-		exchange, key, badKey = rabbitDestination(t.rabbit, rec)
+		if exchange, key, badKey = RabbitDestination(t.rabbit, rec); badKey {
+			exchange, key = "", t.rabbit.DLQStream // the sink's dead letter
+		}
 		attrs = append(attrs, attrSystem.String("rabbitmq"), attrOperationType.String("send"), attrOperationName.String("send"),
 			attrDestination.String(exchange), attrRoutingKey.String(key))
 		name = "send"
@@ -227,20 +229,6 @@ func (t *tracing) useRabbitMQ(cfg *Config) error {
 	}
 	t.rabbit = &f
 	return nil
-}
-
-// rabbitDestination is where the RabbitMQ sink of f sends rec: its exchange
-// and routing key, or the default exchange ("") and the dead-letter stream
-// for a dead letter, which a routing key over 255 bytes makes (badKey).
-func rabbitDestination(f *rabbitmq.Format, rec *publisher.Record) (exchange, key string, badKey bool) {
-	if rec.Topic == f.DLQStream {
-		return "", f.DLQStream, false
-	}
-	k := f.RoutingKey.Append(nil, rec.EventType, rec.AggregateType, rec.AggregateID)
-	if len(k) > rabbitmq.MaxRoutingKeyBytes {
-		return "", f.DLQStream, true
-	}
-	return f.Exchange, string(k), false
 }
 
 // deadLetter notes on span that its event went to the dead-letter topic.
