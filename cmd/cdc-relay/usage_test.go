@@ -46,3 +46,26 @@ func TestUsageNamesBothBrokers(t *testing.T) {
 		t.Errorf("command lines:\n%s\nwant:\n%s", strings.Join(commands, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestHelpNamesRabbitMQLines: replay --help gives the lines replay prints
+// under --rabbitmq-url beside Kafka's, and slot --help where the gap is
+// recorded under it.
+func TestHelpNamesRabbitMQLines(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"replay", "--help"}, []string{`("published id=... topic=... key=..."`, `"published id=... exchange=... routing_key=..."`, "dlq_stream=... reason=..."}},
+		{[]string{"slot", "--help"}, []string{"gap in the checkpoint topic, or under --rabbitmq-url the\n             checkpoint streams"}},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(tc.args, env(nil), &stdout, &stderr); code != exitOK {
+			t.Fatalf("%v: exit %d; stderr %s", tc.args, code, stderr.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout.String(), w) {
+				t.Errorf("%v does not say %q:\n%s", tc.args, w, stdout.String())
+			}
+		}
+	}
+}
