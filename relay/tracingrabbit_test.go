@@ -64,15 +64,7 @@ func TestHandlerSpansRabbitMQ(t *testing.T) {
 				t.Fatal("the record has no OnAck")
 			}
 			rec.OnAck.Acked(-1, -1) // as rabbitmq.Session confirms
-			spans := exp.GetSpans()
-			if len(spans) != 1 {
-				t.Fatalf("%d spans exported, want 1", len(spans))
-			}
-			s := spans[0]
-			got := map[string]string{}
-			for _, a := range s.Attributes {
-				got[string(a.Key)] = a.Value.Emit()
-			}
+			s, got := oneSpan(t, exp)
 			if s.Name != tt.wantName {
 				t.Errorf("span name %q, want %q", s.Name, tt.wantName)
 			}
@@ -99,4 +91,18 @@ func TestHandlerSpansRabbitMQ(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oneSpan is the one span exp holds, and its attributes as text.
+func oneSpan(t *testing.T, exp *tracetest.InMemoryExporter) (tracetest.SpanStub, map[string]string) {
+	t.Helper()
+	spans := exp.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans exported, want 1", len(spans))
+	}
+	got := map[string]string{}
+	for _, a := range spans[0].Attributes {
+		got[string(a.Key)] = a.Value.Emit()
+	}
+	return spans[0], got
 }
