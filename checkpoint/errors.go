@@ -41,6 +41,16 @@ func (b Broker) Checkpoints() string {
 	return "the checkpoint topic"
 }
 
+// LogKey is the log key that names where the checkpoint lives:
+// "checkpoint_topic", or under RabbitMQ "checkpoint_stream" (the streams'
+// prefix, --rabbitmq-checkpoint-stream).
+func (b Broker) LogKey() string {
+	if b == RabbitMQ {
+		return "checkpoint_stream"
+	}
+	return "checkpoint_topic"
+}
+
 // GapError means events may be missing from Kafka: the slot is gone or
 // invalidated while the relay has a history, or Kafka holds events of a
 // timeline the server no longer has. The relay creates nothing and exits 3;

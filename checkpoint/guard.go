@@ -190,7 +190,7 @@ func (g *Guard) Check(ctx context.Context, in replication.GuardInput) (replicati
 		g.log.Warn(w, "slot", in.Slot, "relay_id", g.RelayID())
 	}
 	if v == replication.VerdictCreate && err == nil {
-		g.log.Info("first start: no slot and no checkpoint for it; creating the slot", "slot", in.Slot, "relay_id", g.RelayID(), "checkpoint_topic", g.cfg.Store.Topic())
+		g.log.Info("first start: no slot and no checkpoint for it; creating the slot", "slot", in.Slot, "relay_id", g.RelayID(), g.broker().LogKey(), g.cfg.Store.Topic())
 	}
 	return v, err
 }
@@ -312,7 +312,7 @@ func (g *Guard) SlotCreated(ctx context.Context, in replication.GuardInput, info
 		b := g.broker()
 		g.log.Error("gap accepted under --recreate-lost-slot and recorded in "+b.Checkpoints()+": events committed after the old slot's position may be missing from "+b.String()+"; "+
 			"publish them with cdc-relay replay (docs/OPERATIONS.md). cdc-relay slot recreate --accept-gap is the recommended way: it asks each time",
-			"slot", in.Slot, "from_lsn", gap.Gap.FromLSN, "to_lsn", gap.Gap.ToLSN, "checkpoint_topic", g.cfg.Store.Topic(), "key", gap.Key())
+			"slot", in.Slot, "from_lsn", gap.Gap.FromLSN, "to_lsn", gap.Gap.ToLSN, g.broker().LogKey(), g.cfg.Store.Topic(), "key", gap.Key())
 	}
 	if old == nil && g.cfg.InitialReplay && !in.Created.IsZero() {
 		r := g.record(in.Server, info.Confirmed, 0, time.Time{})

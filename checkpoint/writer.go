@@ -193,10 +193,10 @@ func (g *Guard) Run(ctx context.Context, stats *replication.Stats) {
 		switch {
 		case err != nil && err.Error() != lastErr && ctx.Err() == nil:
 			g.log.Warn("checkpoint not written; retrying. Nothing is confirmed to PostgreSQL past the last checkpoint meanwhile, so the slot holds WAL",
-				"checkpoint_topic", g.cfg.Store.Topic(), "err", err.Error())
+				g.broker().LogKey(), g.cfg.Store.Topic(), "err", err.Error())
 			lastErr = err.Error()
 		case err == nil && lastErr != "":
-			g.log.Info("checkpoint written again", "checkpoint_topic", g.cfg.Store.Topic())
+			g.log.Info("checkpoint written again", g.broker().LogKey(), g.cfg.Store.Topic())
 			lastErr = ""
 		}
 	}

@@ -47,6 +47,17 @@ func (c *checker) fail(format string, args ...any) {
 	fmt.Fprintf(c.out, "FAIL  %s\n", fmt.Sprintf(format, args...))
 }
 
+// noStandbySlots is the warning for a failover slot without
+// synchronized_standby_slots, naming the broker cfg publishes to.
+func noStandbySlots(cfg *relay.Config) string {
+	broker := "Kafka"
+	if cfg.RabbitMQ() {
+		broker = "RabbitMQ"
+	}
+	return "synchronized_standby_slots is not set: the relay may receive (and publish) transactions a standby lacks, which a failover then loses from the database but not from " +
+		broker + "; set it to the standbys' physical slots (ALTER SYSTEM SET synchronized_standby_slots = '...'; SELECT pg_reload_conf())"
+}
+
 // Run is `cdc-relay check`: it checks PostgreSQL, the slot, the outbox
 // tables, the checkpoint, Kafka, the registry and the schemas as cfg
 // configures them, printing one line per check on out ("ok", "WARN" or
@@ -282,7 +293,7 @@ func (c *checker) failover(ctx context.Context, conn *pgx.Conn, cfg *relay.Confi
 	var standbySlots string
 	conn.QueryRow(ctx, "SELECT current_setting('synchronized_standby_slots')").Scan(&standbySlots)
 	if standbySlots == "" {
-		c.warn("synchronized_standby_slots is not set: the relay may receive (and publish) transactions a standby lacks, which a failover then loses from the database but not from Kafka; set it to the standbys' physical slots (ALTER SYSTEM SET synchronized_standby_slots = '...'; SELECT pg_reload_conf())")
+		c.warn("%s", noStandbySlots(cfg))
 	} else {
 		c.ok("synchronized_standby_slots = %s: the relay receives only what those standbys have", standbySlots)
 	}

@@ -21,10 +21,19 @@ func integerID(col catalog.Column) bool {
 // each table counts its ids from 1, and the topic comes from a row's
 // aggregate and event type, not from its table, so two tables can put
 // events with the same id in one topic, where consumers that deduplicate on
-// id (processed_messages) take the second for a duplicate and drop it.
+// id (processed_messages) take the second for a duplicate and drop it;
+// under RabbitMQ every event goes to one exchange, and so can meet the
+// other table's in a queue.
 // tables are "schema.table (column type)".
 func (c *checker) integerIDs(cfg *relay.Config, tables []string) {
 	if len(tables) < 2 {
+		return
+	}
+	if cfg.RabbitMQ() {
+		c.warn("tables %s have integer ids, and their events all go to exchange %s (--routing-key %s takes the routing key from the event, not from the table), so they can meet in one queue: "+
+			"each table counts its ids from 1, so two messages there can share a message_id, and a consumer that deduplicates on message_id drops the second as a duplicate; "+
+			"give the tables uuid ids (docs/outbox.sql: outbox.Write gives each a UUIDv7), or ids from one shared sequence",
+			strings.Join(tables, ", "), cfg.RabbitMQExchange, cfg.RoutingKey)
 		return
 	}
 	where := "one topic"

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"github.com/cdc-relay/cdc-relay/publisher"
 	"github.com/cdc-relay/cdc-relay/rabbitmq"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 )
@@ -20,4 +21,17 @@ func RabbitFormat(cfg *Config) (rabbitmq.Format, error) {
 	}
 	return rabbitmq.Format{Exchange: cfg.RabbitMQExchange, RoutingKey: rk, DLQStream: cfg.RabbitMQDLQStream,
 		ContentType: contentType, CloudEvents: cfg.CloudEvents}, nil
+}
+
+// RabbitDestination is where the RabbitMQ sink of f sends rec: its
+// exchange and routing key, or for a dead letter of the record step (rec's
+// topic is the dead-letter stream) the default exchange ("") and the
+// dead-letter stream. badKey says that the routing key is over 255 bytes,
+// which makes the sink send a dead letter (invalid_routing_key) instead.
+func RabbitDestination(f *rabbitmq.Format, rec *publisher.Record) (exchange, routingKey string, badKey bool) {
+	if rec.Topic == f.DLQStream {
+		return "", f.DLQStream, false
+	}
+	k := f.RoutingKey.Append(nil, rec.EventType, rec.AggregateType, rec.AggregateID)
+	return f.Exchange, string(k), len(k) > rabbitmq.MaxRoutingKeyBytes
 }

@@ -112,6 +112,9 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 		if rabbit, err = newRabbitSink(cfg, m, log, nil); err != nil {
 			return &StartError{Err: err}
 		}
+		if err := tr.useRabbitMQ(cfg); err != nil {
+			return &StartError{Err: err}
+		}
 		m.SetHealth(nil, guard.WriteHealth)
 		m.ready.rabbitmq = rabbitHealth(rabbit.Health, guard.Backend())
 		newSink = func(ctx context.Context, acker publisher.Acker) recordSink {
@@ -153,6 +156,7 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 		AllowExtraTables:  cfg.AllowExtraTables,
 		ExactlyOnce:       cfg.ExactlyOnce,
 		IsConfigError:     IsConfigExit,
+		Broker:            brokerOf(cfg).String(),
 		Logger:            log,
 	}, replication.Deps{
 		// On its first connection the stream reads the server version and

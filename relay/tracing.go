@@ -21,6 +21,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
+	"github.com/cdc-relay/cdc-relay/rabbitmq"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 )
 
@@ -36,7 +37,9 @@ const (
 
 // Span attributes. The messaging.* names are OpenTelemetry's messaging
 // semantic conventions (v1.37: messaging.kafka.offset, not the older
-// messaging.kafka.message.offset); the cdc_relay.* ones are the relay's.
+// messaging.kafka.message.offset; under RabbitMQ the destination is the
+// exchange, "" for the default one, and the routing key has an attribute of
+// its own); the cdc_relay.* ones are the relay's.
 const (
 	attrSystem        = attribute.Key("messaging.system")
 	attrOperationType = attribute.Key("messaging.operation.type")
@@ -44,6 +47,7 @@ const (
 	attrDestination   = attribute.Key("messaging.destination.name")
 	attrPartition     = attribute.Key("messaging.destination.partition.id")
 	attrOffset        = attribute.Key("messaging.kafka.offset")
+	attrRoutingKey    = attribute.Key("messaging.rabbitmq.destination.routing_key")
 	attrMessageID     = attribute.Key("messaging.message.id")
 	attrErrorType     = attribute.Key("error.type")
 	attrEventType     = attribute.Key("cdc_relay.event_type")
@@ -62,6 +66,9 @@ type tracing struct {
 	provider *sdktrace.TracerProvider
 	tracer   trace.Tracer
 	prop     propagation.TraceContext
+	// rabbit, under --rabbitmq-url, says where records go (the exchange
+	// and the routing key, or the dead-letter stream); nil under Kafka.
+	rabbit *rabbitmq.Format
 }
 
 // tracingOn says whether the relay traces: --tracing, or
@@ -159,15 +166,29 @@ func (t *tracing) shutdown(log *slog.Logger) {
 // start gives rec, built from row of a transaction committed at commit, its
 // span: a child of the record's traceparent (and tracestate) header,
 // starting at the commit time. A sampled span's context replaces the
-// traceparent header, and the span ends when Kafka acknowledges the record
-// (rec.OnAck). An unsampled one leaves the headers as written. inv, when
-// set, makes rec a dead letter: the span names its error kind.
+// traceparent header, and the span ends when the broker acknowledges the
+// record (rec.OnAck). An unsampled one leaves the headers as written. inv,
+// when set, makes rec a dead letter: the span names its error kind.
 func (t *tracing) start(rec *publisher.Record, commit time.Time, row *decoder.Row, inv *recordpkg.Invalid) {
 	carrier := headerCarrier{rec: rec}
 	parent := t.prop.Extract(context.Background(), carrier)
-	attrs := make([]attribute.KeyValue, 0, 8)
-	attrs = append(attrs, attrSystem.String("kafka"), attrOperationType.String("send"), attrOperationName.String("send"),
-		attrDestination.String(rec.Topic))
+	attrs := make([]attribute.KeyValue, 0, 9)
+	name, badKey := "send "+rec.Topic, false
+	if t.rabbit == nil {
+		attrs = append(attrs, attrSystem.String("kafka"), attrOperationType.String("send"), attrOperationName.String("send"),
+			attrDestination.String(rec.Topic))
+	} else {
+		var exchange, key string
+		if exchange, key, badKey = RabbitDestination(t.rabbit, rec); badKey {
+			exchange, key = "", t.rabbit.DLQStream // the sink's dead letter
+		}
+		attrs = append(attrs, attrSystem.String("rabbitmq"), attrOperationType.String("send"), attrOperationName.String("send"),
+			attrDestination.String(exchange), attrRoutingKey.String(key))
+		name = "send"
+		if exchange != "" {
+			name += " " + exchange
+		}
+	}
 	for _, a := range [...]struct {
 		k attribute.Key
 		v []byte
@@ -180,16 +201,34 @@ func (t *tracing) start(rec *publisher.Record, commit time.Time, row *decoder.Ro
 	if !commit.IsZero() {
 		opts = append(opts, trace.WithTimestamp(commit))
 	}
-	ctx, span := t.tracer.Start(parent, "send "+rec.Topic, opts...)
+	ctx, span := t.tracer.Start(parent, name, opts...)
 	if !span.SpanContext().IsSampled() {
 		span.End()
 		return
 	}
 	if inv != nil {
 		deadLetter(span, inv)
+	} else if badKey {
+		span.SetAttributes(attrErrorType.String(rabbitmq.KindInvalidRouteKey))
+		span.SetStatus(codes.Error, "dead letter: "+rabbitmq.KindInvalidRouteKey)
 	}
 	t.prop.Inject(ctx, carrier)
 	rec.OnAck = &eventSpan{span: span}
+}
+
+// useRabbitMQ makes t's spans name cfg's RabbitMQ destinations
+// (--rabbitmq-url) instead of Kafka's topics; a nil t (tracing off) stays
+// off.
+func (t *tracing) useRabbitMQ(cfg *Config) error {
+	if t == nil {
+		return nil
+	}
+	f, err := RabbitFormat(cfg)
+	if err != nil {
+		return err
+	}
+	t.rabbit = &f
+	return nil
 }
 
 // deadLetter notes on span that its event went to the dead-letter topic.
@@ -214,13 +253,16 @@ func (t *tracing) rejected(r, dl *publisher.Record, inv *recordpkg.Invalid) {
 }
 
 // eventSpan is a record's publisher.AckHook: Kafka's acknowledgement
-// names the partition and offset and ends the span.
+// names the partition and offset and ends the span; RabbitMQ's confirm,
+// which has neither (-1), only ends it.
 type eventSpan struct{ span trace.Span }
 
 var _ publisher.AckHook = (*eventSpan)(nil)
 
 func (s *eventSpan) Acked(partition int32, offset int64) {
-	s.span.SetAttributes(attrPartition.String(strconv.Itoa(int(partition))), attrOffset.Int64(offset))
+	if partition >= 0 {
+		s.span.SetAttributes(attrPartition.String(strconv.Itoa(int(partition))), attrOffset.Int64(offset))
+	}
 	s.span.End()
 }
 

@@ -230,15 +230,7 @@ func TestHandlerRejectedMovesSpan(t *testing.T) {
 		t.Fatalf("OnAck of the refused record %v, of its dead letter %v; want the span moved to the letter", rec.OnAck, dl.OnAck)
 	}
 	dl.OnAck.Acked(0, 5)
-	spans := exp.GetSpans()
-	if len(spans) != 1 {
-		t.Fatalf("%d spans exported, want 1", len(spans))
-	}
-	s := spans[0]
-	got := map[string]string{}
-	for _, a := range s.Attributes {
-		got[string(a.Key)] = a.Value.Emit()
-	}
+	s, got := oneSpan(t, exp)
 	if s.Name != "send dlq" || got["messaging.destination.name"] != "dlq" || got["error.type"] != "too_large" || got["messaging.kafka.offset"] != "5" || s.Status.Code != codes.Error {
 		t.Errorf("span %q, attributes %v, status %v; want send dlq, destination dlq, error.type too_large, offset 5, an error", s.Name, got, s.Status)
 	}

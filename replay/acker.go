@@ -6,24 +6,48 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/cdc-relay/cdc-relay/publisher"
 )
 
-// replayLine is what replay prints of one event once Kafka acknowledged it.
+// replayLine is what replay prints of one event once the broker
+// acknowledged it.
 type replayLine struct {
 	seq            uint64
 	table          int // index into the replay's tables
 	id, topic, key string
 	reason         string // a dead letter's reason; "" for an event
+	// rabbit is set under --rabbitmq-url: the line names the exchange and
+	// the routing key the event goes to ("" for a dead letter of the
+	// record step), and a dead letter's topic is the dead-letter stream.
+	rabbit               bool
+	exchange, routingKey string
 }
 
 func (l *replayLine) String() string {
+	if l.rabbit {
+		return l.rabbitString()
+	}
 	if l.reason != "" {
 		return fmt.Sprintf("dead-lettered id=%s topic=%s key=%s reason=%s", l.id, l.topic, l.key, strconv.Quote(l.reason))
 	}
 	return fmt.Sprintf("published id=%s topic=%s key=%s", l.id, l.topic, l.key)
+}
+
+// rabbitString is the line under RabbitMQ, as dlq redrive prints its
+// letters: exchange=… routing_key=…, and for a dead letter the dead-letter
+// stream (dlq_stream=…, the log key of run's WARN) followed by where the
+// event was to go, when it got that far.
+func (l *replayLine) rabbitString() string {
+	if l.reason == "" {
+		return fmt.Sprintf("published id=%s exchange=%s routing_key=%s", l.id, l.exchange, l.routingKey)
+	}
+	if l.routingKey == "" {
+		return fmt.Sprintf("dead-lettered id=%s dlq_stream=%s reason=%s", l.id, l.topic, strconv.Quote(l.reason))
+	}
+	return fmt.Sprintf("dead-lettered id=%s dlq_stream=%s exchange=%s routing_key=%s reason=%s", l.id, l.topic, l.exchange, l.routingKey, strconv.Quote(l.reason))
 }
 
 // replayAcker is the publisher session's Acker: it prints the lines of the
@@ -32,6 +56,8 @@ type replayAcker struct {
 	out       io.Writer
 	maxEvents int
 	maxBytes  int64
+	// stopped is waitRoom's error when the session stopped without one.
+	stopped string
 
 	mu      sync.Mutex
 	pending []replayLine
@@ -41,7 +67,7 @@ type replayAcker struct {
 	room    chan struct{}
 }
 
-// replayCount is what Kafka acknowledged of one table's events.
+// replayCount is what the broker acknowledged of one table's events.
 type replayCount struct {
 	published int // acknowledged events
 	dead      int // of them, dead letters
@@ -49,8 +75,11 @@ type replayCount struct {
 
 var _ publisher.Acker = (*replayAcker)(nil)
 
-func newReplayAcker(out io.Writer, tables, maxEvents int, maxBytes int64) *replayAcker {
-	return &replayAcker{out: out, maxEvents: maxEvents, maxBytes: maxBytes, tables: make([]replayCount, tables), room: make(chan struct{}, 1)}
+// newReplayAcker is the acker of a replay to broker ("Kafka",
+// "RabbitMQ") of the given number of tables.
+func newReplayAcker(out io.Writer, broker string, tables, maxEvents int, maxBytes int64) *replayAcker {
+	return &replayAcker{out: out, maxEvents: maxEvents, maxBytes: maxBytes, stopped: strings.ToLower(broker) + " session stopped",
+		tables: make([]replayCount, tables), room: make(chan struct{}, 1)}
 }
 
 // Ack prints the events up to upTo and frees their room.
@@ -124,7 +153,7 @@ func (a *replayAcker) waitRoom(ctx context.Context, done <-chan struct{}) error 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-done:
-			return errors.New("kafka session stopped")
+			return errors.New(a.stopped)
 		case <-a.room:
 		}
 	}

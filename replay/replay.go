@@ -116,7 +116,7 @@ func (r *replayer) run(ctx context.Context) int {
 	}
 
 	h := su.Invalids()
-	acker := newReplayAcker(r.stdout, len(tables), cfg.MaxInFlightEvents, cfg.MaxInFlightBytes)
+	acker := newReplayAcker(r.stdout, broker(cfg), len(tables), cfg.MaxInFlightEvents, cfg.MaxInFlightBytes)
 	// The sink: Kafka's publisher, or under --rabbitmq-url run's RabbitMQ
 	// sink.
 	var newSession func(context.Context, publisher.Acker) session
@@ -150,6 +150,13 @@ func (r *replayer) run(ctx context.Context) int {
 		defer sess.Close()
 	}
 	rs := &replayRows{r: r, builder: builder, h: h, acker: acker, sess: sess}
+	if cfg.RabbitMQ() {
+		f, err := relay.RabbitFormat(cfg) // checked by the sink's making
+		if err != nil {
+			return r.fail("", err)
+		}
+		rs.rabbit = &f
+	}
 	err = rs.readAll(ctx, conn, tables)
 	if sess != nil {
 		// Whatever was read is published before the exit, even after a

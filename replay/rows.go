@@ -9,6 +9,7 @@ import (
 
 	"github.com/cdc-relay/cdc-relay/decoder"
 	"github.com/cdc-relay/cdc-relay/publisher"
+	"github.com/cdc-relay/cdc-relay/rabbitmq"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -21,10 +22,11 @@ type replayRows struct {
 	builder *recordpkg.Builder
 	h       *relay.Invalids
 	acker   *replayAcker
-	sess    session      // nil in a dry run
-	t       *replayTable // the table being read
-	table   int          // its index
-	seq     uint64       // the last record's, across the tables
+	sess    session          // nil in a dry run
+	rabbit  *rabbitmq.Format // under --rabbitmq-url: where the sink sends records
+	t       *replayTable     // the table being read
+	table   int              // its index
+	seq     uint64           // the last record's, across the tables
 }
 
 // readAll reads every row of each table's window, one table after the
@@ -128,6 +130,10 @@ func (rs *replayRows) row(ctx context.Context, seq uint64, vals [][]byte, extra 
 		return false, err
 	}
 	line := replayLine{seq: seq, table: rs.table, id: relay.Token(row.ID), topic: rec.Topic, key: relay.Token(rec.Key)}
+	badKey := false
+	if rs.rabbit != nil {
+		badKey = rs.rabbitLine(&line, rec)
+	}
 	if inv != nil {
 		line.reason = inv.Reason
 		if rs.h.Halt() && rs.sess != nil {
@@ -141,13 +147,34 @@ func (rs *replayRows) row(ctx context.Context, seq uint64, vals [][]byte, extra 
 	if rs.sess == nil {
 		publisher.Release(rec)
 		fmt.Fprintln(rs.r.stdout, "would be "+line.String())
-		return inv != nil, nil
+		return inv != nil || badKey, nil
 	}
 	rs.acker.add(line, size)
 	if err := rs.sess.Enqueue(rec); err != nil {
 		return inv != nil, err
 	}
 	return inv != nil, nil
+}
+
+// rabbitLine makes line name where RabbitMQ's sink sends rec: the
+// exchange and the routing key (none for a dead letter of the record
+// step). A routing key over 255 bytes makes the sink send a dead letter
+// instead, which it tells (deadLettered); a dry run, which has no sink,
+// makes line that dead letter itself and reports it (true).
+func (rs *replayRows) rabbitLine(line *replayLine, rec *publisher.Record) bool {
+	line.rabbit = true
+	if rec.Topic == rs.rabbit.DLQStream {
+		return false
+	}
+	exchange, key, badKey := relay.RabbitDestination(rs.rabbit, rec)
+	line.exchange, line.routingKey = exchange, relay.Token([]byte(key))
+	if !badKey || rs.sess != nil {
+		return false
+	}
+	dl, _ := rs.rabbit.Message(rec)
+	line.topic = rs.rabbit.DLQStream
+	line.reason, _ = dl.Publishing.Headers[rabbitmq.HeaderError].(string)
+	return true
 }
 
 // createdTime parses created_at's text (timestamptz under TimeZone UTC, or

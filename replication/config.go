@@ -69,6 +69,10 @@ type Config struct {
 	// configuration error, not as "halt". Default nil: every fatal error
 	// is a halt.
 	IsConfigError func(error) bool
+	// Broker names the broker the sessions publish to, in the operator's
+	// texts ("RabbitMQ"); in lower case it is the reconnect cause of a
+	// session's failure (Stats.Reconnects). Default "Kafka".
+	Broker string
 	// Logger receives lifecycle lines. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -149,6 +153,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SlotFailover == "" {
 		c.SlotFailover = FailoverAuto
+	}
+	if c.Broker == "" {
+		c.Broker = "Kafka"
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

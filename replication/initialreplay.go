@@ -49,7 +49,7 @@ func (s *Stream) initialReplay(ctx context.Context, rconn *pgconn.PgConn, server
 		return err
 	}
 	if s.deps.InitialReplay == nil {
-		s.log.Warn("the checkpoint holds a pending initial replay, but --initial-replay is not set: the rows created before the slot existed may not all be in Kafka; "+
+		s.log.Warn("the checkpoint holds a pending initial replay, but --initial-replay is not set: the rows created before the slot existed may not all be in "+s.cfg.Broker+"; "+
 			"publish them with (and run's other settings): "+ReplayCommand(s.tableNames(), until), "slot", s.cfg.Slot, "until", until.Format(time.RFC3339Nano))
 		return nil
 	}

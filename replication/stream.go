@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -111,7 +112,7 @@ func (s *Stream) Run(ctx context.Context) error {
 			s.stats.state.Store(int32(StateStandby))
 			bo.Max = standbyRetryMax
 		} else {
-			cause := classify(err)
+			cause := classify(err, s.cfg.Broker)
 			s.stats.countReconnect(cause)
 			s.stats.state.Store(int32(StateReconnecting))
 			bo.Max = 5 * time.Second
@@ -134,8 +135,10 @@ func (s *Stream) Run(ctx context.Context) error {
 	}
 }
 
-// classify names an error's cause for logs and metrics.
-func classify(err error) string {
+// classify names an error's cause for logs and metrics; a session's
+// failure is named after broker (Config.Broker) in lower case: "kafka",
+// "rabbitmq".
+func classify(err error, broker string) string {
 	var pgErr *pgconn.PgError
 	var netErr net.Error
 	switch {
@@ -146,7 +149,7 @@ func classify(err error) string {
 	case errors.Is(err, ErrFenced):
 		return "fenced"
 	case errors.Is(err, errSession):
-		return "kafka"
+		return strings.ToLower(broker)
 	case errors.As(err, &pgErr):
 		return "postgres_error"
 	case errors.As(err, &netErr), errors.Is(err, net.ErrClosed):

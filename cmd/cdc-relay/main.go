@@ -1,5 +1,6 @@
 // Command cdc-relay publishes outbox rows from a PostgreSQL pgoutput slot to
-// Kafka as Avro, confirming WAL only after Kafka has acknowledged it.
+// Kafka (--kafka-brokers) or RabbitMQ (--rabbitmq-url), confirming WAL only
+// after the broker has acknowledged it.
 package main
 
 import (
@@ -21,7 +22,7 @@ const (
 	exitOK     = 0
 	exitFailed = 1 // a runtime failure: a halt, a lost slot, an unusable slot; at once: an error no retry fixes (credentials, privileges, missing database, wal_level)
 	exitConfig = 2 // a bad or missing setting, schema or command line
-	exitGap    = 3 // events may be missing from Kafka: the slot is gone or invalidated (docs/OPERATIONS.md)
+	exitGap    = 3 // events may be missing from the broker (Kafka or RabbitMQ): the slot is gone or invalidated (docs/OPERATIONS.md)
 )
 
 func main() {
@@ -74,24 +75,25 @@ flags and reads no settings.
 `
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `cdc-relay publishes outbox rows from a PostgreSQL logical replication slot to Kafka.
+	fmt.Fprint(w, `cdc-relay publishes outbox rows from a PostgreSQL logical replication slot to Kafka or RabbitMQ.
 
 Usage:
   cdc-relay run [flags]   stream until SIGTERM or SIGINT
-  cdc-relay check [flags] preflight: check PostgreSQL, the slot, the table, Kafka, the registry and the schemas
+  cdc-relay check [flags] preflight: check PostgreSQL, the slot, the table, Kafka or RabbitMQ, the registry and the schemas
   cdc-relay schemas check test local .avsc files against the registry's compatibility, registering nothing
   cdc-relay slot recreate --accept-gap
-                          after the slot was lost: create it again and record the accepted gap in the checkpoint topic
+                          after the slot was lost: create it again and record the accepted gap in the checkpoint (topic, or RabbitMQ streams)
   cdc-relay replay        re-publish outbox rows chosen by --since or --from-id, to repair a gap (cdc-relay replay -h)
   cdc-relay dlq stats     count the dead letters by error kind, event type and age
   cdc-relay dlq redrive   send dead letters on once their cause is fixed (cdc-relay dlq redrive -h)
   cdc-relay status        print the slot's state and lag from pg_replication_slots (--json)
   cdc-relay tail [TOPIC...]
-                          print the records of the relay's topics and the DLQ as JSON lines, values decoded
+                          print the records of the relay's topics and the DLQ (RabbitMQ: its exchange, or a STREAM) as JSON lines, values decoded
   cdc-relay version       print the version
   cdc-relay healthcheck   exit 0 when the relay on --metrics-addr answers /healthz (for Docker HEALTHCHECK)
 
 cdc-relay COMMAND --help lists a command's flags, their defaults and env names.
+--kafka-brokers or --rabbitmq-url names the broker.
 Every setting is a flag, an env var CDC_RELAY_<NAME> (or CDC_RELAY_<NAME>_FILE)
 and a --config YAML key; precedence: flag > env > YAML > default.
 `)

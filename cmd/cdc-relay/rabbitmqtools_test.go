@@ -239,9 +239,11 @@ func TestRabbitMQDeadLetterTools(t *testing.T) {
 	}
 
 	// replay publishes through run's sink: the event is unroutable again,
-	// and printed as a dead letter.
+	// and printed as a dead letter, naming the dead-letter stream and
+	// where the event was to go, not a topic.
 	code, out, errs = runBin(t, f.toolArgs(n, []string{"replay", "--from-id", id, "--to-id", id})...)
-	if code != 0 || !strings.Contains(out, "dead-lettered id="+id+" topic="+stream) || !strings.Contains(out, "replayed 1 events (1 to the dead-letter stream)") {
+	if code != 0 || !strings.Contains(out, "dead-lettered id="+id+" dlq_stream="+stream+" exchange="+f.exchange()+" routing_key=OrderCreated reason=") ||
+		strings.Contains(out, "topic=") || !strings.Contains(out, "replayed 1 events (1 to the dead-letter stream)") {
 		t.Fatalf("replay of the unroutable event = %d:\n%s\n%s", code, out, errs)
 	}
 	waitFor(t, 60*time.Second, "the replay's dead letter in the stream", func() bool { return len(dlq()) >= 2 })
@@ -414,6 +416,12 @@ func TestRabbitMQSlotDroppedWhileStopped(t *testing.T) {
 	code, out, errs = runBin(t, f.toolArgs(n, []string{"replay", "--since", m[1]})...)
 	if code != 0 || !strings.Contains(out, "replayed ") {
 		t.Fatalf("replay --since %s = %d:\n%s\n%s", m[1], code, out, errs)
+	}
+	// Each event's line names the exchange and its routing key, never a topic.
+	for _, id := range missed {
+		if !strings.Contains(out, fmt.Sprintf("published id=%d exchange=%s routing_key=", id, f.exchange())) || strings.Contains(out, "topic=") {
+			t.Fatalf("replay does not print row %d's exchange and routing key (or prints a topic):\n%s", id, out)
+		}
 	}
 	waitFor(t, 60*time.Second, "the rows of the gap, replayed", func() bool {
 		seen := ids()

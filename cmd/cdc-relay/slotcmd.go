@@ -17,7 +17,8 @@ const slotUsage = `Usage: cdc-relay slot recreate --accept-gap [--reason TEXT] [
 
 Verbs:
   recreate   after the slot was lost: create it again and record the accepted
-             gap in the checkpoint topic (cdc-relay slot recreate --help)
+             gap in the checkpoint topic, or under --rabbitmq-url the
+             checkpoint streams (cdc-relay slot recreate --help)
 `
 
 // slotCommand is `cdc-relay slot`: its one verb, recreate.

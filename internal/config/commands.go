@@ -117,8 +117,10 @@ tables configured, it reads each of them in --table order, with the same
 window, in one snapshot; give it --table to read one of them.
 
 Prints one line per acknowledged event ("published id=... topic=... key=..."
-or "dead-lettered id=... topic=... key=... reason=...") and a summary line
-per table (with several tables, then their total).
+or "dead-lettered id=... topic=... key=... reason=..."; with --rabbitmq-url
+"published id=... exchange=... routing_key=..." or "dead-lettered id=...
+dlq_stream=... reason=...") and a summary line per table (with several
+tables, then their total).
 Exit codes: 0 done, 1 a runtime failure, 2 bad settings.`,
 	Settings: RelaySettings(), Required: relayRequired, OneOf: brokerOneOf, Registry: Relay,
 	Actions: []Action{
