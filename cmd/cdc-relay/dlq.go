@@ -21,13 +21,16 @@ const dlqUsage = `Usage: cdc-relay dlq stats [flags]
        cdc-relay dlq retire --reason TEXT [--dry-run] [--id ID] [--event-type T] [--kind K] [--since TIME] [flags]
 
 Verbs:
-  stats     count the dead letters in --dlq-topic by error kind, event type and age
+  stats     count the dead letters in --dlq-topic (with RabbitMQ, the stream
+            --rabbitmq-dlq-stream) by error kind, event type and age
             (cdc-relay dlq stats --help)
   redrive   send the dead letters on through today's row → record step, in the
-            consumer group --group (cdc-relay dlq redrive --help)
+            consumer group --group (with RabbitMQ, positions kept in the
+            stream <dlq stream>.positions) (cdc-relay dlq redrive --help)
   retire    mark pending dead letters handled, with a reason kept in Kafka
-            (--dlq-retired-topic), when the only fix is to write the event
-            again (cdc-relay dlq retire --help)
+            (--dlq-retired-topic) or in RabbitMQ (<dlq stream>.positions),
+            when the only fix is to write the event again
+            (cdc-relay dlq retire --help)
 `
 
 // dlqCommand is `cdc-relay dlq`: stats, redrive and retire.
