@@ -15,7 +15,9 @@ import (
 // rides through a lost connection (a broker restart, a node failover, a
 // network blip): it reconnects with backoff. A stream is read on after
 // the last offset printed (with nothing printed yet, from where the read
-// began: the time it began for a read from the end). An exchange is
+// began: for a read from the end, the time it began, to the second, as
+// AMQP keeps time; a chunk of the stream written in that second may be
+// printed). An exchange is
 // followed through a new temporary queue: the old one was exclusive and
 // went with the connection, so what was published in between is not
 // shown (tail is a viewer, not a consumer). A read to the stream's end
