@@ -133,7 +133,10 @@ func (rl *rabbitLetter) whereID(id string) string {
 type rabbitDLQ struct {
 	cfg  *RabbitMQConfig
 	conn *amqp.Connection
-	done map[int64]*RabbitPosition // by offset
+	// closed gets the error conn closes with, from the broker or the
+	// network.
+	closed chan *amqp.Error
+	done   map[int64]*RabbitPosition // by offset
 }
 
 func openRabbitDLQ(ctx context.Context, cfg *RabbitMQConfig) (*rabbitDLQ, error) {
@@ -156,7 +159,7 @@ func (q *rabbitDLQ) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("connect to RabbitMQ: %w", err)
 	}
-	q.conn = conn
+	q.conn, q.closed = conn, conn.NotifyClose(make(chan *amqp.Error, 1))
 	err = rabbitmq.ReadStream(ctx, conn, rabbitmq.StreamRead{Stream: q.cfg.positions(), ToEnd: true}, func(d *amqp.Delivery) (bool, error) {
 		var p RabbitPosition
 		if json.Unmarshal(d.Body, &p) == nil && p.Stream == q.cfg.Stream {

@@ -46,8 +46,16 @@ func (r *rabbitRedriver) follow(ctx context.Context) error {
 		if r.next > next || time.Since(start) > followMaxBackoff {
 			r.b.Reset() // it read on after the last reconnect
 		}
+		cause := err // the connection's own error names the cause better
+		select {
+		case cerr := <-r.q.closed:
+			if cerr != nil {
+				cause = cerr
+			}
+		default:
+		}
 		r.o.Log.Warn("dlq redrive: lost the connection to RabbitMQ; reconnecting, then reading on after the last letter handled",
-			"err", err.Error(), "dlq_stream", r.cfg.Stream, "next_offset", r.next, "unconfirmed", len(r.batch))
+			"err", cause.Error(), "failed", err.Error(), "dlq_stream", r.cfg.Stream, "next_offset", r.next, "unconfirmed", len(r.batch))
 		if err := r.reconnect(ctx); err != nil {
 			if n := len(r.batch); n > 0 {
 				return fmt.Errorf("the connection to RabbitMQ was lost, and %d letters were not confirmed: they stay pending, and the next redrive sends them", n)

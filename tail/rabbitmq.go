@@ -109,7 +109,8 @@ func RunRabbitMQ(ctx context.Context, cfg RabbitMQConfig, stdout io.Writer, log 
 	if err != nil {
 		return fmt.Errorf("connect to RabbitMQ: %w", err)
 	}
-	t := &rabbitTail{cfg: &cfg, log: log, conn: conn, f: newTailFormatter(cfg.KeyFormat, cfg.Lookup, log), out: bufio.NewWriter(stdout)}
+	t := &rabbitTail{cfg: &cfg, log: log, f: newTailFormatter(cfg.KeyFormat, cfg.Lookup, log), out: bufio.NewWriter(stdout)}
+	t.use(conn)
 	if cfg.Start == FromOffsets {
 		t.next = cfg.Offset
 	}
@@ -123,6 +124,7 @@ type rabbitTail struct {
 	cfg     *RabbitMQConfig
 	log     *slog.Logger
 	conn    *amqp.Connection
+	closed  chan *amqp.Error // the error conn closes with
 	f       *tailFormatter
 	out     *bufio.Writer
 	line    []byte

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
 	"github.com/cdc-relay/cdc-relay/rabbitmq"
 	"github.com/cdc-relay/cdc-relay/relay"
@@ -47,12 +49,20 @@ func (t *rabbitTail) run(ctx context.Context) error {
 		if t.printed > printed || time.Since(start) > tailMaxBackoff {
 			b.Reset() // it read on after the last reconnect
 		}
+		failed := err.Error()
+		select {
+		case cerr := <-t.closed: // the connection's own error names the cause better
+			if cerr != nil {
+				err = cerr
+			}
+		default:
+		}
 		if t.cfg.Stream != "" {
 			t.log.Warn("tail: lost the connection to RabbitMQ; reconnecting, then reading on after the last offset printed",
-				"err", err.Error(), "stream", t.cfg.Stream, "next_offset", t.next, "printed", t.printed)
+				"err", err.Error(), "failed", failed, "stream", t.cfg.Stream, "next_offset", t.next, "printed", t.printed)
 		} else {
 			t.log.Warn("tail: lost the connection to RabbitMQ; reconnecting with a new queue: the events published to the exchange until then are not shown (tail's queue was exclusive and went with the connection; tail is a viewer, not a consumer)",
-				"err", err.Error(), "exchange", t.cfg.Exchange)
+				"err", err.Error(), "failed", failed, "exchange", t.cfg.Exchange)
 		}
 		if t.reconnect(ctx, &b) != nil {
 			return nil // interrupted: what was printed stands
@@ -75,6 +85,11 @@ func (t *rabbitTail) lost(err error, again bool) bool {
 	return again
 }
 
+// use makes conn tail's connection.
+func (t *rabbitTail) use(conn *amqp.Connection) {
+	t.conn, t.closed = conn, conn.NotifyClose(make(chan *amqp.Error, 1))
+}
+
 // reconnect connects again with backoff until it succeeds or ctx ends
 // (its error then).
 func (t *rabbitTail) reconnect(ctx context.Context, b *backoff.Backoff) error {
@@ -85,7 +100,7 @@ func (t *rabbitTail) reconnect(ctx context.Context, b *backoff.Backoff) error {
 		}
 		conn, err := rabbitmq.Dial(t.cfg.URL, t.cfg.TLS, "cdc-relay tail")
 		if err == nil {
-			t.conn = conn
+			t.use(conn)
 			t.log.Info("tail: connected to RabbitMQ again")
 			return nil
 		}
