@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
 	"github.com/cdc-relay/cdc-relay/rabbitmq"
 )
@@ -65,16 +67,22 @@ func (r *rabbitRedriver) follow(ctx context.Context) error {
 	}
 }
 
-// lost reports whether err comes from a lost connection, which a
+// lost reports whether err comes from a lost connection or a lost
+// consumer of the stream (ended with no error from the broker: the
+// consumer can end before the connection's close arrives), which a
 // reconnect can help; after a reconnect, also a read of the stream that
-// failed other than for a stream that is missing or is not one (the
-// broker still starting).
+// the broker refused (still starting). Never a stream that is missing or
+// is not one, nor sending that failed.
 func (r *rabbitRedriver) lost(err error, again bool) bool {
 	if r.q.conn.IsClosed() {
 		return true
 	}
 	var rerr *readError
-	return again && errors.As(err, &rerr) && !errors.Is(err, rabbitmq.ErrNoQueue) && !errors.Is(err, rabbitmq.ErrNotStream)
+	if !errors.As(err, &rerr) || errors.Is(err, rabbitmq.ErrNoQueue) || errors.Is(err, rabbitmq.ErrNotStream) {
+		return false
+	}
+	var aerr *amqp.Error
+	return again || !errors.As(err, &aerr)
 }
 
 // reconnect connects again with backoff until it succeeds or ctx ends

@@ -11,18 +11,21 @@ import (
 )
 
 // TestRabbitRedriveLost: while the connection is open, redrive --follow
-// reconnects only after a reconnect, for a read that failed, and never for
-// a stream that is missing or is not one, nor for sending that failed.
+// reconnects for a consumer of the stream that ended, and after a
+// reconnect for a read the broker refused; never for a stream that is
+// missing or is not one, nor for sending that failed.
 func TestRabbitRedriveLost(t *testing.T) {
-	read := &readError{errors.New("read stream s: the broker closed the consumer")}
+	ended := &readError{errors.New("read stream s: the broker closed the consumer")}
+	refused := &readError{fmt.Errorf("read stream s: %w", amqp.ErrClosed)}
 	tests := []struct {
 		name  string
 		err   error
 		again bool
 		want  bool
 	}{
-		{"read failed on the first connection", read, false, false},
-		{"read failed after a reconnect", read, true, true},
+		{"consumer ended", ended, false, true},
+		{"read refused on the first connection", refused, false, false},
+		{"read refused after a reconnect", refused, true, true},
 		{"stream gone", &readError{fmt.Errorf("stream s %w", rabbitmq.ErrNoQueue)}, true, false},
 		{"not a stream", &readError{fmt.Errorf("queue s is %w", rabbitmq.ErrNotStream)}, true, false},
 		{"sending failed", errors.New("publish 1 letters again: NOT_FOUND"), true, false},

@@ -70,16 +70,21 @@ func (t *rabbitTail) run(ctx context.Context) error {
 	}
 }
 
-// lost reports whether err comes from a lost connection or consumer,
-// which a reconnect can help: not a setting to fix, nor printing that
-// failed. After a reconnect, a read or a queue that cannot be set up yet
-// (the broker still starting) is lost too.
+// lost reports whether err comes from a lost connection or consumer
+// (a stream's ends with no error from the broker; either can end before
+// the connection's close arrives), which a reconnect can help: not a
+// setting to fix, nor printing that failed. After a reconnect, a read or
+// a queue that cannot be set up yet (the broker still starting) is lost
+// too.
 func (t *rabbitTail) lost(err error, again bool) bool {
 	var cerr *relay.ConfigError
+	var aerr *amqp.Error
 	switch {
 	case t.emitErr != nil || errors.As(err, &cerr):
 		return false
 	case t.conn.IsClosed() || errors.Is(err, errConsumerEnded):
+		return true
+	case t.cfg.Stream != "" && !errors.As(err, &aerr):
 		return true
 	}
 	return again

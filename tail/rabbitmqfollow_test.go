@@ -2,6 +2,7 @@ package tail
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -13,23 +14,27 @@ import (
 // ended, and after a reconnect also when a read cannot start yet; never
 // for a setting to fix or for printing that failed.
 func TestRabbitTailLost(t *testing.T) {
-	other := errors.New("read stream s: 403 ACCESS_REFUSED")
+	refused := fmt.Errorf("read stream s: %w", &amqp.Error{Code: amqp.AccessRefused, Reason: "ACCESS_REFUSED"})
+	ended := errors.New("read stream s: the broker closed the consumer")
 	tests := []struct {
 		name    string
+		stream  string
 		err     error
 		again   bool
 		emitErr error
 		want    bool
 	}{
-		{"consumer ended", errConsumerEnded, false, nil, true},
-		{"other error on the first connection", other, false, nil, false},
-		{"other error after a reconnect", other, true, nil, true},
-		{"a setting to fix", relay.ConfigErr("stream", "stream s does not exist"), true, nil, false},
-		{"printing failed", other, true, errors.New("write: broken pipe"), false},
+		{"exchange's consumer ended", "", errConsumerEnded, false, nil, true},
+		{"stream's consumer ended", "s", ended, false, nil, true},
+		{"refused on the first connection", "s", refused, false, nil, false},
+		{"queue refused on the first connection", "", refused, false, nil, false},
+		{"refused after a reconnect", "s", refused, true, nil, true},
+		{"a setting to fix", "s", relay.ConfigErr("stream", "stream s does not exist"), true, nil, false},
+		{"printing failed", "s", ended, true, errors.New("write: broken pipe"), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := &rabbitTail{conn: &amqp.Connection{}, emitErr: tc.emitErr} // open: not closed
+			rt := &rabbitTail{cfg: &RabbitMQConfig{Stream: tc.stream}, conn: &amqp.Connection{}, emitErr: tc.emitErr} // open: not closed
 			if got := rt.lost(tc.err, tc.again); got != tc.want {
 				t.Errorf("lost(%v, again %v) = %v, want %v", tc.err, tc.again, got, tc.want)
 			}
