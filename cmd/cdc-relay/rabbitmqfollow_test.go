@@ -31,6 +31,27 @@ func restartNode(t *testing.T, n *rabbittest.Node) {
 	t.Logf("broker restarted in %s", time.Since(began).Round(time.Millisecond))
 }
 
+// waitStreamReady waits until a consumer can attach to stream: a node
+// just started may still be starting its streams.
+func waitStreamReady(t *testing.T, n *rabbittest.Node, stream string) {
+	t.Helper()
+	waitFor(t, 60*time.Second, "stream "+stream+" ready after the restart", func() bool {
+		conn, err := amqp.Dial(n.URL())
+		if err != nil {
+			return false
+		}
+		defer conn.Close()
+		ch, err := conn.Channel()
+		if err == nil {
+			err = ch.Qos(1, 0, false)
+		}
+		if err == nil {
+			_, err = ch.Consume(stream, "", false, false, false, false, amqp.Table{"x-stream-offset": "first"})
+		}
+		return err == nil
+	})
+}
+
 // declareStream declares a durable stream named name on ch.
 func declareStream(t *testing.T, ch *amqp.Channel, name string) {
 	t.Helper()
@@ -87,6 +108,7 @@ func TestRabbitMQDLQRedriveFollowRestart(t *testing.T) {
 	if warn := linesWith(rd.Output(), "lost the connection to RabbitMQ"); !strings.Contains(warn, "level=WARN") || !strings.Contains(warn, "err=") {
 		t.Errorf("the lost connection is not a WARN naming the error: %s", warn)
 	}
+	waitStreamReady(t, n, seen) // else redrive's publish of the second letter is nacked
 	second := deadLetter()
 	after := collect(t, n, seen, true)
 	waitFor(t, 120*time.Second, "the letter dead-lettered after the restart in the bound stream", func() bool { return countID(after(), second) == 1 })
@@ -161,6 +183,7 @@ func TestRabbitMQTailFollowRestart(t *testing.T) {
 	waitFor(t, 60*time.Second, "both tails reconnected", func() bool {
 		return stderrHas(ts, "connected to RabbitMQ again") == 1 && stderrHas(tx, "msg=following") == 2
 	})
+	waitStreamReady(t, n, stream)
 	publish("after")
 	waitFor(t, 30*time.Second, "both tails print the message after the restart", func() bool { return len(ids(ts)) >= 2 && len(ids(tx)) >= 2 })
 	for _, p := range []*bgBin{ts, tx} {
