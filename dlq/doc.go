@@ -19,5 +19,7 @@
 // in place of the group and the retired topic. RedriveRabbitMQ sends
 // unroutable letters as they were published and builds the others again
 // through the same row → record step as Redrive (rowStep), publishing them
-// as run does; a letter that still fails stays pending in place.
+// as run does; a letter that still fails stays pending in place. With
+// Follow it reconnects after a lost connection and reads on after the last
+// letter it handled (rabbitmqfollow.go).
 package dlq

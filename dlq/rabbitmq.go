@@ -133,55 +133,89 @@ func (rl *rabbitLetter) whereID(id string) string {
 type rabbitDLQ struct {
 	cfg  *RabbitMQConfig
 	conn *amqp.Connection
-	done map[int64]*RabbitPosition // by offset
+	// closed gets the error conn closes with, from the broker or the
+	// network.
+	closed chan *amqp.Error
+	done   map[int64]*RabbitPosition // by offset
 }
 
 func openRabbitDLQ(ctx context.Context, cfg *RabbitMQConfig) (*rabbitDLQ, error) {
 	if cfg.Stream == "" {
 		return nil, relay.ConfigErr("rabbitmq-dlq-stream", "the dead-letter stream is not set")
 	}
-	conn, err := rabbitmq.Dial(cfg.URL, cfg.TLS, "cdc-relay dlq")
-	if err != nil {
-		return nil, fmt.Errorf("connect to RabbitMQ: %w", err)
-	}
-	q := &rabbitDLQ{cfg: cfg, conn: conn, done: map[int64]*RabbitPosition{}}
-	err = rabbitmq.ReadStream(ctx, conn, rabbitmq.StreamRead{Stream: cfg.positions(), ToEnd: true}, func(d *amqp.Delivery) (bool, error) {
-		var p RabbitPosition
-		if json.Unmarshal(d.Body, &p) == nil && p.Stream == cfg.Stream {
-			q.done[p.Offset] = &p
-		}
-		return true, nil
-	})
-	if err != nil && !errors.Is(err, rabbitmq.ErrNoQueue) { // no stream: nothing done yet
-		conn.Close()
+	q := &rabbitDLQ{cfg: cfg, done: map[int64]*RabbitPosition{}}
+	if err := q.connect(ctx); err != nil {
+		q.close()
 		return nil, err
 	}
 	return q, nil
 }
 
-func (q *rabbitDLQ) close() { q.conn.Close() }
+// connect opens a connection, the one before closed, and reads the
+// positions stream: the positions found join those already known.
+func (q *rabbitDLQ) connect(ctx context.Context) error {
+	q.close()
+	conn, err := rabbitmq.Dial(q.cfg.URL, q.cfg.TLS, "cdc-relay dlq")
+	if err != nil {
+		return fmt.Errorf("connect to RabbitMQ: %w", err)
+	}
+	q.conn, q.closed = conn, conn.NotifyClose(make(chan *amqp.Error, 1))
+	err = rabbitmq.ReadStream(ctx, conn, rabbitmq.StreamRead{Stream: q.cfg.positions(), ToEnd: true}, func(d *amqp.Delivery) (bool, error) {
+		var p RabbitPosition
+		if json.Unmarshal(d.Body, &p) == nil && p.Stream == q.cfg.Stream {
+			q.done[p.Offset] = &p
+		}
+		return true, nil
+	})
+	if err != nil && !errors.Is(err, rabbitmq.ErrNoQueue) { // no stream: nothing done yet
+		return err
+	}
+	return nil
+}
+
+// close closes the connection, if one is open.
+func (q *rabbitDLQ) close() {
+	if q.conn != nil {
+		q.conn.Close()
+		q.conn = nil
+	}
+}
 
 // letters calls fn for each letter of the stream up to its end as of now,
 // in offset order. A stream that does not exist holds none.
 func (q *rabbitDLQ) letters(ctx context.Context, fn func(*rabbitLetter) error) error {
-	return q.read(ctx, true, fn)
+	return q.read(ctx, 0, true, fn)
 }
 
-// read is letters, or with toEnd false, each letter of the stream and then
-// each one appended to it until ctx ends (nil then); a stream that does
-// not exist is then an error wrapping rabbitmq.ErrNoQueue.
-func (q *rabbitDLQ) read(ctx context.Context, toEnd bool, fn func(*rabbitLetter) error) error {
-	err := rabbitmq.ReadStream(ctx, q.conn, rabbitmq.StreamRead{Stream: q.cfg.Stream, ToEnd: toEnd}, func(d *amqp.Delivery) (bool, error) {
+// read is letters from offset from on, or with toEnd false, each letter
+// of the stream from there and then each one appended to it until ctx
+// ends (nil then); a stream that does not exist is then an error wrapping
+// rabbitmq.ErrNoQueue.
+func (q *rabbitDLQ) read(ctx context.Context, from int64, toEnd bool, fn func(*rabbitLetter) error) error {
+	var offset any = "first" // also after retention removed offset 0
+	if from > 0 {
+		offset = from
+	}
+	err := rabbitmq.ReadStream(ctx, q.conn, rabbitmq.StreamRead{Stream: q.cfg.Stream, Offset: offset, ToEnd: toEnd}, func(d *amqp.Delivery) (bool, error) {
 		rl := &rabbitLetter{offset: rabbitmq.Offset(d), d: d, l: rabbitLetterOf(d)}
-		if p := q.done[rl.offset]; p != nil && (p.MessageID == "" || p.MessageID == d.MessageId) {
-			rl.done = p
+		if rl.offset < from {
+			return true, nil // a stream delivers from the start of the chunk that holds from
 		}
+		rl.done = q.positionOf(rl)
 		return true, fn(rl)
 	})
 	if toEnd && errors.Is(err, rabbitmq.ErrNoQueue) {
 		return nil // nothing was ever dead-lettered
 	}
 	return err
+}
+
+// positionOf is rl's position, nil while it is pending.
+func (q *rabbitDLQ) positionOf(rl *rabbitLetter) *RabbitPosition {
+	if p := q.done[rl.offset]; p != nil && (p.MessageID == "" || p.MessageID == rl.d.MessageId) {
+		return p
+	}
+	return nil
 }
 
 // rabbitLetterOf is a message of the dead-letter stream as the record

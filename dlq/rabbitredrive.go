@@ -12,6 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/cdc-relay/cdc-relay/internal/backoff"
 	"github.com/cdc-relay/cdc-relay/publisher"
 	"github.com/cdc-relay/cdc-relay/rabbitmq"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
@@ -95,6 +96,11 @@ type rabbitRedriver struct {
 	by     string
 	batch  []rabbitOut
 	res    RabbitRedriven
+	// next is the offset after the last letter handled (reported, or put
+	// in the batch): with --follow, a read after a lost connection starts
+	// there.
+	next int64
+	b    backoff.Backoff // between reconnects
 }
 
 // rabbitOut is a letter of the batch and the message it is sent as.
@@ -132,10 +138,10 @@ func (r *rabbitRedriver) run(ctx context.Context) int {
 		if r.c, err = rabbitmq.NewConfirmer(q.conn); err != nil {
 			return r.fail("RabbitMQ", fmt.Errorf("open a channel: %w", err))
 		}
-		defer r.c.Close()
+		defer func() { r.c.Close() }() // the last one, after reconnects
 	}
 	r.o.Log.Info("dlq redrive", "version", relay.Version, "dlq_stream", r.cfg.Stream, "positions", r.cfg.positions(), "dry_run", f.DryRun, "follow", f.Follow)
-	err = r.loop(ctx)
+	err = r.follow(ctx)
 	if err == nil && ctx.Err() != nil && !f.Follow {
 		err = errors.New("interrupted by a signal")
 	}
@@ -146,16 +152,17 @@ func (r *rabbitRedriver) run(ctx context.Context) int {
 	return r.res.ExitCode()
 }
 
-// loop reads the letters on a goroutine of its own and sends them on in
-// batches: a batch is published once it is full, or as soon as no letter
-// is waiting, so that one letter appended while following goes at once.
+// loop reads the letters from r.next on a goroutine of its own and sends
+// them on in batches: a batch is published once it is full, or as soon as
+// no letter is waiting, so that one letter appended while following goes
+// at once. A failed read is a *readError.
 func (r *rabbitRedriver) loop(ctx context.Context) error {
 	rctx, stop := context.WithCancel(ctx)
 	letters := make(chan *rabbitLetter)
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(letters)
-		readErr <- r.q.read(rctx, !r.o.Filters.Follow, func(rl *rabbitLetter) error {
+		readErr <- r.q.read(rctx, r.next, !r.o.Filters.Follow, func(rl *rabbitLetter) error {
 			select {
 			case letters <- rl:
 			case <-rctx.Done(): // the read ends with rctx
@@ -184,6 +191,7 @@ func (r *rabbitRedriver) loop(ctx context.Context) error {
 			if err := r.letter(ctx, rl); err != nil {
 				return errors.Join(err, r.flush(ctx))
 			}
+			r.next = rl.offset + 1
 			if len(r.batch) >= rabbitRedriveBatch {
 				if err := r.flush(ctx); err != nil {
 					return err
@@ -194,8 +202,8 @@ func (r *rabbitRedriver) loop(ctx context.Context) error {
 	stop()
 	for range letters { // let the reader end
 	}
-	if rerr := <-readErr; err == nil {
-		err = rerr
+	if rerr := <-readErr; err == nil && rerr != nil {
+		return &readError{rerr}
 	}
 	return err
 }
@@ -205,12 +213,7 @@ func (r *rabbitRedriver) loop(ctx context.Context) error {
 func (r *rabbitRedriver) letter(ctx context.Context, rl *rabbitLetter) error {
 	out, f := r.o.Stdout, &r.o.Filters
 	if rl.done != nil {
-		r.res.Done++
-		what := "redriven"
-		if rl.done.Action == ActionRetired {
-			what = "retired (dlq retire, reason " + strconv.Quote(rl.done.Reason) + ")"
-		}
-		fmt.Fprintf(out, "skipped %s: %s at %s\n", rl.where(), what, rl.done.At.Format(time.RFC3339))
+		r.skipDone(rl)
 		return nil
 	}
 	if why := f.filtered(rl.l); why != "" {
@@ -239,6 +242,16 @@ func (r *rabbitRedriver) letter(ctx context.Context, rl *rabbitLetter) error {
 	}
 	r.batch = append(r.batch, o)
 	return nil
+}
+
+// skipDone reports rl skipped: it has a position.
+func (r *rabbitRedriver) skipDone(rl *rabbitLetter) {
+	r.res.Done++
+	what := "redriven"
+	if rl.done.Action == ActionRetired {
+		what = "retired (dlq retire, reason " + strconv.Quote(rl.done.Reason) + ")"
+	}
+	fmt.Fprintf(r.o.Stdout, "skipped %s: %s at %s\n", rl.where(), what, rl.done.At.Format(time.RFC3339))
 }
 
 // build builds a letter that holds the row's payload again into the

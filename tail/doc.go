@@ -14,5 +14,6 @@
 // followed through a temporary exclusive, auto-delete queue bound with a
 // pattern and capped in length (the oldest dropped), and a stream is read
 // by name without consuming it; the lines have the same members, plus
-// exchange, routing_key, stream and the AMQP properties.
+// exchange, routing_key, stream and the AMQP properties. A following tail
+// reconnects after a lost connection (rabbitmqfollow.go).
 package tail

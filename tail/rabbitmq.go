@@ -109,50 +109,97 @@ func RunRabbitMQ(ctx context.Context, cfg RabbitMQConfig, stdout io.Writer, log 
 	if err != nil {
 		return fmt.Errorf("connect to RabbitMQ: %w", err)
 	}
-	defer conn.Close()
-	f := newTailFormatter(cfg.KeyFormat, cfg.Lookup, log)
-	out := bufio.NewWriter(stdout)
-	defer out.Flush()
-	var printed int64
-	var line []byte
-	emit := func(d *amqp.Delivery) (bool, error) {
-		line, err = appendRabbitLine(ctx, f, line[:0], &cfg, d)
-		if err != nil {
-			return false, err
-		}
-		out.Write(line)
-		printed++
-		if err := out.Flush(); err != nil {
-			return false, fmt.Errorf("write: %w", err)
-		}
-		return cfg.Count == 0 || printed < cfg.Count, nil
+	t := &rabbitTail{cfg: &cfg, log: log, f: newTailFormatter(cfg.KeyFormat, cfg.Lookup, log), out: bufio.NewWriter(stdout)}
+	t.use(conn)
+	if cfg.Start == FromOffsets {
+		t.next = cfg.Offset
 	}
-	if cfg.Stream != "" {
-		r := rabbitmq.StreamRead{Stream: cfg.Stream, ToEnd: !cfg.Follow}
-		switch cfg.Start {
-		case FromEnd:
-			r.Offset = "next"
-		case FromBeginning:
-			r.Offset = "first"
-		case FromTime:
-			r.Offset = cfg.Since
-		case FromOffsets:
-			r.Offset = cfg.Offset
-		}
-		if r.ToEnd && cfg.Start == FromEnd {
-			return nil // from the end to the end: nothing
-		}
-		log.Info("reading", "stream", cfg.Stream, "from", startNames[cfg.Start], "follow", cfg.Follow)
-		err := rabbitmq.ReadStream(ctx, conn, r, emit)
-		switch {
-		case errors.Is(err, rabbitmq.ErrNotStream):
-			return relay.ConfigErr("stream", "%s: tail reads a queue only when it is a stream, which it can read without consuming; follow the exchange it is bound to instead", err)
-		case errors.Is(err, rabbitmq.ErrNoQueue):
-			return relay.ConfigErr("stream", "%v", err)
-		}
-		return err
+	defer func() { t.conn.Close() }() // the last connection
+	defer t.out.Flush()
+	return t.run(ctx)
+}
+
+// rabbitTail is one tail of RabbitMQ.
+type rabbitTail struct {
+	cfg     *RabbitMQConfig
+	log     *slog.Logger
+	conn    *amqp.Connection
+	closed  chan *amqp.Error // the error conn closes with
+	f       *tailFormatter
+	out     *bufio.Writer
+	line    []byte
+	printed int64
+	// next is the stream offset after the last line printed: a read after
+	// a lost connection starts there.
+	next int64
+	// readFrom is when the first read of a stream from its end began: a
+	// read after a lost connection, with nothing printed yet, starts there.
+	readFrom time.Time
+	emitErr  error // printing failed: not a connection's fault
+}
+
+// emit prints d's line, and reports whether to go on (Count).
+func (t *rabbitTail) emit(ctx context.Context, d *amqp.Delivery) (bool, error) {
+	offset := rabbitmq.Offset(d)
+	if t.cfg.Stream != "" && offset >= 0 && offset < t.next {
+		return true, nil // a stream delivers from the start of the chunk that holds the offset asked for
 	}
-	return followExchange(ctx, conn, &cfg, log, emit)
+	line, err := appendRabbitLine(ctx, t.f, t.line[:0], t.cfg, d)
+	t.line = line
+	if err != nil {
+		t.emitErr = err
+		return false, err
+	}
+	t.out.Write(line)
+	t.printed++
+	if offset >= 0 {
+		t.next = offset + 1
+	}
+	if err := t.out.Flush(); err != nil {
+		t.emitErr = err
+		return false, fmt.Errorf("write: %w", err)
+	}
+	return t.cfg.Count == 0 || t.printed < t.cfg.Count, nil
+}
+
+// once reads the stream, or follows the exchange, on t.conn; again is
+// true after a reconnect.
+func (t *rabbitTail) once(ctx context.Context, again bool) error {
+	cfg := t.cfg
+	emit := func(d *amqp.Delivery) (bool, error) { return t.emit(ctx, d) }
+	if cfg.Stream == "" {
+		return followExchange(ctx, t.conn, cfg, t.log, emit, again)
+	}
+	r := rabbitmq.StreamRead{Stream: cfg.Stream, ToEnd: !cfg.Follow}
+	switch {
+	case again && t.printed > 0:
+		r.Offset = t.next
+	case again && cfg.Start == FromEnd:
+		r.Offset = t.readFrom
+	case cfg.Start == FromEnd:
+		r.Offset = "next"
+		t.readFrom = time.Now()
+	case cfg.Start == FromBeginning:
+		r.Offset = "first"
+	case cfg.Start == FromTime:
+		r.Offset = cfg.Since
+	case cfg.Start == FromOffsets:
+		r.Offset = cfg.Offset
+	}
+	if r.ToEnd && cfg.Start == FromEnd {
+		return nil // from the end to the end: nothing
+	}
+	if !again {
+		t.log.Info("reading", "stream", cfg.Stream, "from", startNames[cfg.Start], "follow", cfg.Follow)
+	}
+	err := rabbitmq.ReadStream(ctx, t.conn, r, emit)
+	switch {
+	case errors.Is(err, rabbitmq.ErrNotStream):
+		return relay.ConfigErr("stream", "%s: tail reads a queue only when it is a stream, which it can read without consuming; follow the exchange it is bound to instead", err)
+	case errors.Is(err, rabbitmq.ErrNoQueue):
+		return relay.ConfigErr("stream", "%v", err)
+	}
+	return err
 }
 
 // startFlag names the flag of a start, for errors.
@@ -167,8 +214,9 @@ func startFlag(s Start) string {
 }
 
 // followExchange binds a temporary queue to cfg.Exchange and prints what
-// arrives in it until ctx ends or print says stop.
-func followExchange(ctx context.Context, conn *amqp.Connection, cfg *RabbitMQConfig, log *slog.Logger, emit func(*amqp.Delivery) (bool, error)) error {
+// arrives in it until ctx ends or print says stop; again is true after a
+// reconnect. The consumer's end is errConsumerEnded.
+func followExchange(ctx context.Context, conn *amqp.Connection, cfg *RabbitMQConfig, log *slog.Logger, emit func(*amqp.Delivery) (bool, error), again bool) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("open a channel: %w", err)
@@ -207,8 +255,10 @@ func followExchange(ctx context.Context, conn *amqp.Connection, cfg *RabbitMQCon
 		return fmt.Errorf("consume tail's queue: %w", err)
 	}
 	log.Info("following", "exchange", cfg.Exchange, "pattern", cfg.Pattern, "queue", q.Name, "max_length", cfg.MaxLength)
-	log.Warn("while tail follows the exchange, its queue takes every message the pattern matches, so the relay sees none of them as unroutable: an event that no other queue is bound for is printed here and not dead-lettered; tail a stream bound to the exchange, or use a narrower pattern, where that matters",
-		"exchange", cfg.Exchange, "pattern", cfg.Pattern)
+	if !again {
+		log.Warn("while tail follows the exchange, its queue takes every message the pattern matches, so the relay sees none of them as unroutable: an event that no other queue is bound for is printed here and not dead-lettered; tail a stream bound to the exchange, or use a narrower pattern, where that matters",
+			"exchange", cfg.Exchange, "pattern", cfg.Pattern)
+	}
 	for {
 		select {
 		case d, ok := <-msgs:
@@ -216,7 +266,7 @@ func followExchange(ctx context.Context, conn *amqp.Connection, cfg *RabbitMQCon
 				if ctx.Err() != nil {
 					return nil
 				}
-				return errors.New("the broker closed tail's consumer (the channel or the connection closed)")
+				return errConsumerEnded
 			}
 			more, err := emit(&d)
 			d.Ack(false)
