@@ -185,14 +185,7 @@ func TestRabbitMQCrashes(t *testing.T) {
 		rabbitPublished(r, 30)
 		switch kill {
 		case 2:
-			began := time.Now()
-			if err := n.Stop(); err != nil {
-				t.Fatal(err)
-			}
-			if err := n.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("broker restarted in %s", time.Since(began).Round(time.Millisecond))
+			restartNode(t, n)
 			rabbitPublished(r, 30)
 		case 4:
 			if err := n.MemoryAlarm(true); err != nil {
