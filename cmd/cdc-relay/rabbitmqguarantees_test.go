@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
 )
 
@@ -30,10 +32,43 @@ func rabbitSinkOn(t *testing.T, n *rabbittest.Node, f *fixture) sinkUnderTest {
 		}
 		return ids
 	}
+	// The dead-letter stream exists once the relay declared it: it is
+	// read from the first call on.
+	var dlq func() []amqp.Delivery
+	deadLetters := func() []amqp.Delivery {
+		if dlq == nil {
+			dlq = collect(t, n, f.exchange()+".dlq", true)
+		}
+		return dlq()
+	}
+	deadLettered := func(table string, id int64) bool {
+		for _, d := range deadLetters() {
+			// A row of a table that is no outbox table has no event id:
+			// its columns are the body.
+			if d.Headers["table"] == table && strings.Contains(string(d.Body), fmt.Sprintf(`"id":"%d"`, id)) {
+				return true
+			}
+		}
+		return false
+	}
 	return sinkUnderTest{
-		broker: "RabbitMQ",
-		args:   func(extra ...string) []string { return f.rabbitArgs(n, extra...) },
-		gaps:   "stream " + f.exchange() + ".checkpoints.gaps",
+		broker:       "RabbitMQ",
+		deadLettered: deadLettered,
+		misrouted: func(id int64) string {
+			for _, d := range got() {
+				if d.MessageId == fmt.Sprint(id) && (d.Exchange != f.exchange() || d.RoutingKey != "OrderCreated") {
+					return fmt.Sprintf("exchange %s with routing key %s", d.Exchange, d.RoutingKey)
+				}
+			}
+			for _, d := range deadLetters() {
+				if d.MessageId == fmt.Sprint(id) || strings.Contains(string(d.Body), fmt.Sprintf(`"id":"%d"`, id)) {
+					return "the dead-letter stream"
+				}
+			}
+			return ""
+		},
+		args: func(extra ...string) []string { return f.rabbitArgs(n, extra...) },
+		gaps: "stream " + f.exchange() + ".checkpoints.gaps",
 		waitIDs: func(timeout time.Duration, want []int64) {
 			t.Helper()
 			waitFor(t, timeout, fmt.Sprintf("%d events in the queue", len(want)), func() bool {
@@ -144,4 +179,13 @@ func TestRabbitMQUnrecoverableExitsAtOnce(t *testing.T) {
 	line := exitsAtOnce(t, args, "wrong-secret-0815", "28P01", `password authentication failed for user \"relay_pw\"`, "check the password in --pg-url")
 	t.Log(line)
 	assertNothingCreated(t, c, db, f)
+}
+
+// TestRabbitMQDriftAlterFirst: TestDriftSecondTable's "alter first" over
+// RabbitMQ: a table added to the publication before the configuration
+// has its rows dead-lettered to the stream, not lost, until it is
+// configured.
+func TestRabbitMQDriftAlterFirst(t *testing.T) {
+	t.Parallel()
+	testDriftAlterFirst(t, rabbitSink)
 }

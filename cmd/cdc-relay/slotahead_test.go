@@ -72,6 +72,11 @@ type sinkUnderTest struct {
 	waitIDs func(timeout time.Duration, want []int64)
 	// seen counts the deliveries of each id so far.
 	seen func() map[string]int
+	// deadLettered says whether row id of table is a dead letter.
+	deadLettered func(table string, id int64) bool
+	// misrouted names where event id went, if not where its events go;
+	// "" if it went there.
+	misrouted func(id int64) string
 }
 
 // kafkaSink runs f's relay on Kafka with a checkpoint topic of its own,
@@ -87,6 +92,22 @@ func kafkaSink(t *testing.T, f *fixture) sinkUnderTest {
 		gaps:    ckpt,
 		waitIDs: func(timeout time.Duration, want []int64) { c.waitIDs(timeout, want) },
 		seen:    func() map[string]int { return distinctIDs(c.records()) },
+		deadLettered: func(table string, id int64) bool {
+			for _, rec := range c.records() {
+				if rec.Topic == f.dlq && rec.Headers["table"] == table && strings.Contains(string(rec.Value), fmt.Sprintf(`"id":"%d"`, id)) {
+					return true
+				}
+			}
+			return false
+		},
+		misrouted: func(id int64) string {
+			for _, rec := range c.records() {
+				if rec.Headers["id"] == fmt.Sprint(id) && rec.Topic != f.topic("Order") {
+					return rec.Topic
+				}
+			}
+			return ""
+		},
 	}
 }
 
