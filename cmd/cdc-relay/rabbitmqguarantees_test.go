@@ -181,6 +181,15 @@ func TestRabbitMQUnrecoverableExitsAtOnce(t *testing.T) {
 	assertNothingCreated(t, c, db, f)
 }
 
+// TestRabbitMQNoFalseAheadExit: TestNoFalseAheadExit over RabbitMQ: an
+// idle outbox on a busy database, killed and restarted again and again,
+// never exits 3: the checkpoint streams follow the idle positions the
+// slot is confirmed to.
+func TestRabbitMQNoFalseAheadExit(t *testing.T) {
+	t.Parallel()
+	testNoFalseAhead(t, rabbitSink)
+}
+
 // TestRabbitMQDriftAlterFirst: TestDriftSecondTable's "alter first" over
 // RabbitMQ: a table added to the publication before the configuration
 // has its rows dead-lettered to the stream, not lost, until it is
