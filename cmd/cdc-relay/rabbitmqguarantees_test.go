@@ -143,9 +143,10 @@ func TestRabbitMQRefused(t *testing.T) {
 	closed := l.Addr().String()
 	l.Close()
 	const wrong = "wrong-pw-4711"
-	for _, tc := range []struct{ name, url, wantLog string }{
-		{"wrong password", strings.Replace(n.URL(), "guest:guest@", "guest:"+wrong+"@", 1), `username or password not allowed`},
-		{"unreachable", "amqp://guest:" + wrong + "@" + closed + "/", "connection refused"},
+	for _, tc := range []struct{ name, url, wantLog, wantError string }{
+		{"wrong password", strings.Replace(n.URL(), "guest:guest@", "guest:"+wrong+"@", 1), `username or password not allowed`,
+			"rabbitmq refused the relay's credentials at startup: check the user and password in --rabbitmq-url"},
+		{"unreachable", "amqp://guest:" + wrong + "@" + closed + "/", "connection refused", "rabbitmq not reachable at startup"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -158,6 +159,9 @@ func TestRabbitMQRefused(t *testing.T) {
 			}
 			r := startRelay(t, args)
 			waitRefused(t, f, r, tc.wantLog)
+			if line := linesWith(r.Output(), "level=ERROR"); !strings.Contains(line, tc.wantError) {
+				t.Errorf("the startup ERROR does not say %q:\n%s", tc.wantError, line)
+			}
 			if strings.Contains(r.Output(), wrong) {
 				t.Errorf("the password is in the log:\n%s", tailString(r.Output(), 3000))
 			}
