@@ -14,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // rabbitSink runs f's relay on the package's RabbitMQ node, with the
@@ -92,6 +93,7 @@ func rabbitSinkOn(t *testing.T, n *rabbittest.Node, f *fixture) sinkUnderTest {
 // checkpoint streams, and the replay it prints brings the rows.
 func TestRabbitMQSlotAheadOfCheckpoint(t *testing.T) {
 	t.Parallel()
+	testtier.Need(t)
 	t.Run("made by hand after a crash", func(t *testing.T) { testSlotAhead(t, rabbitSink, killRelay, recreateSlotByHand) })
 	t.Run("advanced by hand", func(t *testing.T) { testSlotAhead(t, rabbitSink, stopRelay, advanceSlotByHand) })
 }
