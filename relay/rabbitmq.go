@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/publisher"
@@ -156,6 +157,13 @@ func prepareRabbit(ctx context.Context, sink *rabbitmq.Sink, cfg *Config, log *s
 	}
 	if cerr := rabbitConfigErr(err); cerr != nil {
 		return &StartError{Err: cerr}
+	}
+	if errors.Is(err, amqp.ErrCredentials) {
+		// As Kafka's SASL refusal, retried: the password may be rotated
+		// on the broker first.
+		log.Error("rabbitmq refused the relay's credentials at startup: check the user and password in --rabbitmq-url (CDC_RELAY_RABBITMQ_URL or CDC_RELAY_RABBITMQ_URL_FILE); the relay retries; nothing is confirmed to PostgreSQL until the broker confirms the messages",
+			"rabbitmq_url", Redact(cfg.RabbitMQURL), "err", Redact(err.Error()))
+		return nil
 	}
 	log.Error("rabbitmq not reachable at startup: the relay retries; nothing is confirmed to PostgreSQL until the broker confirms the messages",
 		"rabbitmq_url", Redact(cfg.RabbitMQURL), "err", Redact(err.Error()))

@@ -79,14 +79,20 @@ func slotExists(t *testing.T, conn *pgx.Conn, slot string) bool {
 }
 
 // wantGapExit waits for exit 3 and a message naming the slot, the last
-// confirmed LSN, that events may be missing, and the two commands.
+// confirmed LSN, that events may be missing from Kafka, and the two commands.
 func wantGapExit(t *testing.T, r *relay, slot string) string {
+	t.Helper()
+	return wantGapExitOn(t, r, slot, "Kafka")
+}
+
+// wantGapExitOn is wantGapExit for the relay on broker (Kafka or RabbitMQ).
+func wantGapExitOn(t *testing.T, r *relay, slot, broker string) string {
 	t.Helper()
 	if code := r.wait(90 * time.Second); code != exitGap {
 		t.Fatalf("exit code %d, want %d:\n%s", code, exitGap, tailString(r.Output(), 3000))
 	}
 	out := r.Output()
-	for _, want := range []string{"level=ERROR", `"` + slot + `"`, "may be missing from Kafka", "slot recreate --accept-gap", "replay --since"} {
+	for _, want := range []string{"level=ERROR", `"` + slot + `"`, "may be missing from " + broker, "slot recreate --accept-gap", "replay --since"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("the exit message lacks %q:\n%s", want, tailString(out, 3000))
 		}
@@ -274,7 +280,6 @@ func TestCheckpointUnreadable(t *testing.T) {
 	args := f.args("--halt-linger", "0s")
 	r := startRelay(t, args)
 	r.waitStreaming(60 * time.Second)
-	conn := f.connect()
 	waitFor(t, 30*time.Second, "the slot confirmed", func() bool { return f.confirmedFlush() > 0 })
 	cc := f.consume(`^cdc-relay\.checkpoints$`)
 	waitFor(t, 60*time.Second, "the relay's checkpoint", func() bool {
@@ -291,8 +296,19 @@ func TestCheckpointUnreadable(t *testing.T) {
 	f.exec("SELECT pg_drop_replication_slot($1)", f.slot)
 
 	restart := f.stopBroker()
+	testCheckpointUnknown(t, f, first, args, first.args("--halt-linger", "0s"), "Kafka", restart)
+}
+
+// testCheckpointUnknown starts a relay with args, whose slot was dropped,
+// and a first start with firstArgs, while neither can read its checkpoint
+// on broker: both wait, and create nothing. Once readable makes the
+// checkpoint readable, the first exits 3 and the second streams. It
+// returns the first relay's output.
+func testCheckpointUnknown(t *testing.T, f, first *fixture, args, firstArgs []string, broker string, readable func()) string {
+	t.Helper()
+	conn := f.connect()
 	r2 := startRelay(t, args)
-	r3 := startRelay(t, first.args("--halt-linger", "0s"))
+	r3 := startRelay(t, firstArgs)
 	for _, rr := range []*relay{r2, r3} {
 		waitFor(t, 60*time.Second, "/readyz 503 while the checkpoint cannot be read", func() bool {
 			code, body := rr.getJSON("/readyz")
@@ -306,8 +322,8 @@ func TestCheckpointUnreadable(t *testing.T) {
 	if out := r2.Output(); !strings.Contains(out, "checkpoint is unknown, not absent") {
 		t.Fatalf("the retries do not say the checkpoint is unknown:\n%s", tailString(out, 3000))
 	}
-	restart()
-	wantGapExit(t, r2, f.slot)
+	readable()
+	out := wantGapExitOn(t, r2, f.slot, broker)
 	r3.waitStreaming(90 * time.Second)
 	if out := r3.Output(); !strings.Contains(out, "first start") {
 		t.Fatalf("the first start is not logged as one:\n%s", tailString(out, 3000))
@@ -315,6 +331,7 @@ func TestCheckpointUnreadable(t *testing.T) {
 	if code := r3.terminate(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
+	return out
 }
 
 // TestTwoClustersOneKafka: a second cluster with the same database and slot

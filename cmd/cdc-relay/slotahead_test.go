@@ -23,51 +23,107 @@ import (
 // undelivered rows.
 func TestSlotAheadOfCheckpoint(t *testing.T) {
 	t.Parallel()
-	dropAndCreate := func(f *fixture, insert func()) {
-		// After a kill -9 the server ends the walsender a moment later (later
-		// still on a busy machine): the operator drops the slot once it is
-		// free.
-		conn := f.connect()
-		waitFor(t, 30*time.Second, "the slot to be free", func() bool {
-			var active bool
-			err := conn.QueryRow(context.Background(), "SELECT active FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&active)
-			return err == nil && !active
-		})
-		f.exec("SELECT pg_drop_replication_slot($1)", f.slot)
-		insert()
-		f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", f.slot)
-	}
-	advance := func(f *fixture, insert func()) {
-		insert()
-		advanceSlot(t, f)
-	}
-	kill := func(r *relay) { r.kill() }
-	stop := func(r *relay) {
-		if code := r.terminate(); code != 0 {
-			t.Errorf("exit code %d after SIGTERM, want 0", code)
-		}
-	}
-	t.Run("made by hand after a crash", func(t *testing.T) { testSlotAhead(t, kill, dropAndCreate) })
+	t.Run("made by hand after a crash", func(t *testing.T) { testSlotAhead(t, kafkaSink, killRelay, recreateSlotByHand) })
 	t.Run("made by hand after a clean stop, exactly-once", func(t *testing.T) {
-		testSlotAhead(t, stop, dropAndCreate, "--delivery", "exactly-once")
+		testSlotAhead(t, kafkaSink, stopRelay, recreateSlotByHand, "--delivery", "exactly-once")
 	})
-	t.Run("advanced by hand", func(t *testing.T) { testSlotAhead(t, stop, advance) })
+	t.Run("advanced by hand", func(t *testing.T) { testSlotAhead(t, kafkaSink, stopRelay, advanceSlotByHand) })
 }
 
-func testSlotAhead(t *testing.T, stop func(*relay), move func(f *fixture, insert func()), extra ...string) {
-	f := newFixture(t, "")
+// recreateSlotByHand drops f's slot, runs insert, and creates the slot
+// again, as an operator would. After a kill -9 the server ends the
+// walsender a moment later (later still on a busy machine): the operator
+// drops the slot once it is free.
+func recreateSlotByHand(f *fixture, insert func()) {
+	conn := f.connect()
+	waitFor(f.t, 30*time.Second, "the slot to be free", func() bool {
+		var active bool
+		err := conn.QueryRow(context.Background(), "SELECT active FROM pg_replication_slots WHERE slot_name = $1", f.slot).Scan(&active)
+		return err == nil && !active
+	})
+	f.exec("SELECT pg_drop_replication_slot($1)", f.slot)
+	insert()
+	f.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", f.slot)
+}
+
+// advanceSlotByHand runs insert and advances f's slot past it by hand.
+func advanceSlotByHand(f *fixture, insert func()) {
+	insert()
+	advanceSlot(f.t, f)
+}
+
+func killRelay(_ *testing.T, r *relay) { r.kill() }
+
+// stopRelay stops r with SIGTERM, which must end it with exit 0.
+func stopRelay(t *testing.T, r *relay) {
+	if code := r.terminate(); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+}
+
+// sinkUnderTest is the broker a test body runs the relay on: its name in
+// the relay's messages, the relay's flags, where slot recreate records a
+// gap, and an independent reader of the events that arrived.
+type sinkUnderTest struct {
+	broker string
+	args   func(extra ...string) []string
+	gaps   string
+	// waitIDs waits until every id of want arrived.
+	waitIDs func(timeout time.Duration, want []int64)
+	// seen counts the deliveries of each id so far.
+	seen func() map[string]int
+	// deadLettered says whether row id of table is a dead letter.
+	deadLettered func(table string, id int64) bool
+	// misrouted names where event id went, if not where its events go;
+	// "" if it went there.
+	misrouted func(id int64) string
+}
+
+// kafkaSink runs f's relay on Kafka with a checkpoint topic of its own,
+// read by a franz-go consumer.
+func kafkaSink(t *testing.T, f *fixture) sinkUnderTest {
 	ckpt := "t" + f.name + ".checkpoints"
-	args := f.args(append([]string{"--checkpoint-topic", ckpt, "--halt-linger", "0s"}, extra...)...)
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
+	return sinkUnderTest{
+		broker: "Kafka",
+		args: func(extra ...string) []string {
+			return f.args(append([]string{"--checkpoint-topic", ckpt}, extra...)...)
+		},
+		gaps:    ckpt,
+		waitIDs: func(timeout time.Duration, want []int64) { c.waitIDs(timeout, want) },
+		seen:    func() map[string]int { return distinctIDs(c.records()) },
+		deadLettered: func(table string, id int64) bool {
+			for _, rec := range c.records() {
+				if rec.Topic == f.dlq && rec.Headers["table"] == table && strings.Contains(string(rec.Value), fmt.Sprintf(`"id":"%d"`, id)) {
+					return true
+				}
+			}
+			return false
+		},
+		misrouted: func(id int64) string {
+			for _, rec := range c.records() {
+				if rec.Headers["id"] == fmt.Sprint(id) && rec.Topic != f.topic("Order") {
+					return rec.Topic
+				}
+			}
+			return ""
+		},
+	}
+}
+
+func testSlotAhead(t *testing.T, newSink func(*testing.T, *fixture) sinkUnderTest, stop func(*testing.T, *relay), move func(f *fixture, insert func()), extra ...string) {
+	f := newFixture(t, "")
+	s := newSink(t, f)
+	args := s.args(append([]string{"--halt-linger", "0s"}, extra...)...)
 	conn := f.connect()
 
 	r := startRelay(t, args)
 	r.waitStreaming(60 * time.Second)
 	ids := insertOrders(t, f, conn, 1, 2)
-	c.waitIDs(60*time.Second, ids)
+	s.waitIDs(60*time.Second, ids)
 	after := currentLSN(t, conn)
 	waitFor(t, 60*time.Second, "the row confirmed", func() bool { return f.confirmedFlush() >= after })
-	stop(r)
+	stop(t, r)
 	before := f.confirmedFlush()
 
 	var missed []int64
@@ -81,7 +137,7 @@ func testSlotAhead(t *testing.T, stop func(*relay), move func(f *fixture, insert
 	if code != exitFailed || !strings.Contains(out, "ahead of the relay's checkpoint") {
 		t.Fatalf("check = %d, want a FAIL for the slot ahead of the checkpoint:\n%s", code, out)
 	}
-	out = wantGapExit(t, startRelay(t, args), f.slot)
+	out = wantGapExitOn(t, startRelay(t, args), f.slot, s.broker)
 	for _, want := range []string{"ahead of the relay's checkpoint", slotAt, "last commit at"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("the exit message lacks %q:\n%s", want, tailString(out, 3000))
@@ -91,11 +147,11 @@ func testSlotAhead(t *testing.T, stop func(*relay), move func(f *fixture, insert
 		t.Fatalf("the halt line says confirmed_lsn=0/0 beside the checkpoint's LSN:\n%s", tailString(out, 3000))
 	}
 	// A supervisor's restart halts the same way.
-	wantGapExit(t, startRelay(t, args), f.slot)
+	wantGapExitOn(t, startRelay(t, args), f.slot, s.broker)
 
 	sr := append([]string{"slot", "recreate", "--accept-gap", "--reason", "INC-7"}, args[1:]...)
 	code, out = runCommand(sr)
-	if code != 0 || !strings.Contains(out, "kept slot "+f.slot) || !strings.Contains(out, "gap recorded in "+ckpt) {
+	if code != 0 || !strings.Contains(out, "kept slot "+f.slot) || !strings.Contains(out, "gap recorded in "+s.gaps) {
 		t.Fatalf("slot recreate = %d:\n%s", code, out)
 	}
 	if got := lsnString(f.confirmedFlush()); got != slotAt {
@@ -110,21 +166,21 @@ func testSlotAhead(t *testing.T, stop func(*relay), move func(f *fixture, insert
 	r3 := startRelay(t, args)
 	r3.waitStreaming(60 * time.Second)
 	later := insertOrders(t, f, conn, 12, 13)
-	c.waitIDs(60*time.Second, later)
+	s.waitIDs(60*time.Second, later)
 	if code := r3.terminate(); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
-	seen := distinctIDs(c.records())
+	seen := s.seen()
 	for _, id := range missed {
 		if seen[fmt.Sprint(id)] != 0 {
-			t.Fatalf("row %d reached Kafka without a replay: the test does not reproduce the loss", id)
+			t.Fatalf("row %d reached %s without a replay: the test does not reproduce the loss", id, s.broker)
 		}
 	}
 	code, out = runCommand(append([]string{"replay", "--since", m[1]}, args[1:]...))
 	if code != 0 {
 		t.Fatalf("replay --since %s = %d:\n%s", m[1], code, out)
 	}
-	c.waitIDs(60*time.Second, missed)
+	s.waitIDs(60*time.Second, missed)
 }
 
 // TestUpgradeFromUnformattedCheckpoint: a checkpoint of the release before
@@ -199,34 +255,38 @@ func TestUpgradeFromUnformattedCheckpoint(t *testing.T) {
 func TestNoFalseAheadExit(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"at-least-once", "exactly-once"} {
-		t.Run(mode, func(t *testing.T) {
-			f := newFixture(t, "")
-			f.exec(fmt.Sprintf("CREATE TABLE busy_%s (id serial PRIMARY KEY, v text)", f.name))
-			args := f.args("--checkpoint-topic", "t"+f.name+".checkpoints", "--halt-linger", "0s", "--delivery", mode)
-			c := consume(t, "^"+f.topicPrefix+`\..*`)
-			conn := f.connect()
-			ctx := context.Background()
-			r := startRelay(t, args)
-			for i := range 3 {
-				r.waitStreaming(60 * time.Second)
-				if _, err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO busy_%s (v) SELECT repeat('z', 500) FROM generate_series(1, 2000)", f.name)); err != nil {
-					t.Fatal(err)
-				}
-				end := currentLSN(t, conn)
-				waitFor(t, 60*time.Second, "the slot to follow the WAL with an idle outbox", func() bool { return f.confirmedFlush() >= end })
-				ids := insertOrders(t, f, conn, 10*i+1, 10*i+3)
-				c.waitIDs(60*time.Second, ids)
-				r.kill()
-				if out := r.Output(); strings.Contains(out, "ahead of the relay's checkpoint") {
-					t.Fatalf("round %d: a false exit 3:\n%s", i, tailString(out, 3000))
-				}
-				r = startRelay(t, args)
-			}
-			r.waitStreaming(60 * time.Second)
-			if code := r.terminate(); code != 0 {
-				t.Fatalf("exit code %d:\n%s", code, tailString(r.Output(), 3000))
-			}
-		})
+		t.Run(mode, func(t *testing.T) { testNoFalseAhead(t, kafkaSink, "--delivery", mode) })
+	}
+}
+
+// testNoFalseAhead is TestNoFalseAheadExit's body on a sink, with extra
+// flags.
+func testNoFalseAhead(t *testing.T, newSink func(*testing.T, *fixture) sinkUnderTest, extra ...string) {
+	f := newFixture(t, "")
+	f.exec(fmt.Sprintf("CREATE TABLE busy_%s (id serial PRIMARY KEY, v text)", f.name))
+	s := newSink(t, f)
+	args := s.args(append([]string{"--halt-linger", "0s"}, extra...)...)
+	conn := f.connect()
+	ctx := context.Background()
+	r := startRelay(t, args)
+	for i := range 3 {
+		r.waitStreaming(60 * time.Second)
+		if _, err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO busy_%s (v) SELECT repeat('z', 500) FROM generate_series(1, 2000)", f.name)); err != nil {
+			t.Fatal(err)
+		}
+		end := currentLSN(t, conn)
+		waitFor(t, 60*time.Second, "the slot to follow the WAL with an idle outbox", func() bool { return f.confirmedFlush() >= end })
+		ids := insertOrders(t, f, conn, 10*i+1, 10*i+3)
+		s.waitIDs(60*time.Second, ids)
+		r.kill()
+		if out := r.Output(); strings.Contains(out, "ahead of the relay's checkpoint") {
+			t.Fatalf("round %d: a false exit 3:\n%s", i, tailString(out, 3000))
+		}
+		r = startRelay(t, args)
+	}
+	r.waitStreaming(60 * time.Second)
+	if code := r.terminate(); code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, tailString(r.Output(), 3000))
 	}
 }
 
