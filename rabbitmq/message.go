@@ -61,8 +61,9 @@ func (f *Format) Message(r *publisher.Record) (*Message, string) {
 	p.AppId = AppID
 	p.MessageId = string(r.ID)
 	if p.MessageId == "" {
-		// A row of a table that is not an outbox table has no id; a
-		// return is matched by message id, so it gets one of its own.
+		// A record without an id (the relay's handler gives every row
+		// one; dlq redrive and replay do not): a return is matched by
+		// message id, so it gets one of its own.
 		p.MessageId = "seq-" + strconv.FormatUint(r.Seq, 10)
 	}
 	p.Type = string(r.EventType)

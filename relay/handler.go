@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -39,6 +40,9 @@ type handler struct {
 	// lastTx is the transaction of the previous row, whose commit-to-read
 	// time is observed once.
 	lastTx replication.LSN
+	// txRow is the row's place in its transaction (0 for the first), for
+	// rowID.
+	txRow uint64
 	// unconfigured limits the WARN for rows of unconfigured tables to one
 	// line per table per minute; shared by every session of the process.
 	unconfigured *rateLog
@@ -77,9 +81,15 @@ type recordSink interface {
 func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication.Tx, row *decoder.Row) error {
 	rec := publisher.NewRecord()
 	rec.Seq, rec.Reserved = seq, size
-	if tx.FinalLSN != h.lastTx || seq%stageSample == 0 {
+	newTx := tx.FinalLSN != h.lastTx
+	if newTx {
+		h.txRow = 0
+	} else {
+		h.txRow++
+	}
+	if newTx || seq%stageSample == 0 {
 		now := time.Now()
-		if tx.FinalLSN != h.lastTx {
+		if newTx {
 			h.lastTx = tx.FinalLSN
 			if !tx.CommitTime.IsZero() && h.metrics != nil {
 				h.metrics.CommitToRead(now.Sub(tx.CommitTime))
@@ -96,6 +106,12 @@ func (h *handler) Row(ctx context.Context, seq uint64, size int, tx *replication
 			return replication.Fatal(err)
 		}
 		return err
+	}
+	if len(rec.ID) == 0 {
+		// A row of an unconfigured table, or one without an id: the
+		// sinks that name each message (RabbitMQ's message_id) get an id
+		// that the same row has again when it is read again.
+		rec.ID = rowID(tx.FinalLSN, h.txRow)
 	}
 	if inv != nil {
 		// A row of a table that is not configured never halts: rows
@@ -298,4 +314,12 @@ func (v *Invalids) Add(inv *recordpkg.Invalid, seq uint64) { v.h.invalid(inv, se
 // broker refused, or under --on-invalid halt a fatal error naming it.
 func (v *Invalids) Rejected(r *publisher.Record, err error) (*publisher.Record, error) {
 	return v.h.rejected(r, err)
+}
+
+// rowID is the id of a row that has none of its own: its transaction's
+// commit LSN and its place in the transaction, "0/16B3748-2". A slot reads
+// a transaction whole and in the same order every time, so the row gets
+// the same id when it is read again after a restart.
+func rowID(commit replication.LSN, row uint64) []byte {
+	return strconv.AppendUint(append([]byte(commit.String()), '-'), row, 10)
 }

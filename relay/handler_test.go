@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,5 +111,50 @@ func TestMarkFenced(t *testing.T) {
 	}
 	if markFenced(nil) != nil {
 		t.Error("markFenced(nil) is not nil")
+	}
+}
+
+// TestHandlerRowIDs: a record without an id of its own (here rows of a
+// table that is not an outbox table) gets its transaction's commit LSN and
+// its place in the transaction, and gets the same id when the transaction
+// is read again by a new session; a record with an id keeps it.
+func TestHandlerRowIDs(t *testing.T) {
+	rt, err := router.New(router.DefaultTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := recordpkg.New(recordpkg.Config{Router: rt, ValueFormat: recordpkg.ValueJSON, Builtin: router.AllBuiltin, MaxRecordBytes: 1000000, DLQTopic: "dlq"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := &decoder.Row{Other: &decoder.OtherRow{Table: "public.audit", Columns: []string{"id"}, Values: [][]byte{[]byte("7")}}}
+	event := &decoder.Row{ID: []byte("42"), AggregateType: []byte("Order"), AggregateID: []byte("a-1"), EventType: []byte("OrderCreated"), Payload: []byte(`{}`)}
+	read := func(txs ...replication.Tx) []string {
+		sink := &fakeSink{}
+		var stats replication.Stats
+		h := handler{dlq: "dlq", log: slog.New(slog.DiscardHandler), metrics: NewMetrics(&stats, NewLagRate(stats.LagBytes)), unconfigured: &rateLog{}}.session(b, sink)
+		seq := uint64(0)
+		for i := range txs {
+			for _, row := range []*decoder.Row{other, event, other} {
+				seq++
+				if err := h.Row(context.Background(), seq, 100, &txs[i], row); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var ids []string
+		for _, r := range sink.enqueued {
+			ids = append(ids, string(r.ID))
+		}
+		return ids
+	}
+	tx1 := replication.Tx{FinalLSN: 0x16B3748, CommitTime: time.Now()}
+	tx2 := replication.Tx{FinalLSN: 0x1_0000_0010, CommitTime: time.Now()}
+	want := []string{"0/16B3748-0", "42", "0/16B3748-2", "1/10-0", "42", "1/10-2"}
+	if got := read(tx1, tx2); !slices.Equal(got, want) {
+		t.Fatalf("ids %q, want %q", got, want)
+	}
+	if got := read(tx2); !slices.Equal(got, want[3:]) {
+		t.Fatalf("read again by a new session: ids %q, want %q", got, want[3:])
 	}
 }

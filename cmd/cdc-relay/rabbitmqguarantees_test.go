@@ -7,6 +7,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,11 @@ func rabbitSinkOn(t *testing.T, n *rabbittest.Node, f *fixture) sinkUnderTest {
 			// A row of a table that is no outbox table has no event id:
 			// its columns are the body.
 			if d.Headers["table"] == table && strings.Contains(string(d.Body), fmt.Sprintf(`"id":"%d"`, id)) {
+				// Its message_id is its transaction's commit LSN and its
+				// place in it, the same when the row is read again.
+				if !rowMessageID.MatchString(d.MessageId) {
+					t.Errorf("the dead letter of row %d of %s has message_id %q, want <commit LSN>-<place>", id, table, d.MessageId)
+				}
 				return true
 			}
 		}
@@ -204,3 +210,6 @@ func TestRabbitMQDriftAlterFirst(t *testing.T) {
 	t.Parallel()
 	testDriftAlterFirst(t, rabbitSink)
 }
+
+// rowMessageID is the message_id of a row without an id of its own.
+var rowMessageID = regexp.MustCompile(`^[0-9A-F]+/[0-9A-F]+-[0-9]+$`)
