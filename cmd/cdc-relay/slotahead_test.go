@@ -16,12 +16,15 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
 // TestSlotAheadOfCheckpoint: a slot created again by hand (after a kill -9,
 // and after a clean stop under exactly-once) or advanced by hand past
 // undelivered rows.
 func TestSlotAheadOfCheckpoint(t *testing.T) {
+	testtier.Need(t)
 	t.Parallel()
 	t.Run("made by hand after a crash", func(t *testing.T) { testSlotAhead(t, kafkaSink, killRelay, recreateSlotByHand) })
 	t.Run("made by hand after a clean stop, exactly-once", func(t *testing.T) {
