@@ -248,6 +248,14 @@ type AckHook interface {
 	Acked(partition int32, offset int64)
 }
 
+// ReturnHook is an AckHook that also hears, before its Acked, that the
+// broker gave the record back and a dead letter of kind went in its place
+// to routingKey through the default exchange (RabbitMQ's basic.return).
+type ReturnHook interface {
+	AckHook
+	Returned(kind, routingKey string)
+}
+
 // Acker receives acknowledgements of a contiguous prefix of sequence numbers.
 type Acker interface {
 	Ack(upTo uint64, events int, bytes int64)

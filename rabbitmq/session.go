@@ -1,11 +1,13 @@
 package rabbitmq
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -218,7 +220,22 @@ func (ss *Session) unroutable(m *Message) (*Message, error) {
 	dl := ss.sink.cfg.Format.DeadLetter(m, KindUnroutable,
 		fmt.Sprintf("no queue is bound to exchange %s for routing key %s (basic.return NO_ROUTE): bind a queue, or change --routing-key", m.Exchange, m.RoutingKey))
 	ss.deadLetter(KindUnroutable, dl)
+	ss.returned(m.Seq, dl.RoutingKey)
 	return dl, nil
+}
+
+// returned tells the hook of the record of seq, if it has a
+// publisher.ReturnHook, that the broker gave it back.
+func (ss *Session) returned(seq uint64, routingKey string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	i, ok := slices.BinarySearchFunc(ss.waiting, seq, func(w waiting, seq uint64) int { return cmp.Compare(w.seq, seq) })
+	if !ok {
+		return
+	}
+	if h, ok := ss.waiting[i].onAck.(publisher.ReturnHook); ok {
+		h.Returned(KindUnroutable, routingKey)
+	}
 }
 
 // ack is the Publisher's Config.Acked: it acks the prefix up to upTo with

@@ -257,7 +257,16 @@ func (t *tracing) rejected(r, dl *publisher.Record, inv *recordpkg.Invalid) {
 // which has neither (-1), only ends it.
 type eventSpan struct{ span trace.Span }
 
-var _ publisher.AckHook = (*eventSpan)(nil)
+var _ publisher.ReturnHook = (*eventSpan)(nil)
+
+// Returned notes that RabbitMQ returned the event unroutable and its dead
+// letter went to routingKey, the dead-letter stream, through the default
+// exchange.
+func (s *eventSpan) Returned(kind, routingKey string) {
+	s.span.SetName("send")
+	s.span.SetAttributes(attrDestination.String(""), attrRoutingKey.String(routingKey), attrErrorType.String(kind))
+	s.span.SetStatus(codes.Error, "dead letter: "+kind)
+}
 
 func (s *eventSpan) Acked(partition int32, offset int64) {
 	if partition >= 0 {

@@ -11,6 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/cdc-relay/cdc-relay/publisher"
 	"github.com/cdc-relay/cdc-relay/rabbitmq"
 	"github.com/cdc-relay/cdc-relay/replication"
 )
@@ -35,13 +36,16 @@ func TestHandlerSpansRabbitMQ(t *testing.T) {
 		wantName  string
 		wantAttrs map[string]string
 		wantError string // error.type, "" for none
+		returned  bool   // the broker returns it (basic.return) before the confirm
 	}{
 		{"routed", `{"order_id": "agg-1"}`, "OrderCreated", "send outbox",
-			map[string]string{"messaging.destination.name": "outbox", "messaging.rabbitmq.destination.routing_key": "Order.OrderCreated"}, ""},
+			map[string]string{"messaging.destination.name": "outbox", "messaging.rabbitmq.destination.routing_key": "Order.OrderCreated"}, "", false},
+		{"returned unroutable", `{"order_id": "agg-1"}`, "OrderCreated", "send",
+			map[string]string{"messaging.destination.name": "", "messaging.rabbitmq.destination.routing_key": "dlq"}, rabbitmq.KindUnroutable, true},
 		{"routing key too long", `{"order_id": "agg-1"}`, long, "send",
-			map[string]string{"messaging.destination.name": "", "messaging.rabbitmq.destination.routing_key": "dlq"}, rabbitmq.KindInvalidRouteKey},
+			map[string]string{"messaging.destination.name": "", "messaging.rabbitmq.destination.routing_key": "dlq"}, rabbitmq.KindInvalidRouteKey, false},
 		{"invalid event", `{"order_id": `, "OrderCreated", "send",
-			map[string]string{"messaging.destination.name": "", "messaging.rabbitmq.destination.routing_key": "dlq"}, "invalid_payload"},
+			map[string]string{"messaging.destination.name": "", "messaging.rabbitmq.destination.routing_key": "dlq"}, "invalid_payload", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,6 +66,13 @@ func TestHandlerSpansRabbitMQ(t *testing.T) {
 			rec := sink.enqueued[0]
 			if rec.OnAck == nil {
 				t.Fatal("the record has no OnAck")
+			}
+			if tt.returned {
+				h, ok := rec.OnAck.(publisher.ReturnHook)
+				if !ok {
+					t.Fatalf("the record's OnAck %T is no publisher.ReturnHook", rec.OnAck)
+				}
+				h.Returned(rabbitmq.KindUnroutable, "dlq") // as rabbitmq.Session on a basic.return
 			}
 			rec.OnAck.Acked(-1, -1) // as rabbitmq.Session confirms
 			s, got := oneSpan(t, exp)
