@@ -53,6 +53,7 @@ type Session struct {
 	txnBroken error
 	fenced    bool          // another instance took over the transactional id
 	slotLost  bool          // the replication connection failed (SlotLost)
+	stopping  bool          // the relay is stopping, not reconnecting (Stopping)
 	bSeq      uint64        // seq of the newest boundary
 	inflight  int           // records handed to kgo and not yet answered
 	answered  chan struct{} // signalled when inflight drops to 0
@@ -257,6 +258,21 @@ func (s *Session) SlotLost() {
 	s.slotLost = true
 	s.mu.Unlock()
 }
+
+// Stopping says, before Close, that the session ends because the relay
+// is stopping: the client is closed next, which fails whatever it still
+// holds, so Close waits for the broker only briefly (stopFinishTimeout)
+// instead of a whole request timeout. With Kafka down that wait was the
+// 40 s between the end of --shutdown-timeout and the exit.
+func (s *Session) Stopping() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+}
+
+// stopFinishTimeout bounds finish when the relay is stopping: enough for
+// a reachable broker to abort the open transaction.
+const stopFinishTimeout = 5 * time.Second
 
 func (s *Session) fail(err error) {
 	s.mu.Lock()
@@ -517,7 +533,13 @@ func (s *Session) allAnswered() bool {
 func (s *Session) finish() {
 	s.fail(ErrSessionClosed)
 	s.p.pending.CompareAndSwap(s, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), s.p.cfg.RequestTimeout+10*time.Second)
+	s.mu.Lock()
+	bound := s.p.cfg.RequestTimeout + 10*time.Second
+	if s.stopping {
+		bound = stopFinishTimeout
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	if err := s.cl.AbortBufferedRecords(ctx); err != nil {
 		s.p.log.Warn("dropping the records kgo still holds", "err", err.Error())

@@ -269,6 +269,9 @@ func (ss *Session) ack(upTo uint64, _ int, _ int64) {
 // SlotLost does nothing: without transactions nothing is left open.
 func (ss *Session) SlotLost() {}
 
+// Stopping does nothing: Close drops the connection at once.
+func (ss *Session) Stopping() {}
+
 // Boundary does nothing: without transactions a PostgreSQL transaction's
 // end changes nothing on RabbitMQ.
 func (ss *Session) Boundary(uint64, uint64, time.Time) {}

@@ -69,6 +69,7 @@ func (h handler) session(builder *recordpkg.Builder, pub recordSink) *handler {
 type recordSink interface {
 	Enqueue(*publisher.Record) error
 	SlotLost()
+	Stopping()
 	Boundary(lastSeq, end uint64, commitTime time.Time)
 	Drain(context.Context) error
 	Close()
@@ -164,6 +165,10 @@ func (h *handler) rejected(r *publisher.Record, err error) (*publisher.Record, e
 // SlotLost tells the publisher session that the replication connection
 // failed (exactly-once: its open transaction is left to the next fence).
 func (h *handler) SlotLost() { h.pub.SlotLost() }
+
+// Stopping tells the publisher session that the relay is stopping, so
+// its Close need not wait long for the broker.
+func (h *handler) Stopping() { h.pub.Stopping() }
 
 // Drain waits for Kafka to acknowledge everything handed over.
 func (h *handler) Drain(ctx context.Context) error { return markFenced(h.pub.Drain(ctx)) }

@@ -30,6 +30,7 @@ var _ recordSink = (*fakeSink)(nil)
 func (f *fakeSink) Enqueue(r *publisher.Record) error  { f.enqueued = append(f.enqueued, r); return nil }
 func (f *fakeSink) Boundary(uint64, uint64, time.Time) {}
 func (f *fakeSink) SlotLost()                          {}
+func (f *fakeSink) Stopping()                          {}
 func (f *fakeSink) Drain(context.Context) error        { return nil }
 func (f *fakeSink) Close()                             {}
 func (f *fakeSink) Done() <-chan struct{}              { return nil }

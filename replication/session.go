@@ -51,6 +51,13 @@ type SlotLosing interface {
 	SlotLost()
 }
 
+// Stopping is a Session told, before Close, that the relay is stopping
+// (shutdown or a halt), not reconnecting: Close need not wait long for the
+// broker to give up what it still holds, since the process ends next.
+type Stopping interface {
+	Stopping()
+}
+
 // Skipping is a Session that has read, once it held the slot, what is
 // already in Kafka: every transaction whose commit ends at or below
 // SkipBelow is skipped, because the slot may send it again (exactly-once

@@ -302,6 +302,9 @@ func (s *Stream) connectAndStream(ctx context.Context, createSlot *bool) (progre
 	stopWake()
 	if ctx.Err() != nil || IsFatal(err) {
 		r.drain()
+		if st, ok := sess.(Stopping); ok {
+			st.Stopping()
+		}
 	} else if err != nil && !errors.Is(err, errSession) {
 		// The replication connection failed (not the session).
 		if sl, ok := sess.(SlotLosing); ok {

@@ -109,12 +109,14 @@ func TestShutdownUndrainedLogsError(t *testing.T) {
 		}
 	}
 	r.waitMetric("cdc_relay_inflight_events", 30*time.Second, func(v float64) bool { return v == 3 })
-	// With Kafka down the relay logs the ERROR after --shutdown-timeout but
-	// takes about 45 s more to exit (measured 2026-12-07, not yet
-	// explained; the same at 919ff27), past Terminate's 60 s on a loaded
-	// machine: this test checks the ERROR, so it waits longer.
+	// With Kafka down, the session's Close waits for the client only
+	// briefly when the relay is stopping (it waited a request timeout and
+	// more, 40 s, before): the exit follows --shutdown-timeout within
+	// Terminate's bound.
 	r.Cmd.Process.Signal(syscall.SIGTERM)
-	code := r.Wait(3 * time.Minute)
+	began := time.Now()
+	code := r.Wait(60 * time.Second)
+	t.Logf("exited %s after SIGTERM", time.Since(began).Round(time.Millisecond))
 	<-r.done
 	if code != exitOK {
 		t.Fatalf("exit %d after SIGTERM with events in flight, want 0 (stopped on request):\n%s", code, tailString(r.Output(), 3000))
