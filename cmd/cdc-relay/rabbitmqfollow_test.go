@@ -151,6 +151,15 @@ func TestRabbitMQTailFollowRestart(t *testing.T) {
 	ts := startBin(t, "tail", "--rabbitmq-url", n.URL(), "--from-beginning", "--follow", stream)
 	tx := startBin(t, "tail", "--rabbitmq-url", n.URL(), "--rabbitmq-exchange", exchange)
 	stderrHas := func(p *bgBin, sub string) int { _, e := p.output(); return strings.Count(e, sub) }
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range []*bgBin{ts, tx} {
+				o, e := p.output()
+				t.Logf("%v printed:\n%s\nand logged:\n%s", p.cmd.Args[1:], o, e)
+			}
+			t.Logf("node log:\n%s", n.LogTail(60))
+		}
+	})
 	waitFor(t, 30*time.Second, "tail following the exchange", func() bool { return stderrHas(tx, "msg=following") == 1 })
 	publish := func(id string) {
 		t.Helper()

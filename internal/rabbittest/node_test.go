@@ -64,6 +64,10 @@ func TestNodeKeepsConfirmedMessagesAcrossRestart(t *testing.T) {
 	if err := n.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A fresh bound for the read back: the restart alone took over a
+	// minute on a loaded CI machine.
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	conn, err = amqp.Dial(n.URL())
 	if err != nil {
 		t.Fatal(err)
