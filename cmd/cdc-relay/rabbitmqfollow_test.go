@@ -194,7 +194,7 @@ func TestRabbitMQTailFollowRestart(t *testing.T) {
 	})
 	waitStreamReady(t, n, stream)
 	publish("after")
-	waitFor(t, 30*time.Second, "both tails print the message after the restart", func() bool { return len(ids(ts)) >= 2 && len(ids(tx)) >= 2 })
+	waitFor(t, 60*time.Second, "both tails print the message after the restart", func() bool { return len(ids(ts)) >= 2 && len(ids(tx)) >= 2 })
 	for _, p := range []*bgBin{ts, tx} {
 		if got := strings.Join(ids(p), ","); got != "before,after" {
 			t.Errorf("%v printed %s, want before,after", p.cmd.Args[1:], got)
