@@ -16,7 +16,18 @@ type event struct {
 	ImportPath string // build-output and build-fail
 	Test       string
 	Output     string
+	Elapsed    float64 // seconds, on pass, fail and skip
 }
+
+// timing is one top-level test's time.
+type timing struct {
+	pkg, test string
+	secs      float64
+}
+
+// slowest is how many top-level tests the report lists by time: enough to
+// see where a slow run's time went, from CI's output alone.
+const slowest = 15
 
 // skip is one skipped test and what it printed.
 type skip struct {
@@ -31,6 +42,7 @@ type filter struct {
 	own     map[string]*strings.Builder // package + "\x00" + test: the test's own lines
 	root    map[string]*strings.Builder // package + "\x00" + top-level test: its and its subtests' lines
 	skipped []skip
+	times   []timing
 }
 
 func newFilter(w io.Writer) *filter {
@@ -97,6 +109,9 @@ func (f *filter) event(e event) {
 // end forgets a finished test's output (a top-level test's with its
 // subtests').
 func (f *filter) end(e event) {
+	if e.Test == rootOf(e.Test) {
+		f.times = append(f.times, timing{pkg: e.Package, test: e.Test, secs: e.Elapsed})
+	}
 	delete(f.own, key(e.Package, e.Test))
 	if e.Test == rootOf(e.Test) {
 		delete(f.root, key(e.Package, e.Test))
@@ -128,8 +143,16 @@ func (f *filter) packageEvent(e event) {
 	}
 }
 
-// report lists the skipped tests, with what each printed.
+// report lists the slowest top-level tests, then the skipped tests, with
+// what each printed.
 func (f *filter) report() {
+	sort.SliceStable(f.times, func(i, j int) bool { return f.times[i].secs > f.times[j].secs })
+	if n := min(len(f.times), slowest); n > 0 && f.times[0].secs >= 1 {
+		fmt.Fprintf(f.w, "\nnoskip: the %d slowest tests:\n", n)
+		for _, t := range f.times[:n] {
+			fmt.Fprintf(f.w, "%8.1fs  %s %s\n", t.secs, t.pkg, t.test)
+		}
+	}
 	if len(f.skipped) == 0 {
 		return
 	}

@@ -95,3 +95,31 @@ func TestReportNamesSkips(t *testing.T) {
 		}
 	}
 }
+
+// TestReportListsSlowest: the report lists the slowest top-level tests,
+// slowest first, with their packages, and no subtest; a run of only fast
+// tests lists none.
+func TestReportListsSlowest(t *testing.T) {
+	var out strings.Builder
+	f := newFilter(&out)
+	in := `{"Action":"pass","Package":"p","Test":"TestFast","Elapsed":2}
+{"Action":"pass","Package":"p","Test":"TestSlow/sub","Elapsed":90}
+{"Action":"pass","Package":"p","Test":"TestSlow","Elapsed":91.25}
+{"Action":"fail","Package":"q","Test":"TestMid","Elapsed":30}
+`
+	if err := f.read(strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	f.report()
+	want := "\nnoskip: the 3 slowest tests:\n    91.2s  p TestSlow\n    30.0s  q TestMid\n     2.0s  p TestFast\n"
+	if out.String() != want {
+		t.Errorf("report:\n%q\nwant:\n%q", out.String(), want)
+	}
+	out.Reset()
+	f = newFilter(&out)
+	f.read(strings.NewReader(`{"Action":"pass","Package":"p","Test":"TestQuick","Elapsed":0.01}` + "\n"))
+	f.report()
+	if out.String() != "" {
+		t.Errorf("a run of fast tests reports %q, want nothing", out.String())
+	}
+}
