@@ -19,14 +19,17 @@ type event struct {
 	Elapsed    float64 // seconds, on pass, fail and skip
 }
 
-// timing is one top-level test's time.
+// timing is one test's time: for a parallel test, the time it ran, not
+// the time it waited for a slot.
 type timing struct {
 	pkg, test string
 	secs      float64
 }
 
-// slowest is how many top-level tests the report lists by time: enough to
-// see where a slow run's time went, from CI's output alone.
+// slowest is how many tests the report lists by time: enough to see
+// where a slow run's time went, from CI's output alone. It lists tests
+// without subtests: a parent's time includes the time its parallel
+// subtests waited for a slot.
 const slowest = 15
 
 // skip is one skipped test and what it printed.
@@ -109,9 +112,7 @@ func (f *filter) event(e event) {
 // end forgets a finished test's output (a top-level test's with its
 // subtests').
 func (f *filter) end(e event) {
-	if e.Test == rootOf(e.Test) {
-		f.times = append(f.times, timing{pkg: e.Package, test: e.Test, secs: e.Elapsed})
-	}
+	f.times = append(f.times, timing{pkg: e.Package, test: e.Test, secs: e.Elapsed})
 	delete(f.own, key(e.Package, e.Test))
 	if e.Test == rootOf(e.Test) {
 		delete(f.root, key(e.Package, e.Test))
@@ -146,10 +147,22 @@ func (f *filter) packageEvent(e event) {
 // report lists the slowest top-level tests, then the skipped tests, with
 // what each printed.
 func (f *filter) report() {
-	sort.SliceStable(f.times, func(i, j int) bool { return f.times[i].secs > f.times[j].secs })
-	if n := min(len(f.times), slowest); n > 0 && f.times[0].secs >= 1 {
-		fmt.Fprintf(f.w, "\nnoskip: the %d slowest tests:\n", n)
-		for _, t := range f.times[:n] {
+	parents := map[string]bool{}
+	for _, t := range f.times {
+		for i := strings.LastIndexByte(t.test, '/'); i >= 0; i = strings.LastIndexByte(t.test[:i], '/') {
+			parents[key(t.pkg, t.test[:i])] = true
+		}
+	}
+	var leaves []timing
+	for _, t := range f.times {
+		if !parents[key(t.pkg, t.test)] {
+			leaves = append(leaves, t)
+		}
+	}
+	sort.SliceStable(leaves, func(i, j int) bool { return leaves[i].secs > leaves[j].secs })
+	if n := min(len(leaves), slowest); n > 0 && leaves[0].secs >= 1 {
+		fmt.Fprintf(f.w, "\nnoskip: the %d slowest tests (without subtests):\n", n)
+		for _, t := range leaves[:n] {
 			fmt.Fprintf(f.w, "%8.1fs  %s %s\n", t.secs, t.pkg, t.test)
 		}
 	}

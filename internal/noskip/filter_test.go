@@ -96,22 +96,24 @@ func TestReportNamesSkips(t *testing.T) {
 	}
 }
 
-// TestReportListsSlowest: the report lists the slowest top-level tests,
-// slowest first, with their packages, and no subtest; a run of only fast
-// tests lists none.
+// TestReportListsSlowest: the report lists the slowest tests without
+// subtests, slowest first, with their packages (a parent's time includes
+// its parallel subtests' waits); a run of only fast tests lists none.
 func TestReportListsSlowest(t *testing.T) {
 	var out strings.Builder
 	f := newFilter(&out)
 	in := `{"Action":"pass","Package":"p","Test":"TestFast","Elapsed":2}
-{"Action":"pass","Package":"p","Test":"TestSlow/sub","Elapsed":90}
 {"Action":"pass","Package":"p","Test":"TestSlow","Elapsed":91.25}
+{"Action":"pass","Package":"p","Test":"TestParent/a/b","Elapsed":50}
+{"Action":"pass","Package":"p","Test":"TestParent/a","Elapsed":300}
+{"Action":"pass","Package":"p","Test":"TestParent","Elapsed":301}
 {"Action":"fail","Package":"q","Test":"TestMid","Elapsed":30}
 `
 	if err := f.read(strings.NewReader(in)); err != nil {
 		t.Fatal(err)
 	}
 	f.report()
-	want := "\nnoskip: the 3 slowest tests:\n    91.2s  p TestSlow\n    30.0s  q TestMid\n     2.0s  p TestFast\n"
+	want := "\nnoskip: the 4 slowest tests (without subtests):\n    91.2s  p TestSlow\n    50.0s  p TestParent/a/b\n    30.0s  q TestMid\n     2.0s  p TestFast\n"
 	if out.String() != want {
 		t.Errorf("report:\n%q\nwant:\n%q", out.String(), want)
 	}
