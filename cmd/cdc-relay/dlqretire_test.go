@@ -39,6 +39,7 @@ func retiredRecords(t *testing.T, addr, topic string) []*kgo.Record {
 // dlq stats counts retired letters apart from the pending ones, which
 // reach 0; retiring again retires nothing twice. Kafka only (kfake).
 func TestDLQRetireKfake(t *testing.T) {
+	t.Parallel()
 	dlq, retiredTopic := "t_retire.dlq", "t_retire.dlq.retired"
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, dlq))
 	if err != nil {

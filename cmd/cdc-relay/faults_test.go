@@ -416,6 +416,7 @@ func proxiedBroker(t *testing.T, extra map[string]string) (*tcpproxy.Proxy, *kaf
 // request timeout and are retried, in order, on new connections; nothing is
 // lost and the relay never reconnects to PostgreSQL.
 func TestFaultKafkaBlackholed(t *testing.T) {
+	t.Parallel()
 	px, b := proxiedBroker(t, map[string]string{"num.partitions": "3"})
 
 	f := newFixture(t, "")

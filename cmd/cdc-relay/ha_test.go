@@ -246,8 +246,10 @@ func (f *fixture) outboxIDs() []int64 {
 // read_committed consumer sees each event of the new primary's timeline
 // exactly once, in order per aggregate, and nothing else.
 func TestFailover(t *testing.T) {
+	t.Parallel()
 	for _, v := range []int{17, 18} {
 		t.Run(fmt.Sprintf("PG%d", v), func(t *testing.T) {
+			t.Parallel()
 			eachDelivery(t, false, func(t *testing.T, d delivery) { testFailover(t, v, d) })
 		})
 	}

@@ -97,6 +97,7 @@ func TestUnknownEnvWarns(t *testing.T) {
 // TestCheckpointUnreadable), not that it retries "when events arrive".
 // PostgreSQL is unreachable too: no service is started.
 func TestKafkaDownAtStartMessage(t *testing.T) {
+	t.Parallel()
 	r := startRelay(t, []string{"run", "--pg-url", "postgres://u@127.0.0.1:1/db?connect_timeout=1", "--kafka-brokers", "127.0.0.1:1",
 		"--value-format", "json", "--checkpoint-topic", "ckpt-waits", "--log-level", "info"})
 	want := "the relay waits for Kafka and the checkpoint topic (--checkpoint-topic) before it streams; nothing is read from the slot meanwhile"

@@ -403,6 +403,7 @@ func lsnString(l uint64) string { return fmt.Sprintf("%X/%X", l>>32, uint32(l)) 
 // the slot with the wrong checkpoint, or with none, would hide a gap. The
 // exit is logged as a configuration error, not as a halt.
 func TestCheckpointOfAnotherSlot(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	relayID := "orders-" + f.name
 	args := f.args("--checkpoint-topic", "t"+f.name+".checkpoints", "--halt-linger", "0s", "--relay-id", relayID)

@@ -48,10 +48,19 @@ type tailLine struct {
 // runTailCmd runs `cdc-relay tail args...` to its end.
 func runTailCmd(t *testing.T, args ...string) (lines []tailLine, stderr string, code int) {
 	t.Helper()
+	return runTailCmdEnv(t, nil, args...)
+}
+
+// runTailCmdEnv is runTailCmd with env added to the test's environment.
+func runTailCmdEnv(t *testing.T, env []string, args ...string) (lines []tailLine, stderr string, code int) {
+	t.Helper()
 	buildRelay(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, relayBin, append([]string{"tail"}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -444,6 +453,7 @@ func TestTailPositions(t *testing.T) {
 // over TLS, and mutual TLS; a wrong password is exit 1 saying so, and the
 // password never shows.
 func TestTailKafkaSecurity(t *testing.T) {
+	t.Parallel()
 	testtier.Need(t)
 	ca := testca.New(t)
 	serverCert, serverKey := ca.Issue(t, "kafka", "127.0.0.1", "localhost")
@@ -489,10 +499,9 @@ func TestTailKafkaSecurity(t *testing.T) {
 		{"SCRAM-SHA-512 wrong password", sb.SASLAddr(), []string{"--kafka-sasl-mechanism", "scram-sha-512", "--kafka-sasl-password", "wrong-" + password}, "SASL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("CDC_RELAY_KAFKA_SASL_USERNAME", "relay")
-			t.Setenv("CDC_RELAY_KAFKA_SASL_PASSWORD_FILE", passwordFile)
+			env := []string{"CDC_RELAY_KAFKA_SASL_USERNAME=relay", "CDC_RELAY_KAFKA_SASL_PASSWORD_FILE=" + passwordFile}
 			args := append([]string{"--kafka-brokers", tc.addr, "--from-beginning", topic}, tc.flags...)
-			lines, stderr, code := runTailCmd(t, args...)
+			lines, stderr, code := runTailCmdEnv(t, env, args...)
 			if strings.Contains(stderr, password) {
 				t.Errorf("the SASL password shows in tail's output")
 			}

@@ -22,6 +22,7 @@ import (
 // confirms anything and so delivers every transaction a second time
 // later), so a timestamp taken at delivery differs between the two.
 func TestRecordTimestampIsCommitTime(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.exec(fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE public.%s WITH (publish = 'insert')", f.publication, f.table))
 	second := f.slot + "_b"

@@ -274,6 +274,7 @@ func tracedEvents(t *testing.T, f *fixture, prefix string) (ids map[string]strin
 // the error kind; a row without traceparent gets a root span; an unsampled
 // row exports nothing and keeps its traceparent byte for byte.
 func TestTracingOTLP(t *testing.T) {
+	t.Parallel()
 	applyOutboxSQL(t)
 	f := newFixture(t, "")
 	prefix := "outbox_" + f.name
@@ -399,6 +400,7 @@ func TestTracingOTLP(t *testing.T) {
 // TraceService: the record's traceparent names the span, a child of the
 // writer's.
 func TestTracingOTLPGRPC(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	o, url := otlpGRPC(t)
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
