@@ -30,7 +30,8 @@ const propertySeedEnv = "CDC_RELAY_PROPERTY_SEED"
 // to replay it. At-least-once delivery repeats events after a kill: the test
 // reports how many.
 func TestCrashConsistency(t *testing.T) {
-	crashConsistency(t, 20, nil)
+	t.Parallel()
+	crashConsistency(t, 20, true, nil)
 }
 
 // TestCrashConsistencyExactlyOnce is the same test with --delivery
@@ -38,7 +39,7 @@ func TestCrashConsistency(t *testing.T) {
 // consumer: every committed event arrives exactly once (0 lost, 0
 // duplicates), in commit order per aggregate.
 func TestCrashConsistencyExactlyOnce(t *testing.T) {
-	dups, records := crashConsistency(t, 10, []string{"--delivery", "exactly-once"}, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	dups, records := crashConsistency(t, 10, false, []string{"--delivery", "exactly-once"}, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if dups != 0 {
 		t.Fatalf("%d duplicates in %d records under --delivery exactly-once, read with read_committed", dups, records)
 	}
@@ -46,8 +47,13 @@ func TestCrashConsistencyExactlyOnce(t *testing.T) {
 
 // crashConsistency runs the crash test with kills SIGKILLs and the relay
 // flags extra, read by a consumer with opts; it returns the duplicates and
-// the records read.
-func crashConsistency(t *testing.T, kills int, extra []string, opts ...kgo.Opt) (dups, records int) {
+// the records read. With own, the broker the plan stops and starts is the
+// test's own, and the test runs beside the others; else it is the shared
+// one, and the test runs alone. The exactly-once run stays on the shared
+// broker: on a broker of its own, beside the other tests, its relays once
+// could not read the checkpoint for minutes after a restart (seed
+// 8545295622529848553, 2026-12-07; not reproduced alone, not explained).
+func crashConsistency(t *testing.T, kills int, own bool, extra []string, opts ...kgo.Opt) (dups, records int) {
 	seed := propertySeed(t)
 	t.Logf("seed %d (replay with %s=%d)", seed, propertySeedEnv, seed)
 	t.Cleanup(func() {
@@ -57,24 +63,18 @@ func crashConsistency(t *testing.T, kills int, extra []string, opts ...kgo.Opt) 
 	})
 	began := time.Now()
 	f := newFixture(t, "")
+	if own {
+		f.ownBroker()
+	}
 	cr := &crashRun{t: t, seed: seed, f: f, log: newDeliveryLog()}
 	cr.conn = connect(t)
-	cr.consumer = consume(t, "^"+regexp.QuoteMeta(f.topicPrefix)+`\..*`, opts...)
+	cr.consumer = f.consume("^"+regexp.QuoteMeta(f.topicPrefix)+`\..*`, opts...)
 	args := f.args(extra...)
 
 	plan := newCrashPlan(rand.New(rand.NewPCG(seed, 0xc0ffee)), kills)
 	t.Logf("seed %d: plan: %s", seed, plan)
 
-	brokerDown := false
-	t.Cleanup(func() {
-		if brokerDown {
-			// Other tests share the broker.
-			if err := broker.Restart(); err != nil {
-				t.Errorf("seed %d: restart the shared broker: %v", seed, err)
-			}
-		}
-	})
-
+	var restartBroker func()
 	cr.relay = startRelay(t, args)
 	cr.relays = append(cr.relays, cr.relay)
 	cr.until(60*time.Second, "the first relay to stream", func() bool {
@@ -107,18 +107,12 @@ func crashConsistency(t *testing.T, kills int, extra []string, opts ...kgo.Opt) 
 			t.Logf("seed %d: %6.1fs kill %2d (step %d, took %s): confirmed_flush_lsn %X, %d ids delivered so far", seed,
 				time.Since(began).Seconds(), killed, i, time.Since(at).Round(time.Millisecond), confirmed, len(cr.log.first))
 		case stepBrokerStop:
-			brokerDown = true
 			at := time.Now()
-			if err := broker.Stop(); err != nil {
-				cr.fatalf("stop the broker: %v", err)
-			}
+			restartBroker = f.stopBroker()
 			t.Logf("seed %d: %6.1fs broker stopped (took %s)", seed, time.Since(began).Seconds(), time.Since(at).Round(time.Millisecond))
 		case stepBrokerStart:
 			at := time.Now()
-			if err := broker.Restart(); err != nil {
-				cr.fatalf("restart the broker: %v", err)
-			}
-			brokerDown = false
+			restartBroker()
 			t.Logf("seed %d: %6.1fs broker restarted (took %s)", seed, time.Since(began).Seconds(), time.Since(at).Round(time.Millisecond))
 		}
 	}
@@ -358,7 +352,7 @@ func (cr *crashRun) describeMissing(committed []committedEvent) string {
 		len(missing), len(committed), cr.log.records, cr.confirmed(), cr.killLSNs)
 	// Whether a read_uncommitted consumer sees them tells a record never
 	// written from one a read_committed consumer does not return.
-	raw := consume(cr.t, "^"+regexp.QuoteMeta(cr.f.topicPrefix)+`\..*`)
+	raw := cr.f.consume("^" + regexp.QuoteMeta(cr.f.topicPrefix) + `\..*`)
 	rawIDs := map[string]record{}
 	cr.poll(30*time.Second, func() bool {
 		raw.mu.Lock()
@@ -379,7 +373,7 @@ func (cr *crashRun) describeMissing(committed []committedEvent) string {
 		}
 	}
 	if firstRaw != nil {
-		b.WriteString(dumpPartition(cr.t, firstRaw.Topic, firstRaw.Partition, firstRaw.Offset-30, 90))
+		b.WriteString(dumpPartition(cr.t, cr.f.brokerAddr(), firstRaw.Topic, firstRaw.Partition, firstRaw.Offset-30, 90))
 	}
 	// What the relays said of their Kafka transactions.
 	for i, r := range cr.relays {
@@ -394,8 +388,8 @@ func (cr *crashRun) describeMissing(committed []committedEvent) string {
 
 // dumpPartition lists n records of a partition from offset from, control
 // records and producer ids included, read_uncommitted.
-func dumpPartition(t *testing.T, topic string, partition int32, from int64, n int) string {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr()), kgo.KeepControlRecords(),
+func dumpPartition(t *testing.T, addr, topic string, partition int32, from int64, n int) string {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.KeepControlRecords(),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(max(from, 0))}}))
 	if err != nil {
 		return err.Error()
