@@ -395,11 +395,7 @@ func TestRabbitMQTLS(t *testing.T) {
 	execSQL(t, url, effectsDDL)
 	ca := testca.New(t)
 	files := rabbittest.TLSFilesOf(t, ca)
-	node, err := rabbittest.Start(rabbittest.Options{TLS: files})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
+	node := rabbittest.Own(t, rabbittest.Options{TLS: files})
 
 	ex := "ex_" + suffix()
 	cfg := rabbitConfig(t, node.AMQPSURL(), url, ex)
@@ -482,11 +478,7 @@ func TestRabbitMQComposeQueue(t *testing.T) {
 	testtier.Need(t)
 	url := newDB(t)
 	execSQL(t, url, effectsDDL)
-	node, err := rabbittest.Start(rabbittest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
+	node := rabbittest.Own(t, rabbittest.Options{})
 	if msg, err := node.Ctl("import_definitions", filepath.Join(root, "deploy", "rabbitmq", "definitions.json")); err != nil {
 		t.Fatalf("rabbitmqctl import_definitions: %v\n%s", err, msg)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
 	"github.com/cdc-relay/cdc-relay/internal/testca"
-	"github.com/cdc-relay/cdc-relay/internal/testtier"
 	"github.com/cdc-relay/cdc-relay/rabbitmq"
 )
 
@@ -24,13 +23,8 @@ import (
 // that do not, users without configure or write permission, and
 // connections that fail for each reason.
 func TestCheckRabbitMQ(t *testing.T) {
-	testtier.Need(t)
 	ca := testca.New(t)
-	n, err := rabbittest.Start(rabbittest.Options{TLS: rabbittest.TLSFilesOf(t, ca)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n := rabbittest.Own(t, rabbittest.Options{TLS: rabbittest.TLSFilesOf(t, ca)})
 	ctl := func(args ...string) {
 		t.Helper()
 		if _, err := n.Ctl(args...); err != nil {
