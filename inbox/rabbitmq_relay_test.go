@@ -3,7 +3,10 @@ package inbox
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +92,26 @@ func rabbitFromRelay(t *testing.T, flags []string) {
 		}
 	}
 	write(0, txs/2)
+	t.Cleanup(func() {
+		if t.Failed() {
+			conf, _ := queryInt(url, "SELECT (confirmed_flush_lsn - '0/0')::bigint FROM pg_replication_slots WHERE slot_name = $1", "slot_"+s)
+			wal, _ := queryInt(url, "SELECT (pg_current_wal_lsn() - '0/0')::bigint")
+			rows, _ := queryInt(url, "SELECT count(*) FROM outbox")
+			eff, _ := queryInt(url, "SELECT count(*) FROM effects")
+			t.Logf("the slot confirmed %X, the WAL ends at %X; %d outbox rows, %d effects; the consumer's stats %+v", conf, wal, rows, eff, c.Stats())
+			if resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				var ls []string
+				for _, l := range strings.Split(string(b), "\n") {
+					if strings.HasPrefix(l, "cdc_relay_") {
+						ls = append(ls, l)
+					}
+				}
+				t.Logf("the relay's metrics:\n%s", strings.Join(ls, "\n"))
+			}
+		}
+	})
 	waitFor(t, 60*time.Second, "events applied before the kill", func() bool { return c.Stats().Processed >= 20 })
 	relay.Kill()
 	write(txs/2, txs)
