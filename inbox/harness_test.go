@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,6 +51,9 @@ var (
 	loyaltyBin string
 )
 
+// Tests that stop or restart a shared service (the broker, the RabbitMQ
+// node) or set the environment are not parallel: Go runs every serial
+// test before the parallel ones start.
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 // testMain runs the tests and then stops the services they started.
@@ -379,11 +383,18 @@ func relayArgsOn(brokers, url, s, topicPrefix, dlq string) []string {
 }
 
 // startRelay starts the relay binary with argv (relayArgs) and waits until
-// its slot, slot_<s>, is active.
+// it streams from its slot, slot_<s>. An active slot is not enough: a slot
+// being created is active while it waits for the transactions running in
+// the cluster (other tests') to end, and rows committed before it is
+// consistent are never decoded. Those rows went missing when tests ran
+// beside this one.
 func startRelay(t testing.TB, url, s string, argv []string) *proc {
 	t.Helper()
 	p := start(t, "relay", relayBin, argv...)
-	waitFor(t, 60*time.Second, "the relay's slot", func() bool {
+	waitFor(t, 60*time.Second, "the relay streaming from its slot", func() bool {
+		if !strings.Contains(p.Output(), "msg=streaming") {
+			return false
+		}
 		n, _ := queryInt(url, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND active", "slot_"+s)
 		return n == 1
 	})
