@@ -208,6 +208,7 @@ func TestBadValuesGoToDLQ(t *testing.T) {
 // starts from the earliest unprocessed offset: the blocked event is applied
 // once, and the later ones come again and are skipped as duplicates.
 func TestResumeFromEarliestUnprocessed(t *testing.T) {
+	t.Parallel()
 	url := newDB(t)
 	topic := "r" + suffix()
 	createTopic(t, topic, 1)

@@ -111,6 +111,7 @@ func TestReadCommitted(t *testing.T) {
 // dead-lettered or applied out of turn meanwhile; afterwards every event is
 // applied exactly once.
 func TestRegistryOutage(t *testing.T) {
+	t.Parallel()
 	db := newDB(t)
 	execSQL(t, db, "CREATE TABLE effects (event_id text)")
 	topic := "ro" + suffix()

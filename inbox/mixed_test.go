@@ -30,6 +30,7 @@ import (
 // or a member it cannot read. Every event is applied exactly once across
 // them, and both kinds of member applied some.
 func TestMixedGroupRollingUpgrade(t *testing.T) {
+	t.Parallel()
 	url := newDB(t)
 	execSQL(t, url, "CREATE TABLE effects (event_id text, instance text)")
 	topic := "mix" + suffix()

@@ -19,6 +19,7 @@ import (
 // held (docs/KIT.md). Every event is applied exactly once, in order per
 // aggregate, and nothing is dead-lettered.
 func TestRabbitMQKillOrder(t *testing.T) {
+	t.Parallel()
 	node, url := rabbitSetup(t)
 	s := suffix()
 	ex, queue, consumer := "ex_"+s, "q_"+s, "order_"+s

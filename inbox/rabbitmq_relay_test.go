@@ -25,6 +25,7 @@ import (
 // exactly once, under the id Write returned, with its type and aggregate,
 // in order per aggregate.
 func TestRabbitMQFromRelay(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		flags []string

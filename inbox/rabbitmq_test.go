@@ -390,6 +390,7 @@ func TestRabbitMQChaos(t *testing.T) {
 // certificate in TLS.RootCAs, events are consumed and applied; with
 // another CA the consumer never connects, and says why.
 func TestRabbitMQTLS(t *testing.T) {
+	t.Parallel()
 	testtier.Need(t)
 	url := newDB(t)
 	execSQL(t, url, effectsDDL)
@@ -475,6 +476,7 @@ func TestRabbitMQAvro(t *testing.T) {
 // argument; with Passive the consumer takes the queue as it is and
 // applies what the exchange routes to it.
 func TestRabbitMQComposeQueue(t *testing.T) {
+	t.Parallel()
 	testtier.Need(t)
 	url := newDB(t)
 	execSQL(t, url, effectsDDL)
