@@ -3,10 +3,7 @@ package inbox
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,16 +97,10 @@ func rabbitFromRelay(t *testing.T, flags []string) {
 			rows, _ := queryInt(url, "SELECT count(*) FROM outbox")
 			eff, _ := queryInt(url, "SELECT count(*) FROM effects")
 			t.Logf("the slot confirmed %X, the WAL ends at %X; %d outbox rows, %d effects; the consumer's stats %+v", conf, wal, rows, eff, c.Stats())
-			if resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(port) + "/metrics"); err == nil {
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				var ls []string
-				for _, l := range strings.Split(string(b), "\n") {
-					if strings.HasPrefix(l, "cdc_relay_") {
-						ls = append(ls, l)
-					}
-				}
-				t.Logf("the relay's metrics:\n%s", strings.Join(ls, "\n"))
+			relay.MetricsAddr = "127.0.0.1:" + strconv.Itoa(port)
+			for _, m := range []string{"cdc_relay_events_read_total", "cdc_relay_events_published_total", "cdc_relay_confirmed_lsn"} {
+				v, err := relay.Metric(m)
+				t.Logf("the relay's %s: %v (%v)", m, v, err)
 			}
 		}
 	})

@@ -174,19 +174,18 @@ func (n *Node) Start() error {
 	// before the plugins have started. Polling rabbitmqctl await_startup
 	// instead cost an Erlang VM per poll (it fails at once until the node
 	// has registered with epmd).
-	deadline := time.Now().Add(startTimeout)
-	var last error
+	deadline := time.After(startTimeout)
 	for {
-		if last = n.ready(); last == nil {
+		last := n.ready()
+		if last == nil {
 			break
 		}
 		select {
 		case <-done:
 			return fmt.Errorf("rabbittest: node %s exited while starting", n.name)
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
+		case <-deadline:
 			return fmt.Errorf("rabbittest: node %s did not start in %s: %w", n.name, startTimeout, last)
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	if len(n.opts.Plugins) > 0 { // plugins the probe does not see
