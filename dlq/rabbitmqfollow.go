@@ -56,8 +56,11 @@ func (r *rabbitRedriver) follow(ctx context.Context) error {
 			}
 		default:
 		}
-		r.o.Log.Warn("dlq redrive: lost the connection to RabbitMQ; reconnecting, then reading on after the last letter handled",
-			"err", cause.Error(), "failed", err.Error(), "dlq_stream", r.cfg.Stream, "next_offset", r.next, "unconfirmed", len(r.batch))
+		msg := "dlq redrive: lost the connection to RabbitMQ; reconnecting, then reading on after the last letter handled"
+		if errors.Is(err, rabbitmq.ErrStalled) {
+			msg, cause = "dlq redrive: the broker stopped giving the dead-letter stream's messages; reconnecting, then reading on after the last letter handled", err
+		}
+		r.o.Log.Warn(msg, "err", cause.Error(), "failed", err.Error(), "dlq_stream", r.cfg.Stream, "next_offset", r.next, "unconfirmed", len(r.batch))
 		if err := r.reconnect(ctx); err != nil {
 			if n := len(r.batch); n > 0 {
 				return fmt.Errorf("the connection to RabbitMQ was lost, and %d letters were not confirmed: they stay pending, and the next redrive sends them", n)

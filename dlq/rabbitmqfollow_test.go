@@ -11,7 +11,7 @@ import (
 )
 
 // TestRabbitRedriveLost: while the connection is open, redrive --follow
-// reconnects for a consumer of the stream that ended, and after a
+// reconnects for a consumer of the stream that ended or stalled, and after a
 // reconnect for a read the broker refused; never for a stream that is
 // missing or is not one, nor for sending that failed.
 func TestRabbitRedriveLost(t *testing.T) {
@@ -24,6 +24,7 @@ func TestRabbitRedriveLost(t *testing.T) {
 		want  bool
 	}{
 		{"consumer ended", ended, false, true},
+		{"consumer stalled", &readError{fmt.Errorf("read stream s: %w: it was given nothing", rabbitmq.ErrStalled)}, false, true},
 		{"read refused on the first connection", refused, false, false},
 		{"read refused after a reconnect", refused, true, true},
 		{"stream gone", &readError{fmt.Errorf("stream s %w", rabbitmq.ErrNoQueue)}, true, false},

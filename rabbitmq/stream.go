@@ -97,7 +97,8 @@ func AMQPCode(err error) int {
 // the marker is reached (ToEnd) or ctx ends (nil: following ends so).
 // Every delivery is acked: a stream keeps its messages, an ack only grants
 // credit. A queue that is not a stream is ErrNotStream, a missing one
-// ErrNoQueue, and neither is consumed.
+// ErrNoQueue, and neither is consumed. A following read whose consumer
+// stalls ends with ErrStalled (stall.go).
 func ReadStream(ctx context.Context, conn *amqp.Connection, r StreamRead, fn func(d *amqp.Delivery) (bool, error)) error {
 	fail := func(err error) error { return fmt.Errorf("read stream %s: %w", r.Stream, err) }
 	ch, err := conn.Channel()
@@ -105,31 +106,46 @@ func ReadStream(ctx context.Context, conn *amqp.Connection, r StreamRead, fn fun
 		return fail(err)
 	}
 	defer ch.Close()
-	if _, err := ch.QueueDeclarePassive(r.Stream, true, false, false, false, nil); err != nil {
-		if AMQPCode(err) == amqp.NotFound {
-			return fmt.Errorf("stream %s %w", r.Stream, ErrNoQueue)
-		}
-		return fail(err)
-	}
-	prefetch := r.Prefetch
-	if prefetch <= 0 {
-		prefetch = 200
-	}
-	if err := ch.Qos(prefetch, 0, false); err != nil {
-		return fail(err)
-	}
 	offset := r.Offset
 	if offset == nil {
 		offset = "first"
 	}
-	// Consume, not ConsumeWithContext: that cancels from a goroutine of
-	// its own, racing the channel's Close.
-	msgs, err := ch.Consume(r.Stream, "", false, false, false, false, amqp.Table{OffsetHeader: offset})
-	if err != nil {
-		if AMQPCode(err) == amqp.PreconditionFailed {
-			return fmt.Errorf("queue %s is %w: %v", r.Stream, ErrNotStream, err)
+	var msgs <-chan amqp.Delivery
+	setup := func() error {
+		if _, err := ch.QueueDeclarePassive(r.Stream, true, false, false, false, nil); err != nil {
+			if AMQPCode(err) == amqp.NotFound {
+				return fmt.Errorf("stream %s %w", r.Stream, ErrNoQueue)
+			}
+			return fail(err)
 		}
-		return fail(err)
+		prefetch := r.Prefetch
+		if prefetch <= 0 {
+			prefetch = 200
+		}
+		if err := ch.Qos(prefetch, 0, false); err != nil {
+			return fail(err)
+		}
+		// Consume, not ConsumeWithContext: that cancels from a goroutine of
+		// its own, racing the channel's Close.
+		var err error
+		if msgs, err = ch.Consume(r.Stream, "", false, false, false, false, amqp.Table{OffsetHeader: offset}); err != nil {
+			if AMQPCode(err) == amqp.PreconditionFailed {
+				return fmt.Errorf("queue %s is %w: %v", r.Stream, ErrNotStream, err)
+			}
+			return fail(err)
+		}
+		return nil
+	}
+	if r.ToEnd {
+		err = setup()
+	} else {
+		err = boundSetup(conn, setup)
+	}
+	if err != nil {
+		if errors.Is(err, ErrStalled) {
+			return fail(err)
+		}
+		return err
 	}
 	// The marker after the consumer is attached: a queue that is not a
 	// stream refused it, and gets no marker.
@@ -138,6 +154,20 @@ func ReadStream(ctx context.Context, conn *amqp.Connection, r StreamRead, fn fun
 		if marker, err = PublishMarker(ctx, conn, r.Stream); err != nil {
 			return fail(err)
 		}
+	}
+	// A following read watches its consumer (stall.go).
+	var wd *watchdog
+	var ticks <-chan time.Time
+	if !r.ToEnd {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		wd = newWatchdog(conn, r.Stream, offset)
+		if stallForTest != nil {
+			msgs = stallForTest(msgs)
+		}
+		ticker := time.NewTicker(time.Second)
+		defer ticker.Stop()
+		ticks, ctx = ticker.C, wctx
 	}
 	for {
 		select {
@@ -149,6 +179,9 @@ func ReadStream(ctx context.Context, conn *amqp.Connection, r StreamRead, fn fun
 				return fail(errors.New("the broker closed the consumer (the channel or the connection closed)"))
 			}
 			d.Ack(false)
+			if wd != nil {
+				wd.given(&d)
+			}
 			if IsMarker(&d) {
 				if marker != "" && d.MessageId == marker {
 					return nil
@@ -159,6 +192,12 @@ func ReadStream(ctx context.Context, conn *amqp.Connection, r StreamRead, fn fun
 			if err != nil || !more {
 				return err
 			}
+		case <-ticks:
+			if err := wd.tick(ctx); err != nil {
+				return fail(err)
+			}
+		case res := <-resultsOf(wd):
+			wd.probed(res)
 		case <-ctx.Done():
 			if r.ToEnd {
 				return fail(ctx.Err())
@@ -166,6 +205,14 @@ func ReadStream(ctx context.Context, conn *amqp.Connection, r StreamRead, fn fun
 			return nil
 		}
 	}
+}
+
+// resultsOf is w's probe results; nil (never ready) without a watchdog.
+func resultsOf(w *watchdog) <-chan probeResult {
+	if w == nil {
+		return nil
+	}
+	return w.results
 }
 
 // PublishMarker appends an end marker to stream, with confirms, and

@@ -57,10 +57,14 @@ func (t *rabbitTail) run(ctx context.Context) error {
 			}
 		default:
 		}
-		if t.cfg.Stream != "" {
+		switch {
+		case errors.Is(err, rabbitmq.ErrStalled):
+			t.log.Warn("tail: the broker stopped giving tail the stream's messages; reconnecting, then reading on after the last offset printed",
+				"err", err.Error(), "stream", t.cfg.Stream, "next_offset", t.next, "printed", t.printed)
+		case t.cfg.Stream != "":
 			t.log.Warn("tail: lost the connection to RabbitMQ; reconnecting, then reading on after the last offset printed",
 				"err", err.Error(), "failed", failed, "stream", t.cfg.Stream, "next_offset", t.next, "printed", t.printed)
-		} else {
+		default:
 			t.log.Warn("tail: lost the connection to RabbitMQ; reconnecting with a new queue: the events published to the exchange until then are not shown (tail's queue was exclusive and went with the connection; tail is a viewer, not a consumer)",
 				"err", err.Error(), "failed", failed, "exchange", t.cfg.Exchange)
 		}

@@ -7,11 +7,12 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/cdc-relay/cdc-relay/rabbitmq"
 	"github.com/cdc-relay/cdc-relay/relay"
 )
 
 // TestRabbitTailLost: a following tail reconnects after its consumer
-// ended, and after a reconnect also when a read cannot start yet; never
+// ended or stalled, and after a reconnect also when a read cannot start yet; never
 // for a setting to fix or for printing that failed.
 func TestRabbitTailLost(t *testing.T) {
 	refused := fmt.Errorf("read stream s: %w", &amqp.Error{Code: amqp.AccessRefused, Reason: "ACCESS_REFUSED"})
@@ -26,6 +27,7 @@ func TestRabbitTailLost(t *testing.T) {
 	}{
 		{"exchange's consumer ended", "", errConsumerEnded, false, nil, true},
 		{"stream's consumer ended", "s", ended, false, nil, true},
+		{"stream's consumer stalled", "s", fmt.Errorf("read stream s: %w: it was given nothing", rabbitmq.ErrStalled), false, nil, true},
 		{"refused on the first connection", "s", refused, false, nil, false},
 		{"queue refused on the first connection", "", refused, false, nil, false},
 		{"refused after a reconnect", "s", refused, true, nil, true},
