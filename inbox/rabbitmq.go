@@ -132,7 +132,7 @@ func (r *RabbitMQConsumer[T]) session(ctx context.Context, b *backoff.Backoff) e
 	tag := r.cfg.Consumer + "-" + randomHex()
 	deliveries, err := ch.Consume(r.cfg.Queue, tag, false, false, false, false, nil)
 	if err != nil {
-		if code(err) == amqp.NotFound {
+		if missing(err) {
 			return fatal{fmt.Errorf("%w: %q", ErrQueueNotFound, r.cfg.Queue)}
 		}
 		return refused(fmt.Errorf("consume: %w", err))

@@ -93,7 +93,7 @@ func (r *RabbitMQConsumer[T]) declare(conn *amqp.Connection) error {
 	defer ch.Close()
 	if c.Passive {
 		if _, err := ch.QueueDeclarePassive(c.Queue, true, false, false, false, nil); err != nil {
-			if code(err) == amqp.NotFound {
+			if missing(err) {
 				return fatal{fmt.Errorf("%w: %q", ErrQueueNotFound, c.Queue)}
 			}
 			return refused(err)
@@ -275,6 +275,15 @@ func refused(err error) error {
 }
 
 // code is an AMQP error's reply code, 0 for other errors.
+// missing reports whether err is a 404 for a queue that does not exist:
+// not one for a durable queue whose node is down or still starting ("home
+// node … is down or inaccessible", as every durable queue is while a
+// restarted node recovers them), which a retry helps.
+func missing(err error) bool {
+	var aerr *amqp.Error
+	return errors.As(err, &aerr) && aerr.Code == amqp.NotFound && !strings.Contains(aerr.Reason, "is down or inaccessible")
+}
+
 func code(err error) int {
 	var aerr *amqp.Error
 	if errors.As(err, &aerr) {

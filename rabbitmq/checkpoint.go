@@ -268,7 +268,7 @@ func (s *CheckpointStore) Ensure(ctx context.Context, create bool) (bool, error)
 		}
 		if _, err := ch.QueueDeclarePassive(name, true, false, false, false, nil); err != nil {
 			var aerr *amqp.Error
-			if errors.As(err, &aerr) && aerr.Code == amqp.NotFound {
+			if errors.As(err, &aerr) && Missing(err) {
 				return false, nil // the channel is closed; channel() opens another
 			}
 			return false, fmt.Errorf("checkpoint stream %s: %w", name, err)

@@ -101,7 +101,7 @@ func (s *Sink) Prepare(ctx context.Context) error {
 		return err
 	}
 	if _, err := ch.QueueDeclarePassive(f.DLQStream, true, false, false, false, nil); err != nil {
-		if errors.As(err, &aerr) && aerr.Code == amqp.NotFound {
+		if errors.As(err, &aerr) && Missing(err) {
 			return &MissingError{Kind: "stream", Name: f.DLQStream, Err: aerr}
 		}
 		return err

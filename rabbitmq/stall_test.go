@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -169,5 +170,26 @@ func TestFollowEndsOnStall(t *testing.T) {
 	}
 	if len(read) != 1 || read[0] != "a" {
 		t.Fatalf("the read was given %v, want [a]", read)
+	}
+}
+
+// TestAbsentOrMissing: a 404 for a durable queue whose node is down or
+// starting is Absent (a restart recovering it), not Missing; any other 404
+// is Missing; no other error is either.
+func TestAbsentOrMissing(t *testing.T) {
+	down := &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - home node 'rabbit@h' of durable queue 's' in vhost '/' is down or inaccessible"}
+	gone := &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - no queue 's' in vhost '/'"}
+	for _, tc := range []struct {
+		err             error
+		absent, missing bool
+	}{
+		{fmt.Errorf("read: %w", down), true, false},
+		{gone, false, true},
+		{&amqp.Error{Code: amqp.AccessRefused, Reason: "ACCESS_REFUSED"}, false, false},
+		{errors.New("is down or inaccessible"), false, false},
+	} {
+		if Absent(tc.err) != tc.absent || Missing(tc.err) != tc.missing {
+			t.Errorf("%v: Absent %v, Missing %v; want %v, %v", tc.err, Absent(tc.err), Missing(tc.err), tc.absent, tc.missing)
+		}
 	}
 }

@@ -82,6 +82,20 @@ func Offset(d *amqp.Delivery) int64 {
 	return -1
 }
 
+// Absent reports whether err is a 404 for a durable queue or stream whose
+// node is down or still starting ("home node … is down or
+// inaccessible"), as every durable queue is while a restarted node
+// recovers them: it exists, and asking again later helps. Any other 404
+// is a queue or exchange that does not exist.
+func Absent(err error) bool {
+	var aerr *amqp.Error
+	return errors.As(err, &aerr) && aerr.Code == amqp.NotFound && strings.Contains(aerr.Reason, "is down or inaccessible")
+}
+
+// Missing reports whether err is a 404 for a queue, stream or exchange
+// that does not exist (not one that is Absent).
+func Missing(err error) bool { return AMQPCode(err) == amqp.NotFound && !Absent(err) }
+
 // AMQPCode is the AMQP reply code of err (404, 403, 406...); 0 when err is
 // not an *amqp.Error.
 func AMQPCode(err error) int {
@@ -113,7 +127,7 @@ func ReadStream(ctx context.Context, conn *amqp.Connection, r StreamRead, fn fun
 	var msgs <-chan amqp.Delivery
 	setup := func() error {
 		if _, err := ch.QueueDeclarePassive(r.Stream, true, false, false, false, nil); err != nil {
-			if AMQPCode(err) == amqp.NotFound {
+			if Missing(err) {
 				return fmt.Errorf("stream %s %w", r.Stream, ErrNoQueue)
 			}
 			return fail(err)
