@@ -106,18 +106,9 @@ func TestFollowEndsOnStall(t *testing.T) {
 	if _, err := ch.QueueDeclare(stream, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
 		t.Fatal(err)
 	}
+	c := confirmer(t, n)
 	publish := func(id string) {
 		t.Helper()
-		conn, err := amqp.Dial(n.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		c, err := NewConfirmer(conn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
 		errs, err := c.Publish(context.Background(), []Outgoing{{RoutingKey: stream, Publishing: amqp.Publishing{MessageId: id}}})
 		if err == nil {
 			err = errs[0]

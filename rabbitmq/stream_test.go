@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/cdc-relay/cdc-relay/checkpoint"
+	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
 )
 
 // TestCheckpointWriteToMissingStreamTwice: each write to a stream that is
@@ -45,6 +46,23 @@ func TestCheckpointWriteToMissingStreamTwice(t *testing.T) {
 	}
 }
 
+// confirmer opens a connection to n and a Confirmer on it; both close at
+// t's end.
+func confirmer(t *testing.T, n *rabbittest.Node) *Confirmer {
+	t.Helper()
+	conn, err := Dial(n.URL(), nil, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c, err := NewConfirmer(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // TestConfirmerFates: a batch's messages are told apart: routed, returned
 // (matched by message id), and the channel's own error when the broker
 // closes it.
@@ -53,16 +71,7 @@ func TestConfirmerFates(t *testing.T) {
 	n := startNode(t)
 	ex, q := "conf-ex"+sfx, "conf-q"+sfx
 	ch := topology(t, n, ex, q, "bound", nil)
-	conn, err := Dial(n.URL(), nil, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c, err := NewConfirmer(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := confirmer(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	msgs := []Outgoing{
