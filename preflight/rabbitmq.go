@@ -254,6 +254,9 @@ func (r *rabbitCheck) stream(name, what string, args amqp.Table) {
 		return ch.Cancel(r.tag, false)
 	})
 	switch {
+	case rabbitmq.Absent(err):
+		r.fail("RabbitMQ: %s %s exists, but the node it is on is down or still starting (%v): run check again once the node is up", what, name, err)
+		return
 	case rabbitmq.AMQPCode(err) == amqp.NotFound:
 		if r.configure {
 			r.ok("RabbitMQ: %s %s does not exist yet: the relay declares it (which needs configure permission on it)", what, name)

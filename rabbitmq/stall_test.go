@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-relay/cdc-relay/internal/rabbittest"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -182,5 +183,56 @@ func TestAbsentOrMissing(t *testing.T) {
 		if Absent(tc.err) != tc.absent || Missing(tc.err) != tc.missing {
 			t.Errorf("%v: Absent %v, Missing %v; want %v, %v", tc.err, Absent(tc.err), Missing(tc.err), tc.absent, tc.missing)
 		}
+	}
+}
+
+// TestAbsentWhileTheNodeStarts: while a restarted node recovers its
+// queues, a passive declare of an existing stream is refused with a 404
+// that Absent tells from a missing stream; never one that Missing takes for
+// a stream that does not exist. Once the node is up, a stream that does not
+// exist is Missing.
+func TestAbsentWhileTheNodeStarts(t *testing.T) {
+	t.Parallel()
+	n := rabbittest.Own(t, rabbittest.Options{})
+	stream := "absent" + fresh()
+	if _, err := channel(t, n).QueueDeclare(stream, true, false, false, false, amqp.Table{"x-queue-type": "stream"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() { started <- n.Start() }()
+	absent := 0
+	for up := false; !up; {
+		select {
+		case err := <-started:
+			if err != nil {
+				t.Fatal(err)
+			}
+			up = true
+		default:
+		}
+		conn, err := amqp.DialConfig(n.URL(), amqp.Config{Dial: amqp.DefaultDial(time.Second)})
+		if err != nil {
+			time.Sleep(20 * time.Millisecond) // the listener is not open yet: poll again
+			continue
+		}
+		ch, err := conn.Channel()
+		if err == nil {
+			_, err = ch.QueueDeclarePassive(stream, true, false, false, false, nil)
+		}
+		conn.Close()
+		switch {
+		case Missing(err):
+			t.Fatalf("an existing stream taken for a missing one while the node started: %v", err)
+		case Absent(err):
+			absent++
+		}
+	}
+	t.Logf("%d passive declares were refused as absent while the node started", absent)
+	_, err := channel(t, n).QueueDeclarePassive("nothing"+fresh(), true, false, false, false, nil)
+	if !Missing(err) || Absent(err) {
+		t.Fatalf("a stream that does not exist: %v, want Missing", err)
 	}
 }
