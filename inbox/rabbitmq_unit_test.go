@@ -250,3 +250,24 @@ func TestBurnToTheLimit(t *testing.T) {
 		t.Errorf("Stats %+v: want the give-up counted once", st)
 	}
 }
+
+// TestMissingQueue: a 404 for a durable queue whose node is down or still
+// starting (the reason RabbitMQ 3.10 gave here while a restarted node
+// recovered its queues; see rabbitmq's TestAbsentWhileTheNodeStarts) is
+// retried, not ErrQueueNotFound; any other 404 is a queue that does not
+// exist.
+func TestMissingQueue(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - no queue 'orders' in vhost '/'"}, true},
+		{fmt.Errorf("consume: %w", &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - home node 'rabbit@h' of durable queue 'orders' in vhost '/' is down or inaccessible"}), false},
+		{&amqp.Error{Code: amqp.AccessRefused, Reason: "ACCESS_REFUSED"}, false},
+		{errors.New("NOT_FOUND"), false},
+	} {
+		if got := missing(tc.err); got != tc.want {
+			t.Errorf("missing(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
