@@ -56,8 +56,11 @@ type Guard struct {
 	// wmu serializes the writes of checkpoints, so that a later one never
 	// lands in Kafka before an earlier, smaller one (the newest record of a
 	// key is the checkpoint): Run's and the stream's final one race
-	// otherwise.
-	wmu sync.Mutex
+	// otherwise. It is a channel so that a write waiting for the one
+	// before it gives up when its context ends: with Kafka down, that one
+	// can wait its whole bound, and the final checkpoint at shutdown must
+	// not wait longer than its own.
+	wmu chan struct{}
 
 	mu     sync.Mutex
 	loaded bool
@@ -95,7 +98,7 @@ func NewGuard(cfg Config) *Guard {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Guard{cfg: cfg, log: cfg.Logger}
+	return &Guard{cfg: cfg, log: cfg.Logger, wmu: make(chan struct{}, 1)}
 }
 
 // Close closes the checkpoint store's Kafka client; the guard is not used
@@ -302,8 +305,10 @@ func (g *Guard) mismatch(in replication.GuardInput, own *Record, renamed []*Reco
 // SlotCreated implements replication.Guard: it writes the first checkpoint
 // at the new slot's start, and for a recreated slot first the gap.
 func (g *Guard) SlotCreated(ctx context.Context, in replication.GuardInput, info replication.SlotInfo, old *replication.SlotInfo) error {
-	g.wmu.Lock()
-	defer g.wmu.Unlock()
+	if err := g.lockWrites(ctx); err != nil {
+		return err
+	}
+	defer g.unlockWrites()
 	if old != nil {
 		gap, err := g.accept(ctx, in.Server, old.Confirmed, info.Confirmed, "--recreate-lost-slot", "standing consent: --recreate-lost-slot is set")
 		if err != nil {
@@ -358,8 +363,10 @@ func (g *Guard) PendingReplay(ctx context.Context, server replication.Server) (t
 // ReplayDone implements replication.InitialReplayGuard: it writes the
 // checkpoint without the pending initial replay.
 func (g *Guard) ReplayDone(ctx context.Context, server replication.Server, info replication.SlotInfo) error {
-	g.wmu.Lock()
-	defer g.wmu.Unlock()
+	if err := g.lockWrites(ctx); err != nil {
+		return err
+	}
+	defer g.unlockWrites()
 	g.mu.Lock()
 	own := g.own
 	g.replayDone = true
@@ -396,8 +403,10 @@ func (g *Guard) Last() *Record {
 // without one) to toLSN, the new slot's start, and then a checkpoint at
 // toLSN, which starts the new history. It returns the gap record.
 func (g *Guard) Accept(ctx context.Context, server replication.Server, fromLSN, toLSN replication.LSN, via, reason string) (*Record, error) {
-	g.wmu.Lock()
-	defer g.wmu.Unlock()
+	if err := g.lockWrites(ctx); err != nil {
+		return nil, err
+	}
+	defer g.unlockWrites()
 	return g.accept(ctx, server, fromLSN, toLSN, via, reason)
 }
 
@@ -428,3 +437,16 @@ func (g *Guard) GapRecord(server replication.Server, from *Record, fromLSN, toLS
 	}
 	return r
 }
+
+// lockWrites takes wmu, or gives up when ctx ends first.
+func (g *Guard) lockWrites(ctx context.Context) error {
+	select {
+	case g.wmu <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the checkpoint write before this one: %w", ctx.Err())
+	}
+}
+
+// unlockWrites releases wmu.
+func (g *Guard) unlockWrites() { <-g.wmu }

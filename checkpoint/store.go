@@ -354,7 +354,20 @@ func (s *Store) Write(ctx context.Context, rec *Record) error {
 		return fmt.Errorf("write checkpoint to %s: %w", s.topic, err)
 	}
 	r := &kgo.Record{Topic: s.topic, Key: []byte(rec.Key()), Value: value, Timestamp: rec.WrittenAt}
-	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+	// Not ProduceSync: kgo fails a record when ctx ends only while it may;
+	// one whose batch may have reached a broker that is now down it keeps
+	// retrying, and ProduceSync would wait with it. Given up on here, it
+	// stays in the client, ahead of any later checkpoint on the partition,
+	// so a later one still lands after it; it counts as written only when
+	// Write returned nil.
+	done := make(chan error, 1)
+	cl.Produce(ctx, r, func(_ *kgo.Record, err error) { done <- err })
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
 		return fmt.Errorf("write checkpoint to %s: %w", s.topic, err)
 	}
 	return nil

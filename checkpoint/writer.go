@@ -216,8 +216,10 @@ func (g *Guard) Checkpoint(ctx context.Context, server replication.Server, tr *r
 // last one this process knows durable, and tells tr what is durable. It
 // returns the commit end the checkpoint covers.
 func (g *Guard) flush(ctx context.Context, server replication.Server, tr *replication.Tracker) (replication.LSN, error) {
-	g.wmu.Lock()
-	defer g.wmu.Unlock()
+	if err := g.lockWrites(ctx); err != nil {
+		return 0, err
+	}
+	defer g.unlockWrites()
 	g.mu.Lock()
 	loaded, written, own := g.loaded, g.written, g.own
 	g.mu.Unlock()

@@ -142,9 +142,23 @@ func (p *Process) Wait(timeout time.Duration) int {
 	case <-p.done:
 		return p.exitCode
 	case <-time.After(timeout):
-		p.t.Fatalf("%s did not exit within %s; output:\n%s", p.name, timeout, Tail(p.Output(), p.tail))
+		p.t.Fatalf("%s did not exit within %s; where its goroutines were (SIGQUIT), then its output:\n%s", p.name, timeout, p.stacks())
 		return -1
 	}
+}
+
+// stacks sends SIGQUIT, which makes a Go process print every goroutine's
+// stack and exit, and returns the output after the dump's start and the
+// tail of the output before it: where a process that would not exit hung.
+func (p *Process) stacks() string {
+	before := p.Output()
+	p.Cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+	}
+	dump := strings.TrimPrefix(p.Output(), before)
+	return dump + "\n(output before SIGQUIT:)\n" + Tail(before, p.tail)
 }
 
 // Terminate sends SIGTERM and returns the exit code (Wait, 60 s).
