@@ -167,3 +167,28 @@ func TestDecideMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestFinalCheckpointWaitsWithinItsContext: a checkpoint write waiting for
+// the one before it (held by Run's write while Kafka is down) gives up
+// when its context ends, naming the wait, instead of waiting for that
+// write without end.
+func TestFinalCheckpointWaitsWithinItsContext(t *testing.T) {
+	g := NewGuard(Config{Slot: "cdc_relay"})
+	g.wmu <- struct{}{} // the write before it, in progress
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- g.Checkpoint(ctx, replication.Server{}, nil) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "wait for the checkpoint write before this one") || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Checkpoint = %v, want the wait for the write before it to end with the context", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Checkpoint still waits for the write before it 10 s into a 50 ms context")
+	}
+	<-g.wmu
+	if err := g.lockWrites(context.Background()); err != nil {
+		t.Fatalf("the lock once released: %v", err)
+	}
+}
