@@ -2,6 +2,7 @@ package checkpoint_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,16 +15,28 @@ import (
 	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
 
-// TestWriteEndsWithItsContextWhileKafkaIsDown: after a first checkpoint,
-// the broker (through a proxy it advertises) stops answering, and then
-// stops: each write fails when its context ends. The final checkpoint at
-// shutdown relies on that bound. Write no longer waits in ProduceSync for
-// it: kgo never fails a record of an idempotent client whose produce
-// request was sent and got no answer (it may have been written), whatever
-// its context, so a write in flight when the broker went down waited until
-// the broker came back. That state needs the request to leave just before
-// the broker stops answering, which this test cannot time; it checks the
-// bound in the states it can reach.
+// blackholeAfterProduce blackholes px as soon as a produce request has
+// been written, once armed: the request is then in flight and gets no
+// answer.
+type blackholeAfterProduce struct {
+	px    *tcpproxy.Proxy
+	armed atomic.Bool
+}
+
+func (h *blackholeAfterProduce) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == 0 && err == nil && h.armed.CompareAndSwap(true, false) { // 0: Produce
+		h.px.Blackhole()
+	}
+}
+
+// TestWriteEndsWithItsContextWhileKafkaIsDown: a checkpoint write whose
+// produce request is in flight when the broker (through a proxy it
+// advertises) stops answering fails when its context ends, and so does the
+// next one, with the broker stopped. kgo never fails a record of an
+// idempotent client whose request was sent and got no answer (it may have
+// been written), whatever its context: ProduceSync waited for the broker
+// without end, and the final checkpoint at shutdown with it. The bound
+// checked is generous.
 func TestWriteEndsWithItsContextWhileKafkaIsDown(t *testing.T) {
 	t.Parallel()
 	testtier.Need(t)
@@ -34,8 +47,9 @@ func TestWriteEndsWithItsContextWhileKafkaIsDown(t *testing.T) {
 	t.Cleanup(func() { px.Close() })
 	b := relaytest.PrivateBroker(t, kafkatest.Options{AdvertisedHost: px.Addr()})
 	px.SetTarget(b.Addr())
+	hook := &blackholeAfterProduce{px: px}
 	// Requests time out soon, so that the blackholed one is soon unsure.
-	s := checkpoint.NewStore([]string{px.Addr()}, []kgo.Opt{kgo.ProduceRequestTimeout(time.Second), kgo.RequestTimeoutOverhead(time.Second)}, "ckpt-down")
+	s := checkpoint.NewStore([]string{px.Addr()}, []kgo.Opt{kgo.WithHooks(hook), kgo.ProduceRequestTimeout(time.Second), kgo.RequestTimeoutOverhead(time.Second)}, "ckpt-down")
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -48,7 +62,7 @@ func TestWriteEndsWithItsContextWhileKafkaIsDown(t *testing.T) {
 	if err := s.Write(ctx, rec("0/100")); err != nil {
 		t.Fatal(err)
 	}
-	px.Blackhole()
+	hook.armed.Store(true)
 	for i, lsn := range []string{"0/200", "0/300"} {
 		if i == 1 {
 			if err := b.Stop(); err != nil {
