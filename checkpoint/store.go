@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cdc-relay/cdc-relay/internal/kproduce"
 )
 
 // DefaultTopic is the checkpoint topic unless --checkpoint-topic says
@@ -354,18 +356,12 @@ func (s *Store) Write(ctx context.Context, rec *Record) error {
 		return fmt.Errorf("write checkpoint to %s: %w", s.topic, err)
 	}
 	r := &kgo.Record{Topic: s.topic, Key: []byte(rec.Key()), Value: value, Timestamp: rec.WrittenAt}
-	// Not ProduceSync: kgo fails a record when ctx ends only while it may;
-	// one whose batch may have reached a broker that is now down it keeps
-	// retrying, and ProduceSync would wait with it. Given up on here, it
-	// stays in the client, ahead of any later checkpoint on the partition,
-	// so a later one still lands after it; it counts as written only when
-	// Write returned nil.
-	done := make(chan error, 1)
-	cl.Produce(ctx, r, func(_ *kgo.Record, err error) { done <- err })
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		err = ctx.Err()
+	// Not ProduceSync, which can wait for a broker that is down without
+	// end (see kproduce); a record given up on here stays ahead of any
+	// later checkpoint on the partition.
+	res, err := kproduce.Sync(ctx, cl, r)
+	if err == nil {
+		err = res.FirstErr()
 	}
 	if err != nil {
 		return fmt.Errorf("write checkpoint to %s: %w", s.topic, err)

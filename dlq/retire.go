@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/internal/kproduce"
 	recordpkg "github.com/cdc-relay/cdc-relay/record"
 	"github.com/cdc-relay/cdc-relay/relay"
 	"github.com/cdc-relay/cdc-relay/router"
@@ -240,7 +241,11 @@ func (rt *Retirer) Run(ctx context.Context) error {
 		return fmt.Errorf("connect to Kafka: %w", err)
 	}
 	defer pcl.Close()
-	for _, res := range pcl.ProduceSync(ctx, recs...) {
+	results, err := kproduce.Sync(ctx, pcl, recs...)
+	if err != nil {
+		return fmt.Errorf("write the Retirements to %s: %w", rt.Topic, err)
+	}
+	for _, res := range results {
 		if res.Err != nil {
 			return fmt.Errorf("write the Retirement to %s: %w", rt.Topic, res.Err)
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cdc-relay/cdc-relay/internal/backoff"
+	"github.com/cdc-relay/cdc-relay/internal/kproduce"
 )
 
 // Headers added to a dead-letter record, after the original record's
@@ -42,7 +43,13 @@ func (c *Consumer[T]) deadLetter(ctx context.Context, w *kgo.Client, ev *Event[T
 	b := backoff.Backoff{Min: c.cfg.RetryMin, Max: c.cfg.RetryMax}
 	for {
 		r := rec // a record of its own for each try
-		err := w.ProduceSync(ctx, &r).FirstErr()
+		// Not ProduceSync, which can outlast ctx while Kafka is down (see
+		// kproduce): a letter given up on may still land, and is written
+		// again after the restart (consumers of the DLQ dedupe by id).
+		res, err := kproduce.Sync(ctx, w, &r)
+		if err == nil {
+			err = res.FirstErr()
+		}
 		if err == nil {
 			break
 		}
