@@ -172,6 +172,7 @@ func ReadStream(ctx context.Context, conn *amqp.Connection, r StreamRead, fn fun
 	// A following read watches its consumer (stall.go).
 	var wd *watchdog
 	var ticks <-chan time.Time
+	var probes <-chan probeResult // nil, never ready, without a watchdog
 	if !r.ToEnd {
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -181,7 +182,7 @@ func ReadStream(ctx context.Context, conn *amqp.Connection, r StreamRead, fn fun
 		}
 		ticker := time.NewTicker(time.Second)
 		defer ticker.Stop()
-		ticks, ctx = ticker.C, wctx
+		ticks, probes, ctx = ticker.C, wd.results, wctx
 	}
 	for {
 		select {
@@ -210,7 +211,7 @@ func ReadStream(ctx context.Context, conn *amqp.Connection, r StreamRead, fn fun
 			if err := wd.tick(ctx); err != nil {
 				return fail(err)
 			}
-		case res := <-resultsOf(wd):
+		case res := <-probes:
 			wd.probed(res)
 		case <-ctx.Done():
 			if r.ToEnd {
@@ -219,14 +220,6 @@ func ReadStream(ctx context.Context, conn *amqp.Connection, r StreamRead, fn fun
 			return nil
 		}
 	}
-}
-
-// resultsOf is w's probe results; nil (never ready) without a watchdog.
-func resultsOf(w *watchdog) <-chan probeResult {
-	if w == nil {
-		return nil
-	}
-	return w.results
 }
 
 // PublishMarker appends an end marker to stream, with confirms, and
