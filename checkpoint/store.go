@@ -35,9 +35,8 @@ type Store struct {
 // NewStore returns a store for topic on the brokers through franz-go, with
 // kopts (TLS, SASL; none for plain text). One client, made on first use,
 // administers the topic and writes to it until Close; each Load reads with
-// a consuming client of its own (read_committed, so that the records of
-// aborted transactions, which the checkpoints of exactly-once delivery can
-// be, are dropped).
+// a consuming client of its own (the records of aborted transactions, which
+// the checkpoints of exactly-once delivery can be, are dropped).
 func NewStore(brokers []string, kopts []kgo.Opt, topic string) *Store {
 	return &Store{topic: topic, brokers: brokers, kopts: kopts}
 }
@@ -186,31 +185,40 @@ func (s *Store) partitions(ctx context.Context) (int, error) {
 }
 
 // Load reads the whole topic, every partition from its first offset to its
-// last stable offset (read_committed: records of aborted transactions are
-// dropped), keeping the newest record of each key; a tombstone removes its
-// key. Records that are not checkpoint JSON are skipped. Any failure is an
-// error: a topic that cannot be read is unknown, never empty.
+// high watermark, keeping the newest record of each key as read_committed
+// reads it (see reading); a tombstone removes its key. Records that are not
+// checkpoint JSON are skipped. Any failure is an error: a topic that cannot
+// be read is unknown, never empty.
+//
+// It does not read read_committed: that stops at the last stable offset,
+// which a transaction left open holds back, and an exactly-once relay
+// killed inside one leaves it open until its timeout (a minute by default).
+// Every checkpoint written after it on the partition, by any relay, would
+// stay unread so long, and a relay restarted then would miss its own newest
+// checkpoint: a dropped slot taken for a first start, a silent gap.
 func (s *Store) Load(ctx context.Context) (*State, error) {
 	n, err := s.partitions(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
 	}
-	ends, err := s.offsets(ctx, n, true)
+	ends, err := s.offsets(ctx, n, false)
 	if err != nil {
 		return nil, err
 	}
 	start := map[int32]kgo.Offset{}
-	left := map[int32]int64{} // partition: the last stable offset still to reach
+	left := map[int32]int64{} // partition: the high watermark still to reach
 	for p, o := range ends {
 		if o.end > o.start {
 			start[p] = kgo.NewOffset().At(o.start)
 			left[p] = o.end
 		}
 	}
-	byKey := map[string]*Record{}
+	rd := newReading()
 	if len(left) > 0 {
-		// A client of its own: it consumes these partitions only.
-		cl, err := kgo.NewClient(s.opts(kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		// A client of its own: it consumes these partitions only, and
+		// gets every record, those of aborted and open transactions and
+		// their markers included, for reading to tell them apart.
+		cl, err := kgo.NewClient(s.opts(kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords(),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: start}))...)
 		if err != nil {
 			return nil, fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
@@ -237,29 +245,19 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 					if r.Offset >= end {
 						break
 					}
-					if r.Attrs.IsControl() {
-						continue
-					}
-					if r.Value == nil {
-						delete(byKey, string(r.Key))
-						continue
-					}
-					if rec, err := ParseRecord(r.Value); err == nil {
-						byKey[string(r.Key)] = rec
-					}
+					rd.add(r)
 				}
-				// The partition is read once the record before its last
-				// stable offset was: that one is in the active segment,
-				// which compaction leaves alone, and it is never a record of
-				// an aborted transaction, whose abort marker comes after it
-				// (control records are kept for this).
+				// The partition is read once the record before its high
+				// watermark was: that one is in the active segment, which
+				// compaction leaves alone (control records are kept for
+				// this).
 				if n := len(fp.Records); n > 0 && fp.Records[n-1].Offset >= end-1 {
 					delete(left, fp.Partition)
 				}
 			})
 		}
 	}
-	return NewState(byKey), nil
+	return NewState(rd.newest()), nil
 }
 
 // span is a partition's first offset and last stable offset.

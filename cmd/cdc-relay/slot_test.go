@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/internal/pgtest"
 	"github.com/cdc-relay/cdc-relay/internal/testtier"
 )
@@ -24,11 +26,18 @@ import (
 // dropped before the relay reconnects: the relay exits 3 saying events may
 // be missing, and does not create the slot again; nor does it when a
 // supervisor restarts it, while a row written meanwhile waits for a replay.
+// A Kafka transaction is open on the checkpoint topic throughout, as an
+// exactly-once relay killed inside one leaves it until it times out: it
+// must hide no checkpoint written after it (read_committed did, and the
+// restarted relay created the dropped slot again).
 func TestSlotDroppedWhileRunning(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, "")
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
-	r := startRelay(t, f.args("--halt-linger", "0s"))
+	ckpt := f.topicPrefix + ".checkpoints"
+	leaveTransactionOpen(t, f.brokerAddr(), ckpt)
+	args := func(extra ...string) []string { return f.args(append([]string{"--checkpoint-topic", ckpt}, extra...)...) }
+	r := startRelay(t, args("--halt-linger", "0s"))
 	r.waitStreaming(60 * time.Second)
 	conn := connect(t)
 	ctx := context.Background()
@@ -59,7 +68,7 @@ func TestSlotDroppedWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantGapExit(t, startRelay(t, f.args("--halt-linger", "0s")), f.slot)
+	wantGapExit(t, startRelay(t, args("--halt-linger", "0s")), f.slot)
 	if slotExists(t, conn, f.slot) {
 		t.Fatalf("the restarted relay created the dropped slot again")
 	}
@@ -67,13 +76,42 @@ func TestSlotDroppedWhileRunning(t *testing.T) {
 		t.Fatal("the row written while the slot was gone reached Kafka: the test does not reproduce the gap")
 	}
 	// The documented repair brings it.
-	if code, out := runCommand(append([]string{"slot", "recreate", "--accept-gap", "--reason", "test"}, f.args()[1:]...)); code != 0 {
+	if code, out := runCommand(append([]string{"slot", "recreate", "--accept-gap", "--reason", "test"}, args()[1:]...)); code != 0 {
 		t.Fatalf("slot recreate = %d:\n%s", code, out)
 	}
-	if code, out := runCommand(append([]string{"replay", "--since", "1h"}, f.args()[1:]...)); code != 0 {
+	if code, out := runCommand(append([]string{"replay", "--since", "1h"}, args()[1:]...)); code != 0 {
 		t.Fatalf("replay = %d:\n%s", code, out)
 	}
 	c.waitIDs(60*time.Second, meanwhile)
+}
+
+// leaveTransactionOpen creates the compacted checkpoint topic and leaves a
+// Kafka transaction open on it, with a record of another relay, for ten
+// minutes.
+func leaveTransactionOpen(t *testing.T, broker, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := checkpoint.NewStore([]string{broker}, nil, topic)
+	defer s.Close()
+	if _, err := s.Ensure(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.TransactionalID(topic+".killed"), kgo.TransactionTimeout(10*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close() // without ending the transaction
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := (&checkpoint.Record{Kind: checkpoint.KindCheckpoint, RelayID: "killed", LSN: "0/1", SystemID: "1", Database: "app", Slot: "killed", WrittenAt: time.Now()}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("killed"), Value: v}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // lostSlotCluster is a PostgreSQL cluster of the test's own that keeps at
