@@ -36,7 +36,9 @@ func TestSlotDroppedWhileRunning(t *testing.T) {
 	c := consume(t, "^"+f.topicPrefix+`\..*`)
 	ckpt := f.topicPrefix + ".checkpoints"
 	leaveTransactionOpen(t, f.brokerAddr(), ckpt)
-	args := func(extra ...string) []string { return f.args(append([]string{"--checkpoint-topic", ckpt}, extra...)...) }
+	args := func(extra ...string) []string {
+		return f.args(append([]string{"--checkpoint-topic", ckpt}, extra...)...)
+	}
 	r := startRelay(t, args("--halt-linger", "0s"))
 	r.waitStreaming(60 * time.Second)
 	conn := connect(t)
