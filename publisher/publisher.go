@@ -35,10 +35,12 @@ type Config struct {
 	// it for that topic: a record over it is handed to Reject before it is
 	// produced. (Java: max.request.size)
 	MaxRecordBytes int
-	// Linger is how long a partition's batch waits for more records after
-	// its first one; default 0: send at once. Records that arrive while a
-	// request to the partition's broker is in flight wait for it and go
-	// together in the next one. (Java: linger.ms)
+	// Linger is how long records that trickle in wait for company before
+	// they are produced; default 0: send at once. At-least-once, the
+	// session holds them (hold.go) and they go when company comes after
+	// half of it; exactly-once, it is kgo's per-partition linger. Records
+	// that arrive while a request to the partition's broker is in flight
+	// wait for it and go together in the next one. (Java: linger.ms)
 	Linger time.Duration
 	// RequestTimeout bounds one produce request; default 30 s.
 	// (Java: request.timeout.ms)
@@ -264,7 +266,7 @@ func New(cfg Config) (*Publisher, error) {
 		kgo.DialTimeout(10 * time.Second),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.BasicConsistentPartitioner(func(string) func(*kgo.Record, int) int { return partition })),
-		kgo.ProducerLinger(cfg.Linger),
+		kgo.ProducerLinger(kgoLinger(cfg)),
 		kgo.ProduceRequestTimeout(cfg.RequestTimeout),
 		kgo.ProducerBatchMaxBytesFn(p.batchMaxBytes),
 		kgo.MetadataMaxAge(cfg.MetadataMaxAge),
@@ -291,6 +293,15 @@ func New(cfg Config) (*Publisher, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// kgoLinger is kgo's linger: an at-least-once session lingers itself
+// (hold.go).
+func kgoLinger(cfg Config) time.Duration {
+	if cfg.ExactlyOnce {
+		return cfg.Linger
+	}
+	return 0
 }
 
 // DefaultMetadataMaxAge is Config.MetadataMaxAge's default, the Java

@@ -70,6 +70,7 @@ type Session struct {
 	// describeFails counts awaitCompleted's requests that failed in a row.
 	describeFails int
 	produced      uint64 // newest seq handed to kgo
+	hold          holder // records not yet handed to kgo (hold.go)
 	boundary      item   // the newest boundary handed over
 	promiseFn     func(*kgo.Record, error)
 	// The limit of the previous record's topic, read again when the topic
@@ -313,7 +314,7 @@ func (s *Session) run() {
 				break
 			}
 			if it := batch[i]; it.rec != nil {
-				s.produce(it.rec)
+				s.take(it.rec)
 			} else if s.boundaryReached(it) && s.commitDue() {
 				s.commit()
 			}
@@ -331,12 +332,15 @@ func (s *Session) run() {
 		if s.ckpt != nil && idle && !s.inTxn && !s.failed() {
 			s.checkpointOnly()
 		}
+		s.maybeRelease(idle)
 		if !idle {
 			continue
 		}
 		select {
 		case <-s.ctx.Done():
 			return
+		case <-s.holdTimer():
+			s.release()
 		case <-s.notify:
 		case <-ageTick:
 			s.checkTxnAge()
