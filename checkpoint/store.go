@@ -260,7 +260,8 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 	return NewState(rd.newest()), nil
 }
 
-// span is a partition's first offset and last stable offset.
+// span is a partition's first offset and its end: the last stable offset
+// or the high watermark (see offsets).
 type span struct{ start, end int64 }
 
 // Settle waits until no Kafka transaction that was open on the topic when

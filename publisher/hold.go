@@ -46,6 +46,11 @@ func (s *Session) maybeRelease(idle bool) {
 func (s *Session) holdRecord(r *Record) {
 	if len(s.hold.recs) == 0 {
 		s.hold.since = time.Now()
+		if s.hold.timer == nil {
+			s.hold.timer = time.NewTimer(s.p.cfg.Linger)
+		} else {
+			s.hold.timer.Reset(s.p.cfg.Linger)
+		}
 	}
 	s.hold.recs = append(s.hold.recs, r)
 	s.hold.bytes += r.size()
@@ -58,31 +63,23 @@ func (s *Session) holdDue() bool {
 	return len(s.hold.recs) > 1 && time.Since(s.hold.since) >= s.p.cfg.Linger/2 || s.hold.bytes >= s.p.cfg.BatchBytes
 }
 
-// holdTimer arms the timer for the oldest held record's linger and
-// returns its channel; nil when nothing is held.
+// holdTimer is the channel of the oldest held record's linger; nil when
+// nothing is held.
 func (s *Session) holdTimer() <-chan time.Time {
 	if len(s.hold.recs) == 0 {
 		return nil
-	}
-	d := s.p.cfg.Linger - time.Since(s.hold.since)
-	if s.hold.timer == nil {
-		s.hold.timer = time.NewTimer(d)
-	} else {
-		s.hold.timer.Reset(d)
 	}
 	return s.hold.timer.C
 }
 
 // release hands the held records to kgo, in order.
 func (s *Session) release() {
-	if s.hold.timer != nil {
-		s.hold.timer.Stop()
-	}
-	for i, r := range s.hold.recs {
+	s.hold.timer.Stop()
+	for _, r := range s.hold.recs {
 		if !s.failed() {
 			s.produce(r)
 		}
-		s.hold.recs[i] = nil
 	}
+	clear(s.hold.recs)
 	s.hold.recs, s.hold.bytes = s.hold.recs[:0], 0
 }

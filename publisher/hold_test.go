@@ -6,14 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // produceCounts counts the records of each produce request c gets.
-func produceCounts(c interface {
-	ControlKey(int16, func(kmsg.Request) (kmsg.Response, error, bool))
-	KeepControl()
-}) func() []int {
+func produceCounts(c *kfake.Cluster) func() []int {
 	var mu sync.Mutex
 	var counts []int
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
