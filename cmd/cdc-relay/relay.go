@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/cdc-relay/cdc-relay/internal/config"
+	"github.com/cdc-relay/cdc-relay/internal/procs"
 	relaypkg "github.com/cdc-relay/cdc-relay/relay"
 	replaypkg "github.com/cdc-relay/cdc-relay/replay"
 	"github.com/cdc-relay/cdc-relay/replication"
@@ -28,6 +29,9 @@ func runRelay(args []string, getenv func(string) string, stdout, stderr io.Write
 
 	ctx, stop := signalContext(log)
 	defer stop()
+	if getenv("GOMAXPROCS") == "" {
+		go procs.Run(ctx, procs.Default, log)
+	}
 	err := relaypkg.Run(ctx, cfg, relaypkg.Options{Logger: log, Getenv: getenv, InitialReplay: replaypkg.Initial,
 		Halted: func(err error) { fmt.Fprintf(stderr, "cdc-relay: halted: %s\n", Redact(err.Error())) }})
 	return runExit(err, stderr, log)
