@@ -6,6 +6,8 @@
 // which names its own settings in its errors.
 // Out: kgo options, and the TLS config and SASL mechanism themselves for
 // the code that dials outside kgo (the transactional session's fence).
+// With RawSockets (the relay's clients) the options dial through Dial,
+// which wraps each broker connection with internal/rawsock under its TLS.
 // Owns: nothing; every call reads the files again.
 package kafkasec
 
