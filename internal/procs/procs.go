@@ -88,18 +88,18 @@ func Run(ctx context.Context, p Policy, log *slog.Logger) {
 	if _, ok := cpuTime(); !ok {
 		return
 	}
-	run(ctx, p, log, cpuTime, time.After)
+	run(ctx, p, log, func() time.Duration { d, _ := cpuTime(); return d }, time.After)
 }
 
 // run is Run with its CPU clock and timer given, for the tests.
-func run(ctx context.Context, p Policy, log *slog.Logger, cpu func() (time.Duration, bool), after func(time.Duration) <-chan time.Time) {
+func run(ctx context.Context, p Policy, log *slog.Logger, cpu func() time.Duration, after func(time.Duration) <-chan time.Time) {
 	c := controller{p: p}
 	defer func() {
 		if c.narrow {
 			runtime.SetDefaultGOMAXPROCS()
 		}
 	}()
-	used, _ := cpu()
+	used := cpu()
 	at := time.Now()
 	wait := p.Slow
 	for {
@@ -107,7 +107,7 @@ func run(ctx context.Context, p Policy, log *slog.Logger, cpu func() (time.Durat
 		case <-ctx.Done():
 			return
 		case now := <-after(wait):
-			u, _ := cpu()
+			u := cpu()
 			wall := now.Sub(at)
 			if wall <= 0 {
 				continue

@@ -77,7 +77,7 @@ func TestRunRestores(t *testing.T) {
 	go func() {
 		defer close(done)
 		run(ctx, p, slog.New(slog.NewTextHandler(io.Discard, nil)),
-			func() (time.Duration, bool) { return used, true },
+			func() time.Duration { return used },
 			func(time.Duration) <-chan time.Time { return ticks })
 	}()
 	// second feeds a tick a second after the last, with busy cores of
