@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/cdc-relay/cdc-relay/replication"
 )
@@ -39,14 +40,18 @@ func (g *Guard) Ahead(ctx context.Context, in replication.GuardInput) error {
 // timeline history. The relay confirms nothing a durable checkpoint does not
 // cover, so the slot was created again by hand, moved with
 // pg_replication_slot_advance, or made on a promoted primary after a
-// failover without failover slots: the rows between were never read. An
-// open Kafka transaction on the topic could hide the newest checkpoint: the
-// topic is read again once it settled, and until then the answer is
-// unknown (retried), never a gap.
+// failover without failover slots: the rows between were never read.
+//
+// A Kafka transaction still open with a record under the relay's own key
+// could hide its newest checkpoint (an exactly-once relay killed between
+// its commit and the commit marker): the topic is read again until that
+// transaction is decided, and until then the answer is unknown (retried),
+// never a gap. Other relays' open transactions on a shared topic change
+// nothing here, so they are not waited for.
 func (g *Guard) checkAhead(ctx context.Context, in replication.GuardInput, slotConfirmed replication.LSN) error {
-	for settled := false; ; settled = true {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		g.mu.Lock()
-		own := g.own
+		own, open := g.own, g.ownOpen
 		g.mu.Unlock()
 		if own == nil || own.Kind != KindCheckpoint || own.Format < FormatFollows || own.SystemID != in.Server.SystemID || slotConfirmed <= own.Position() {
 			return nil
@@ -60,11 +65,15 @@ func (g *Guard) checkAhead(ctx context.Context, in replication.GuardInput, slotC
 				return replication.Fatal(&GapError{Broker: g.broker(), Slot: in.Slot, Checkpoint: own, Fork: &fork, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
 			}
 		}
-		if settled {
+		if !open {
 			return replication.Fatal(&GapError{Broker: g.broker(), Slot: in.Slot, Checkpoint: own, Ahead: slotConfirmed, Timeline: in.Server.Timeline, SystemID: in.Server.SystemID})
 		}
-		if err := g.cfg.Store.Settle(ctx); err != nil {
-			return g.unknown(err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return g.unknown(fmt.Errorf("checkpoint topic %s: a transaction with a record under relay id %s is still open: %w", g.cfg.Store.Topic(), own.RelayID, ctx.Err()))
+		case <-t.C:
 		}
 		if err := g.load(ctx, in.Server, true); err != nil {
 			return err

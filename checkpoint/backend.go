@@ -16,12 +16,10 @@ type Backend interface {
 	// create is false.
 	Ensure(ctx context.Context, create bool) (exists bool, err error)
 	// Load reads every record to the end, newest per key; a tombstone
-	// removes its key.
+	// removes its key. A record in a transaction still open at the end is
+	// not taken, and its key is in State.Open (a broker without
+	// transactions leaves it empty).
 	Load(ctx context.Context) (*State, error)
-	// Settle waits until no transaction that was open when it was called
-	// can still hide a newer record from Load; without transactions it
-	// returns at once.
-	Settle(ctx context.Context) error
 	// Write appends rec under its key and returns once it is durable.
 	Write(ctx context.Context, rec *Record) error
 	// Close releases the connections; a Backend used after Close opens

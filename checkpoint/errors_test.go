@@ -91,7 +91,6 @@ var _ Backend = (*fakeBackend)(nil)
 func (f *fakeBackend) Topic() string                              { return "ckpt" }
 func (f *fakeBackend) Ensure(context.Context, bool) (bool, error) { return true, nil }
 func (f *fakeBackend) Load(context.Context) (*State, error)       { return nil, f.loadErr }
-func (f *fakeBackend) Settle(context.Context) error               { return nil }
 func (f *fakeBackend) Write(context.Context, *Record) error       { return nil }
 func (f *fakeBackend) Close()                                     {}
 func (f *fakeBackend) Broker() Broker                             { return f.broker }

@@ -11,8 +11,9 @@ import (
 // outside transactions and those of committed transactions. A
 // transaction's records wait for its marker: a commit takes them, at their
 // own offsets, an abort drops them, and those of a transaction still open
-// when the reading ends are not taken (Settle waits for them). So a
-// transaction left open hides its own records only, never a later one.
+// when the reading ends are not taken: their keys are listed (openKeys),
+// for the guard to wait for the one that matters to it. So a transaction
+// left open hides its own records only, never a later one.
 type reading struct {
 	byKey map[string]read
 	open  map[producer][]*kgo.Record // an open transaction's records
@@ -78,6 +79,21 @@ func (rd *reading) take(r *kgo.Record) {
 		}
 	}
 	rd.byKey[k] = read{partition: r.Partition, offset: r.Offset, rec: rec}
+}
+
+// openKeys is the set of keys with a record in a transaction still open
+// where the reading ended, nil when there is none.
+func (rd *reading) openKeys() map[string]bool {
+	var out map[string]bool
+	for _, recs := range rd.open {
+		for _, r := range recs {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[string(r.Key)] = true
+		}
+	}
+	return out
 }
 
 // newest is every key's newest record, tombstoned keys left out.

@@ -139,6 +139,10 @@ func DefaultRelayID(s replication.Server, slot string) string {
 type State struct {
 	Checkpoints map[string]*Record // by relay id
 	Gaps        []*Record
+	// Open holds the keys with a record in a transaction that was still
+	// open when the read ended (a Kafka transaction of an exactly-once
+	// relay): a newer record under such a key may yet commit.
+	Open map[string]bool
 }
 
 // NewState is the State of the newest record of each key.

@@ -186,7 +186,8 @@ func (s *Store) partitions(ctx context.Context) (int, error) {
 
 // Load reads the whole topic, every partition from its first offset to its
 // high watermark, keeping the newest record of each key as read_committed
-// reads it (see reading); a tombstone removes its key. Records that are not
+// reads it (see reading); a tombstone removes its key. State.Open lists the
+// keys of transactions still open at the end. Records that are not
 // checkpoint JSON are skipped. Any failure is an error: a topic that cannot
 // be read is unknown, never empty.
 //
@@ -201,7 +202,7 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
 	}
-	ends, err := s.offsets(ctx, n, false)
+	ends, err := s.offsets(ctx, n)
 	if err != nil {
 		return nil, err
 	}
@@ -257,61 +258,22 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 			})
 		}
 	}
-	return NewState(rd.newest()), nil
+	st := NewState(rd.newest())
+	st.Open = rd.openKeys()
+	return st, nil
 }
 
-// span is a partition's first offset and its end: the last stable offset
-// or the high watermark (see offsets).
+// span is a partition's first offset and its high watermark.
 type span struct{ start, end int64 }
 
-// Settle waits until no Kafka transaction that was open on the topic when
-// it was called still holds back read_committed reads: until each
-// partition's last stable offset reaches the high watermark it had then. A
-// transaction lasts at most its timeout, and ctx bounds the wait.
-func (s *Store) Settle(ctx context.Context) error {
-	n, err := s.partitions(ctx)
-	if err != nil {
-		return fmt.Errorf("read checkpoint topic %s: %w", s.topic, err)
-	}
-	high, err := s.offsets(ctx, n, false)
-	if err != nil {
-		return err
-	}
-	for {
-		stable, err := s.offsets(ctx, n, true)
-		if err != nil {
-			return err
-		}
-		behind := false
-		for p, h := range high {
-			if stable[p].end < h.end {
-				behind = true
-			}
-		}
-		if !behind {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("checkpoint topic %s: a Kafka transaction on it is still open: %w", s.topic, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// offsets lists each of the n partitions' first offset and its last
-// offset: the last stable offset when committed (read_committed), else the
-// high watermark (read_uncommitted).
-func (s *Store) offsets(ctx context.Context, n int, committed bool) (map[int32]span, error) {
+// offsets lists each of the n partitions' first offset and high watermark.
+func (s *Store) offsets(ctx context.Context, n int) (map[int32]span, error) {
 	_, adm, err := s.client()
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint topic %s offsets: %w", s.topic, err)
 	}
 	out := make(map[int32]span, n)
 	for i, list := range []func(context.Context, ...string) (kadm.ListedOffsets, error){adm.ListStartOffsets, adm.ListEndOffsets} {
-		if i == 1 && committed {
-			list = adm.ListCommittedOffsets
-		}
 		listed, err := list(ctx, s.topic)
 		if err != nil {
 			return nil, fmt.Errorf("read checkpoint topic %s offsets: %w", s.topic, err)

@@ -2,6 +2,7 @@ package checkpoint_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/cdc-relay/cdc-relay/checkpoint"
 	"github.com/cdc-relay/cdc-relay/internal/kafkatest"
 	"github.com/cdc-relay/cdc-relay/internal/relaytest"
+	"github.com/cdc-relay/cdc-relay/replication"
 )
 
 // TestLoadSeesPastAnOpenTransaction: an exactly-once relay killed inside a
@@ -18,7 +20,9 @@ import (
 // transactions committed after it, must still be read at once: a restart
 // that missed its own newest checkpoint would take a dropped slot for a
 // first start (a silent gap). The open transaction's own record, and an
-// aborted one's, stay unread.
+// aborted one's, stay unread, and its key is reported open. A slot ahead
+// of relay a's checkpoint is a gap at once, the other relay's open
+// transaction notwithstanding; relay b's answer waits for it.
 func TestLoadSeesPastAnOpenTransaction(t *testing.T) {
 	t.Parallel()
 	b := relaytest.PrivateBroker(t, kafkatest.Options{})
@@ -31,7 +35,7 @@ func TestLoadSeesPastAnOpenTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := func(relay, lsn string) *checkpoint.Record {
-		return &checkpoint.Record{Kind: checkpoint.KindCheckpoint, RelayID: relay, LSN: lsn, SystemID: "1", Database: "app", Slot: relay, WrittenAt: time.Now()}
+		return &checkpoint.Record{Kind: checkpoint.KindCheckpoint, Format: checkpoint.FormatFollows, RelayID: relay, LSN: lsn, SystemID: "1", Database: "app", Slot: relay, WrittenAt: time.Now()}
 	}
 	// txn writes rec in a transaction of its own producer, which it commits,
 	// aborts, or leaves open (the client is closed without ending it).
@@ -94,5 +98,27 @@ func TestLoadSeesPastAnOpenTransaction(t *testing.T) {
 		if got.LSN != want {
 			t.Errorf("relay %s: read %s, want %s", relay, got.LSN, want)
 		}
+	}
+	if len(st.Open) != 1 || !st.Open["b"] {
+		t.Errorf("keys of open transactions: %v, want b alone", st.Open)
+	}
+
+	server := replication.Server{SystemID: "1", Timeline: 1, Database: "app"}
+	ahead := func(relay string, confirmed replication.LSN, within time.Duration) error {
+		g := checkpoint.NewGuard(checkpoint.Config{Store: s, RelayID: relay, Slot: relay, ReadOnly: true})
+		actx, cancel := context.WithTimeout(ctx, within)
+		defer cancel()
+		return g.Ahead(actx, replication.GuardInput{Server: server, Slot: relay, Info: replication.SlotInfo{Confirmed: confirmed}})
+	}
+	began = time.Now()
+	var gap *checkpoint.GapError
+	if err := ahead("a", 0x400, 30*time.Second); !errors.As(err, &gap) || gap.Ahead != 0x400 {
+		t.Errorf("relay a, slot at 0/400 past its checkpoint 0/300, beside b's open transaction: %v, want a gap", err)
+	}
+	if d := time.Since(began); d > 20*time.Second {
+		t.Errorf("relay a's answer took %s: it waited for another relay's open transaction", d)
+	}
+	if err := ahead("b", 0x950, 2*time.Second); errors.As(err, &gap) || !errors.Is(err, replication.ErrCheckpointUnavailable) {
+		t.Errorf("relay b, slot at 0/950, its own transaction (0/900) still open: %v, want the checkpoint unknown, not a gap", err)
 	}
 }

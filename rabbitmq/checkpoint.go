@@ -277,9 +277,6 @@ func (s *CheckpointStore) Ensure(ctx context.Context, create bool) (bool, error)
 	return true, nil
 }
 
-// Settle returns at once: streams have no transactions to wait for.
-func (s *CheckpointStore) Settle(context.Context) error { return nil }
-
 // publish sends body to stream with confirms, mandatory, and waits.
 func (s *CheckpointStore) publish(ctx context.Context, ch *amqp.Channel, stream string, msg amqp.Publishing) error {
 	for drained := false; !drained; { // a return of a publish whose wait was cut short

@@ -1,0 +1,105 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cdc-relay/cdc-relay/replication"
+)
+
+// scriptedBackend is a Kafka Backend whose Loads return states in turn,
+// the last one for ever after.
+type scriptedBackend struct {
+	fakeBackend
+	states []*State
+	loads  int
+}
+
+func (s *scriptedBackend) Load(context.Context) (*State, error) {
+	st := s.states[min(s.loads, len(s.states)-1)]
+	s.loads++
+	return st, nil
+}
+
+// TestAheadWaitsForItsOwnOpenTransactionOnly: a slot past the relay's own
+// checkpoint is a gap, decided at once even while other relays' Kafka
+// transactions on the shared topic are open (one killed leaves its own
+// open for a minute). Only a transaction still open with a record under the
+// relay's own key can hide a newer checkpoint: the guard reads the topic
+// again until it is decided, a commit then covering the slot and an abort
+// leaving the gap, and while it stays open the answer is unknown, never a
+// gap.
+func TestAheadWaitsForItsOwnOpenTransactionOnly(t *testing.T) {
+	server := replication.Server{SystemID: "sys1", Timeline: 1, Database: "app"}
+	in := replication.GuardInput{Server: server, Slot: "cdc_relay"}
+	const slot = replication.LSN(0x300)
+	at := func(lsn string) *Record {
+		r := ckpt("sys1", lsn, 1)
+		r.Format = FormatFollows
+		return r
+	}
+	own := at("0/0").RelayID
+	state := func(lsn string, open ...string) *State {
+		st := NewState(map[string]*Record{own: at(lsn)})
+		for _, k := range open {
+			if st.Open == nil {
+				st.Open = map[string]bool{}
+			}
+			st.Open[k] = true
+		}
+		return st
+	}
+	for _, tc := range []struct {
+		name   string
+		states []*State
+		gap    bool
+		loads  int // Loads by Ahead, at least
+	}{
+		{"others' open transactions", []*State{state("0/200", "other/app/cdc_relay", "sys1/app/cdc_relay#gap@0/1")}, true, 1},
+		{"own open, then committed", []*State{state("0/200", own), state("0/200", own), state("0/300")}, false, 3},
+		{"own open, then aborted", []*State{state("0/200", own), state("0/200")}, true, 2},
+		{"no own checkpoint", []*State{{Checkpoints: map[string]*Record{}, Open: map[string]bool{own: true}}}, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &scriptedBackend{fakeBackend: fakeBackend{broker: Kafka}, states: tc.states}
+			g := NewGuard(Config{Slot: "cdc_relay", Store: b})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			in := in
+			in.Info.Confirmed = slot
+			err := g.Ahead(ctx, in)
+			var gap *GapError
+			if got := errors.As(err, &gap); got != tc.gap || (!tc.gap && err != nil) {
+				t.Fatalf("Ahead = %v, want a gap: %v", err, tc.gap)
+			}
+			if tc.gap && gap.Ahead != slot {
+				t.Errorf("the gap's slot position is %s, want %s", gap.Ahead, slot)
+			}
+			if b.loads < tc.loads {
+				t.Errorf("the topic was read %d times, want at least %d", b.loads, tc.loads)
+			}
+			if ctx.Err() != nil {
+				t.Errorf("Ahead waited for its whole context")
+			}
+		})
+	}
+
+	t.Run("own stays open", func(t *testing.T) {
+		b := &scriptedBackend{fakeBackend: fakeBackend{broker: Kafka}, states: []*State{state("0/200", own)}}
+		g := NewGuard(Config{Slot: "cdc_relay", Store: b})
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		in := in
+		in.Info.Confirmed = slot
+		err := g.Ahead(ctx, in)
+		var gap *GapError
+		if errors.As(err, &gap) || !errors.Is(err, replication.ErrCheckpointUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Ahead while the relay's own transaction stays open = %v, want the checkpoint unknown until its context ends, not a gap", err)
+		}
+		if b.loads < 2 {
+			t.Errorf("the topic was read %d times while it waited, want it read again", b.loads)
+		}
+	})
+}
