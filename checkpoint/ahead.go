@@ -72,7 +72,7 @@ func (g *Guard) checkAhead(ctx context.Context, in replication.GuardInput, slotC
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return g.unknown(fmt.Errorf("checkpoint topic %s: a transaction with a record under relay id %s is still open: %w", g.cfg.Store.Topic(), own.RelayID, ctx.Err()))
+			return g.unknown(fmt.Errorf("checkpoint topic %s: a Kafka transaction with a record under relay id %s is still open; it ends by its transaction timeout, and one open longer was left hanging by Kafka (kafka-transactions.sh find-hanging lists it, kafka-transactions.sh abort ends it): %w", g.cfg.Store.Topic(), own.RelayID, ctx.Err()))
 		case <-t.C:
 		}
 		if err := g.load(ctx, in.Server, true); err != nil {

@@ -53,6 +53,13 @@ func TestCrashConsistencyExactlyOnce(t *testing.T) {
 // broker: on a broker of its own, beside the other tests, its relays once
 // could not read the checkpoint for minutes after a restart (seed
 // 8545295622529848553, 2026-12-07; not reproduced alone, not explained).
+// On the shared broker it stalled the same way in CI (seeds
+// 6052402109968391578, 7510715692368022175): after a kill while Kafka was
+// down, every later relay fenced, then found its own checkpoint record in
+// a transaction still open, and the read_committed consumer stopped at
+// the same place. A failure report now adds the broker's producer states
+// and the transaction's state (describeTxnState) to tell a hanging
+// transaction from one the relay left.
 func crashConsistency(t *testing.T, kills int, own bool, extra []string, opts ...kgo.Opt) (dups, records int) {
 	seed := propertySeed(t)
 	t.Logf("seed %d (replay with %s=%d)", seed, propertySeedEnv, seed)
@@ -71,7 +78,8 @@ func crashConsistency(t *testing.T, kills int, own bool, extra []string, opts ..
 	cr.consumer = f.consume("^"+regexp.QuoteMeta(f.topicPrefix)+`\..*`, opts...)
 	// A checkpoint topic of its own, as every name here: the shared one can
 	// hold a transaction another test's killed exactly-once relay left open.
-	args := f.args(append([]string{"--checkpoint-topic", "ckpt-" + f.name}, extra...)...)
+	cr.ckptTopic = "ckpt-" + f.name
+	args := f.args(append([]string{"--checkpoint-topic", cr.ckptTopic}, extra...)...)
 
 	plan := newCrashPlan(rand.New(rand.NewPCG(seed, 0xc0ffee)), kills)
 	t.Logf("seed %d: plan: %s", seed, plan)
@@ -277,6 +285,8 @@ type crashRun struct {
 	relay    *relay   // the current relay process
 	relays   []*relay // every relay started, for the diagnosis of a failure
 	killLSNs []uint64 // confirmed_flush_lsn right after each kill
+	// ckptTopic is the relays' checkpoint topic, the test's own.
+	ckptTopic string
 }
 
 // fatalf fails the test with the seed in front of the message.
@@ -376,6 +386,8 @@ func (cr *crashRun) describeMissing(committed []committedEvent) string {
 	}
 	if firstRaw != nil {
 		b.WriteString(dumpPartition(cr.t, cr.f.brokerAddr(), firstRaw.Topic, firstRaw.Partition, firstRaw.Offset-30, 90))
+		b.WriteString(describeTxnState(cr.f.brokerAddr(), []string{firstRaw.Topic, cr.ckptTopic}, cr.txnIDs()))
+		b.WriteString(dumpTail(cr.t, cr.f.brokerAddr(), cr.ckptTopic, 0, 40))
 	}
 	// What the relays said of their Kafka transactions.
 	for i, r := range cr.relays {
