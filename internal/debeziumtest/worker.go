@@ -101,7 +101,7 @@ func Prepare(o WorkerOptions) (*Setup, error) {
 	if jvm == nil {
 		jvm = strings.Fields(defaultHeap)
 	}
-	s.Args = append(append([]string{}, jvm...), PerfJVMOptions...)
+	s.Args = append(append(append([]string{}, jvm...), PerfJVMOptions...), testtier.QuickJIT()...)
 	s.Args = append(s.Args,
 		"-Dlog4j2.configurationFile="+filepath.Join(s.Dir, "log4j2.properties"),
 		"-cp", classPath(libs, o.ExtraLibs),

@@ -183,7 +183,7 @@ func (b *Broker) start() error {
 	defer log.Close() // the child has its own copy of the descriptor
 	fmt.Fprintf(log, "--- kafkatest %s: start broker on %s ---\n", stamp(), b.Addr())
 	cmd := java(b.libs, b.dir, log,
-		append([]string{brokerHeap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError"}, b.opts.JVMOptions...),
+		append(append([]string{brokerHeap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError"}, testtier.QuickJIT()...), b.opts.JVMOptions...),
 		"kafka.Kafka", "server.properties")
 	p, err := launch(cmd)
 	if err != nil {

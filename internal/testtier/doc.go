@@ -9,5 +9,8 @@
 //
 // The starters (pgtest, kafkatest, registrytest, rabbittest and
 // debeziumtest's Connect worker) call Check before they start anything; a
-// test that starts a service without them calls Need first.
+// test that starts a service without them calls Need first. QuickJIT gives
+// the JVMs a test starts (kafkatest's brokers, the Connect worker) C1
+// alone, to spend less of the machine's CPU on JIT; benchmarks and programs
+// keep the full JIT.
 package testtier

@@ -55,3 +55,11 @@ func TestOffWrapped(t *testing.T) {
 		t.Fatal("Off of another error = true")
 	}
 }
+
+// TestQuickJIT: a test binary that runs no benchmark starts its JVMs with
+// C1 alone.
+func TestQuickJIT(t *testing.T) {
+	if got := QuickJIT(); len(got) != 1 || got[0] != "-XX:TieredStopAtLevel=1" {
+		t.Errorf("QuickJIT() in a test = %q, want [-XX:TieredStopAtLevel=1]", got)
+	}
+}
