@@ -194,14 +194,23 @@ func TestSlotExhaustionEstimate(t *testing.T) {
 		}
 	}()
 	first := r.waitMetric("cdc_relay_slot_exhaustion_seconds", 60*time.Second, func(v float64) bool { return v > 0 })
-	last := r.waitMetric("cdc_relay_slot_exhaustion_seconds", 90*time.Second, func(v float64) bool { return v < 0.8*first })
+	// The estimate follows the lag's growth over the last few samples: on
+	// a loaded machine the first ones can see little of the writer, so
+	// wait for the alert itself, not for a fixed fall from the first.
+	var firing bool
+	var last float64
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		if firing, last = evalAlert(t, rule, r.metricsText(t)); firing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alert %s (%s) did not fire within 90 s of steady WAL writes: %.0f s to exhaustion (first estimate %.0f s)", rule.name, rule.expr, last, first)
+		}
+		time.Sleep(500 * time.Millisecond) // polling interval, not synchronisation
+	}
 	nowSafe, _ := r.metric("cdc_relay_slot_safe_wal_size_bytes")
 	if nowSafe >= safe {
 		t.Fatalf("safe WAL size did not fall while the lag grew: %.0f then %.0f", safe, nowSafe)
-	}
-	firing, v := evalAlert(t, rule, r.metricsText(t))
-	if !firing {
-		t.Fatalf("alert %s (%s) does not fire at %.0f s to exhaustion", rule.name, rule.expr, v)
 	}
 	t.Logf("safe WAL %.0f MB -> %.0f MB; time to exhaustion %.0f s -> %.0f s; alert fires", safe/1e6, nowSafe/1e6, first, last)
 	restartBroker()
