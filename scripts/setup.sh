@@ -12,7 +12,10 @@
 #     the repository's sha1, into $PGROOT/<major>; PGROOT is
 #     ${CDC_RELAY_PG_ROOT:-/opt/cdc-relay/postgresql} as root (the postgres
 #     user runs them and cannot read root's home), else $CACHE/postgresql;
-#   - the CloudEvents Python SDK in a virtualenv, $CACHE/venv-cloudevents.
+#   - the CloudEvents Python SDK in a virtualenv, $CACHE/venv-cloudevents;
+#   - the class-data-sharing archive the tests' Kafka brokers map their
+#     classes from (internal/kafkatest/archive, one broker run of ~20 s per
+#     JVM build), beside the Kafka jars.
 # CACHE is ${CDC_RELAY_CACHE:-$HOME/.cache/cdc-relay}. Every step is skipped
 # when its result is already there, so a second run takes well under a second.
 # Two setups sharing the cache may run at once: each builds in a temporary
@@ -219,6 +222,11 @@ else
 	exec 9>&-
 	say "CloudEvents Python SDK $cloudevents_version ok ($venv)"
 fi
+
+# --- The tests' Kafka brokers' class archive ---------------------------------
+step="writing the Kafka brokers' class archive"
+archive=$(cd "$root" && CDC_RELAY_CACHE=$cache go run ./internal/kafkatest/archive)
+say "Kafka class archive ok ($archive)"
 
 step="finishing"
 say "done (cache: $cache)"

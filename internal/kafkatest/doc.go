@@ -13,4 +13,9 @@
 // taking PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; Options.TLS adds an SSL
 // listener (SSLAddr, mutual TLS with TLS.ClientAuth) and, with users, a
 // SASL_SSL listener (SASLSSLAddr). Certificates are PEM, as Go makes them.
+//
+// In a test (testtier.Lean) a broker maps its classes from the
+// class-data-sharing archive that make setup writes beside the jars
+// (WriteArchive, run by the archive command): its start costs about a
+// third less CPU. Without the archive it starts as before.
 package kafkatest

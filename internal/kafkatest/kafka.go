@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -153,7 +154,7 @@ func (b *Broker) format() error {
 	defer log.Close()
 	fmt.Fprintf(log, "--- kafkatest %s: format storage, cluster id %s ---\n", stamp(), id)
 	args := append([]string{"format", "--standalone", "-t", id, "-c", "server.properties"}, scramArgs(b.opts.SASLUsers)...)
-	cmd := java(b.libs, b.dir, log, []string{"-Xmx256m", "-XX:TieredStopAtLevel=1"},
+	cmd := java(b.libs, b.dir, log, append([]string{"-Xmx256m", "-XX:TieredStopAtLevel=1"}, archiveFlags(b.libs)...),
 		"kafka.tools.StorageTool", args...)
 	p, err := launch(cmd)
 	if err != nil {
@@ -183,7 +184,7 @@ func (b *Broker) start() error {
 	defer log.Close() // the child has its own copy of the descriptor
 	fmt.Fprintf(log, "--- kafkatest %s: start broker on %s ---\n", stamp(), b.Addr())
 	cmd := java(b.libs, b.dir, log,
-		append(append([]string{brokerHeap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError"}, testtier.QuickJIT()...), b.opts.JVMOptions...),
+		slices.Concat([]string{brokerHeap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError"}, testtier.QuickJIT(), archiveFlags(b.libs), b.opts.JVMOptions),
 		"kafka.Kafka", "server.properties")
 	p, err := launch(cmd)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,39 @@ func TestBrokerLifecycle(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("Close left %s behind (stat: %v)", dir, err)
+	}
+}
+
+// TestBrokerMapsClassArchive: a test's broker maps its classes from the
+// archive make setup wrote; -Xshare:on makes the JVM refuse to start when
+// it cannot (another JVM build, another class path).
+func TestBrokerMapsClassArchive(t *testing.T) {
+	testtier.Need(t)
+	libs, err := libsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := archiveFlags(libs)
+	if len(flags) == 0 {
+		path, err := archivePath(libs)
+		t.Fatalf("no class archive for this JVM (%s, %v): run make setup, which writes it", path, err)
+	}
+	b, err := Start(Options{JVMOptions: []string{"-Xshare:on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeBroker(t, b) })
+	out, err := os.ReadFile("/proc/" + strconv.Itoa(b.proc.cmd.Process.Pid) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), flags[0]) {
+		t.Fatalf("the broker runs without %s: %q", flags[0], out)
+	}
+	topic := randomTopic(t)
+	produce(t, b.Addr(), topic, "k1", "v1")
+	if got := consumeFirst(t, b.Addr(), topic); got != "k1=v1" {
+		t.Fatalf("got %q, want k1=v1", got)
 	}
 }
 

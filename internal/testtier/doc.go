@@ -9,8 +9,9 @@
 //
 // The starters (pgtest, kafkatest, registrytest, rabbittest and
 // debeziumtest's Connect worker) call Check before they start anything; a
-// test that starts a service without them calls Need first. QuickJIT gives
-// the JVMs a test starts (kafkatest's brokers, the Connect worker) C1
-// alone, to spend less of the machine's CPU on JIT; benchmarks and programs
-// keep the full JIT.
+// test that starts a service without them calls Need first. Lean tells
+// whether the JVMs a test starts (kafkatest's brokers, the Connect worker)
+// should spend less of the machine's CPU: QuickJIT gives them C1 alone,
+// and kafkatest maps its brokers' classes from a shared archive;
+// benchmarks and programs start them as in production.
 package testtier

@@ -50,17 +50,24 @@ func Need(t Skipper) {
 // the service tier is off, which should skip the test, not fail it.
 func Off(err error) bool { return errors.Is(err, ErrOff) }
 
-// QuickJIT is the JIT flag for a JVM (a Kafka broker, a Connect worker)
-// that a test starts: C1 alone, which costs a broker about 40 % less CPU to
-// start (3.6 against 6.1 CPU s here, 2026-12-07), and a whole make test is
-// bound by the machine's 2 cores. Programs that are not tests (make bench,
-// make demo) and test binaries that run benchmarks get nil: the full
-// tiered JIT, as in production.
-func QuickJIT() []string {
+// Lean reports whether the JVMs this process starts (a Kafka broker, a
+// Connect worker) should start lean, to spend less of the machine's CPU: in
+// a test binary that runs no benchmark. A whole make test is bound by the
+// machine's 2 cores. Programs that are not tests (make bench, make demo)
+// and test binaries that run benchmarks start them as in production.
+func Lean() bool {
 	if !testing.Testing() {
-		return nil
+		return false
 	}
-	if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+	f := flag.Lookup("test.bench")
+	return f == nil || f.Value.String() == ""
+}
+
+// QuickJIT is the JIT flag for a JVM that a test starts (Lean): C1 alone,
+// which costs a broker about 40 % less CPU to start (3.6 against 6.1 CPU s
+// here, 2026-12-07); nil otherwise, the full tiered JIT.
+func QuickJIT() []string {
+	if !Lean() {
 		return nil
 	}
 	return []string{"-XX:TieredStopAtLevel=1"}
