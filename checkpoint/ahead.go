@@ -47,11 +47,12 @@ func (g *Guard) Ahead(ctx context.Context, in replication.GuardInput) error {
 // its commit and the commit marker): the topic is read again until that
 // transaction is decided, and until then the answer is unknown (retried),
 // never a gap. Other relays' open transactions on a shared topic change
-// nothing here, so they are not waited for.
+// nothing here, so they are not waited for. One that stays open is
+// described by openTxnError.
 func (g *Guard) checkAhead(ctx context.Context, in replication.GuardInput, slotConfirmed replication.LSN) error {
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		g.mu.Lock()
-		own, open := g.own, g.ownOpen
+		own, open, openRec := g.own, g.ownOpen, g.ownOpenRec
 		g.mu.Unlock()
 		if own == nil || own.Kind != KindCheckpoint || own.Format < FormatFollows || own.SystemID != in.Server.SystemID || slotConfirmed <= own.Position() {
 			return nil
@@ -72,13 +73,29 @@ func (g *Guard) checkAhead(ctx context.Context, in replication.GuardInput, slotC
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return g.unknown(fmt.Errorf("checkpoint topic %s: a Kafka transaction with a record under relay id %s is still open; it ends by its transaction timeout, and one open longer was left hanging by Kafka (kafka-transactions.sh find-hanging lists it, kafka-transactions.sh abort ends it): %w", g.cfg.Store.Topic(), own.RelayID, ctx.Err()))
+			return g.unknown(fmt.Errorf("%s: %w", g.openTxnError(own.RelayID, openRec, slotConfirmed), ctx.Err()))
 		case <-t.C:
 		}
 		if err := g.load(ctx, in.Server, true); err != nil {
 			return err
 		}
 	}
+}
+
+// openTxnError says what to do about the relay's own Kafka transaction
+// that stayed open, holding the checkpoint rec. The relay confirms a slot
+// position under exactly-once only after Kafka acknowledged the commit of
+// the transaction that holds it, so a slot confirmed to rec or past it
+// means Kafka acknowledged this commit and left its markers unwritten:
+// aborting it would drop events the slot no longer holds. Otherwise
+// aborting loses nothing, as the relay sends them again.
+func (g *Guard) openTxnError(relayID string, rec *Record, slotConfirmed replication.LSN) error {
+	topic := g.cfg.Store.Topic()
+	if rec != nil && rec.Position() <= slotConfirmed {
+		return fmt.Errorf("checkpoint topic %s: the Kafka transaction that holds relay id %s's checkpoint at %s is still open, but the slot was confirmed to %s, which the relay does only after Kafka acknowledged that transaction's commit: Kafka left a committed transaction hanging, without its commit markers (kafka-transactions.sh find-hanging lists it). Do not abort it: its events are no longer in the slot, and an abort drops them (the relay then stops with exit code 3). A broker that coordinates the transactional id and still holds the commit as pending (kafka-transactions.sh describe: PrepareCommit) writes its markers again when it restarts; the relay waits until the transaction is decided",
+			topic, relayID, rec.LSN, slotConfirmed)
+	}
+	return fmt.Errorf("checkpoint topic %s: a Kafka transaction with a record under relay id %s is still open; it ends by its transaction timeout, and one open longer was left hanging by Kafka (kafka-transactions.sh find-hanging lists it). The slot was not confirmed into it, so aborting it (kafka-transactions.sh abort) loses nothing: the relay sends its events again", topic, relayID)
 }
 
 // history is the server's timeline history: as Decide read it on this

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +31,10 @@ func (s *scriptedBackend) Load(context.Context) (*State, error) {
 // relay's own key can hide a newer checkpoint: the guard reads the topic
 // again until it is decided, a commit then covering the slot and an abort
 // leaving the gap, and while it stays open the answer is unknown, never a
-// gap.
+// gap. Its error tells an operator whether aborting that transaction is
+// safe: not when the slot was confirmed into it, as the relay confirms
+// only after Kafka acknowledged the commit (Kafka left a committed
+// transaction hanging).
 func TestAheadWaitsForItsOwnOpenTransactionOnly(t *testing.T) {
 	server := replication.Server{SystemID: "sys1", Timeline: 1, Database: "app"}
 	in := replication.GuardInput{Server: server, Slot: "cdc_relay"}
@@ -41,13 +45,19 @@ func TestAheadWaitsForItsOwnOpenTransactionOnly(t *testing.T) {
 		return r
 	}
 	own := at("0/0").RelayID
+	// state has own's checkpoint at lsn, and the open transactions of
+	// keys, each "key" or "key@lsn" (holding a checkpoint at lsn).
 	state := func(lsn string, open ...string) *State {
 		st := NewState(map[string]*Record{own: at(lsn)})
 		for _, k := range open {
 			if st.Open == nil {
-				st.Open = map[string]bool{}
+				st.Open = map[string]*Record{}
 			}
-			st.Open[k] = true
+			var rec *Record
+			if i := strings.LastIndex(k, "@0/"); i > 0 && !strings.Contains(k, "#") {
+				k, rec = k[:i], at(k[i+1:])
+			}
+			st.Open[k] = rec
 		}
 		return st
 	}
@@ -58,13 +68,16 @@ func TestAheadWaitsForItsOwnOpenTransactionOnly(t *testing.T) {
 		// unknown: the answer stays unknown until the context (300 ms)
 		// ends, not a gap.
 		unknown bool
-		loads   int // Loads by Ahead, at least
+		loads   int    // Loads by Ahead, at least
+		says    string // in the error of an unknown answer
 	}{
-		{"others' open transactions", []*State{state("0/200", "other/app/cdc_relay", "sys1/app/cdc_relay#gap@0/1")}, true, false, 1},
-		{"own open, then committed", []*State{state("0/200", own), state("0/200", own), state("0/300")}, false, false, 3},
-		{"own open, then aborted", []*State{state("0/200", own), state("0/200")}, true, false, 2},
-		{"no own checkpoint", []*State{{Checkpoints: map[string]*Record{}, Open: map[string]bool{own: true}}}, false, false, 1},
-		{"own stays open", []*State{state("0/200", own)}, false, true, 2},
+		{"others' open transactions", []*State{state("0/200", "other/app/cdc_relay", "sys1/app/cdc_relay#gap@0/1")}, true, false, 1, ""},
+		{"own open, then committed", []*State{state("0/200", own), state("0/200", own), state("0/300")}, false, false, 3, ""},
+		{"own open, then aborted", []*State{state("0/200", own), state("0/200")}, true, false, 2, ""},
+		{"no own checkpoint", []*State{{Checkpoints: map[string]*Record{}, Open: map[string]*Record{own: nil}}}, false, false, 1, ""},
+		{"own stays open", []*State{state("0/200", own+"@0/400")}, false, true, 2, "aborting it (kafka-transactions.sh abort) loses nothing"},
+		{"own stays open, without a checkpoint", []*State{state("0/200", own)}, false, true, 2, "loses nothing"},
+		{"own stays open, the slot confirmed into it", []*State{state("0/200", own+"@0/300")}, false, true, 2, "Kafka left a committed transaction hanging, without its commit markers (kafka-transactions.sh find-hanging lists it). Do not abort it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &scriptedBackend{fakeBackend: fakeBackend{broker: Kafka}, states: tc.states}
@@ -83,6 +96,9 @@ func TestAheadWaitsForItsOwnOpenTransactionOnly(t *testing.T) {
 			case tc.unknown:
 				if errors.As(err, &gap) || !errors.Is(err, replication.ErrCheckpointUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 					t.Fatalf("Ahead while the relay's own transaction stays open = %v, want the checkpoint unknown until its context ends, not a gap", err)
+				}
+				if !strings.Contains(err.Error(), tc.says) {
+					t.Fatalf("Ahead while the relay's own transaction stays open = %v, want it to say %q", err, tc.says)
 				}
 			case errors.As(err, &gap) != tc.gap || (!tc.gap && err != nil):
 				t.Fatalf("Ahead = %v, want a gap: %v", err, tc.gap)

@@ -67,9 +67,11 @@ type Guard struct {
 	id     string
 	own    *Record // the newest checkpoint under id, read or written
 	// ownOpen: the last Load found a record under id in a transaction still
-	// open, which may yet commit a checkpoint newer than own.
-	ownOpen bool
-	others  []*Record
+	// open, which may yet commit a checkpoint newer than own; ownOpenRec is
+	// the newest checkpoint in it (nil when none).
+	ownOpen    bool
+	ownOpenRec *Record
+	others     []*Record
 	// renamed are checkpoints of this system, database and slot under
 	// another relay id than an explicit --relay-id.
 	renamed []*Record
@@ -167,7 +169,7 @@ func (g *Guard) load(ctx context.Context, server replication.Server, force bool)
 		}
 		slices.SortFunc(g.renamed, func(a, b *Record) int { return b.WrittenAt.Compare(a.WrittenAt) })
 	}
-	g.ownOpen = st.Open[g.id]
+	g.ownOpenRec, g.ownOpen = st.Open[g.id]
 	if r := st.Checkpoints[g.id]; r != nil && (g.own == nil || r.Position() > g.own.Position()) {
 		g.own = r
 		g.written = r.Position()

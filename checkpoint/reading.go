@@ -12,7 +12,8 @@ import (
 // transaction's records wait for its marker: a commit takes them, at their
 // own offsets, an abort drops them, and those of a transaction still open
 // when the reading ends are not taken: their keys are listed (openKeys),
-// for the guard to wait for the one that matters to it. So a transaction
+// with the newest checkpoint among them, for the guard to wait for the one
+// that matters to it. So a transaction
 // left open hides its own records only, never a later one.
 type reading struct {
 	byKey map[string]read
@@ -81,16 +82,22 @@ func (rd *reading) take(r *kgo.Record) {
 	rd.byKey[k] = read{partition: r.Partition, offset: r.Offset, rec: rec}
 }
 
-// openKeys is the set of keys with a record in a transaction still open
-// where the reading ended, nil when there is none.
-func (rd *reading) openKeys() map[string]bool {
-	var out map[string]bool
+// openKeys maps each key with a record in a transaction still open where
+// the reading ended to the newest checkpoint record among them (nil when
+// none parses); nil when there is none.
+func (rd *reading) openKeys() map[string]*Record {
+	var out map[string]*Record
 	for _, recs := range rd.open {
 		for _, r := range recs {
 			if out == nil {
-				out = map[string]bool{}
+				out = map[string]*Record{}
 			}
-			out[string(r.Key)] = true
+			k := string(r.Key)
+			cur := out[k]
+			if rec, err := ParseRecord(r.Value); err == nil && (cur == nil || rec.Position() > cur.Position()) {
+				cur = rec
+			}
+			out[k] = cur
 		}
 	}
 	return out

@@ -72,10 +72,15 @@ func TestReading(t *testing.T) {
 			t.Errorf("key %s: read %q, want %q (all: %v)", k, got[k], lsn, got)
 		}
 	}
-	if open := rd.openKeys(); len(open) != 1 || !open["a"] {
+	if open := rd.openKeys(); len(open) != 1 || !hasKey(open, "a") {
 		t.Errorf("keys of open transactions: %v, want a alone (producer 8's)", open)
 	}
 	if open := newReading().openKeys(); open != nil {
 		t.Errorf("keys of open transactions in an empty reading: %v, want none", open)
 	}
+}
+
+func hasKey(m map[string]*Record, k string) bool {
+	_, ok := m[k]
+	return ok
 }

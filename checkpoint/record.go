@@ -141,8 +141,9 @@ type State struct {
 	Gaps        []*Record
 	// Open holds the keys with a record in a transaction that was still
 	// open when the read ended (a Kafka transaction of an exactly-once
-	// relay): a newer record under such a key may yet commit.
-	Open map[string]bool
+	// relay), each with the newest of those records (nil when none is a
+	// checkpoint record): it may yet commit.
+	Open map[string]*Record
 }
 
 // NewState is the State of the newest record of each key.

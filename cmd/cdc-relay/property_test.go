@@ -57,9 +57,14 @@ func TestCrashConsistencyExactlyOnce(t *testing.T) {
 // 6052402109968391578, 7510715692368022175): after a kill while Kafka was
 // down, every later relay fenced, then found its own checkpoint record in
 // a transaction still open, and the read_committed consumer stopped at
-// the same place. A failure report now adds the broker's producer states
-// and the transaction's state (describeTxnState) to tell a hanging
-// transaction from one the relay left.
+// the same place. In the second, the open transaction was one whose
+// commit Kafka had acknowledged while the broker was stopping (the relay
+// logged it committed and confirmed the slot to its checkpoint), and whose
+// markers never reached one data partition and the checkpoint partition: a
+// committed transaction left hanging by Kafka, which a relay now says as
+// such (checkpoint.Guard's openTxnError). A failure report adds the broker's
+// producer states and the transaction's state (describeTxnState) to show
+// the coordinator's side.
 func crashConsistency(t *testing.T, kills int, own bool, extra []string, opts ...kgo.Opt) (dups, records int) {
 	seed := propertySeed(t)
 	t.Logf("seed %d (replay with %s=%d)", seed, propertySeedEnv, seed)
