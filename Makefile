@@ -39,9 +39,10 @@ TEST_PARALLEL ?= 4
 # Every test of both tiers, against real PostgreSQL 15 (and 13, 14, 16, 17,
 # 18 in TestMatrix and the failover tests), Apache Kafka 4.x, the registries
 # and Debezium.
+# go vet runs while scripts/debezium.sh downloads (on a new machine vet
+# compiles every package, and the downloads wait on the network).
 test: setup
-	bash scripts/debezium.sh
-	$(GO) vet ./...
+	$(GO) vet ./... & vet=$$!; bash scripts/debezium.sh; rc=$$?; wait $$vet && exit $$rc
 	$(TESTS) -p 2 -parallel $(TEST_PARALLEL) -timeout 45m ./...
 	$(MAKE) fuzz FUZZTIME=10s
 
