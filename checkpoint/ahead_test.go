@@ -45,20 +45,23 @@ func TestAheadWaitsForItsOwnOpenTransactionOnly(t *testing.T) {
 		return r
 	}
 	own := at("0/0").RelayID
-	// state has own's checkpoint at lsn, and the open transactions of
-	// keys, each "key" or "key@lsn" (holding a checkpoint at lsn).
+	// state has own's checkpoint at lsn, and transactions still open with
+	// records under the keys open, none of them a checkpoint.
 	state := func(lsn string, open ...string) *State {
 		st := NewState(map[string]*Record{own: at(lsn)})
 		for _, k := range open {
 			if st.Open == nil {
 				st.Open = map[string]*Record{}
 			}
-			var rec *Record
-			if i := strings.LastIndex(k, "@0/"); i > 0 && !strings.Contains(k, "#") {
-				k, rec = k[:i], at(k[i+1:])
-			}
-			st.Open[k] = rec
+			st.Open[k] = nil
 		}
+		return st
+	}
+	// ownOpenAt is state with own's open transaction holding a checkpoint
+	// at openLSN.
+	ownOpenAt := func(lsn, openLSN string) *State {
+		st := state(lsn, own)
+		st.Open[own] = at(openLSN)
 		return st
 	}
 	for _, tc := range []struct {
@@ -75,9 +78,9 @@ func TestAheadWaitsForItsOwnOpenTransactionOnly(t *testing.T) {
 		{"own open, then committed", []*State{state("0/200", own), state("0/200", own), state("0/300")}, false, false, 3, ""},
 		{"own open, then aborted", []*State{state("0/200", own), state("0/200")}, true, false, 2, ""},
 		{"no own checkpoint", []*State{{Checkpoints: map[string]*Record{}, Open: map[string]*Record{own: nil}}}, false, false, 1, ""},
-		{"own stays open", []*State{state("0/200", own+"@0/400")}, false, true, 2, "aborting it (kafka-transactions.sh abort) loses nothing"},
+		{"own stays open", []*State{ownOpenAt("0/200", "0/400")}, false, true, 2, "aborting it (kafka-transactions.sh abort) loses nothing"},
 		{"own stays open, without a checkpoint", []*State{state("0/200", own)}, false, true, 2, "loses nothing"},
-		{"own stays open, the slot confirmed into it", []*State{state("0/200", own+"@0/300")}, false, true, 2, "Kafka left a committed transaction hanging, without its commit markers (kafka-transactions.sh find-hanging lists it). Do not abort it"},
+		{"own stays open, the slot confirmed into it", []*State{ownOpenAt("0/200", "0/300")}, false, true, 2, "Kafka left a committed transaction hanging, without its commit markers (kafka-transactions.sh find-hanging lists it). Do not abort it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &scriptedBackend{fakeBackend: fakeBackend{broker: Kafka}, states: tc.states}

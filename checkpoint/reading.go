@@ -13,8 +13,8 @@ import (
 // own offsets, an abort drops them, and those of a transaction still open
 // when the reading ends are not taken: their keys are listed (openKeys),
 // with the newest checkpoint among them, for the guard to wait for the one
-// that matters to it. So a transaction
-// left open hides its own records only, never a later one.
+// that matters to it. So a transaction left open hides its own records
+// only, never a later one.
 type reading struct {
 	byKey map[string]read
 	open  map[producer][]*kgo.Record // an open transaction's records

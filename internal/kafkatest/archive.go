@@ -2,7 +2,6 @@ package kafkatest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -122,10 +121,11 @@ func exercise(addr string) error {
 	if err := prod.BeginTransaction(); err != nil {
 		return err
 	}
-	for i := range 100 {
-		prod.Produce(ctx, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte("v")}, nil)
+	recs := make([]*kgo.Record, 100)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: []byte("v")}
 	}
-	if err := prod.Flush(ctx); err != nil {
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return err
 	}
 	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
@@ -137,21 +137,12 @@ func exercise(addr string) error {
 		return err
 	}
 	defer cons.Close()
-	for n := 0; n < 100; {
-		fs := cons.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			return err
-		}
+	for n := 0; n < len(recs); {
+		fs := cons.PollFetches(ctx) // a cancelled ctx comes back as an error
 		if errs := fs.Errors(); len(errs) > 0 {
 			return errs[0].Err
 		}
 		n += fs.NumRecords()
 	}
-	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
-		return err
-	}
-	if ctx.Err() != nil {
-		return errors.New("timed out")
-	}
-	return nil
+	return cons.CommitUncommittedOffsets(ctx)
 }
