@@ -52,6 +52,9 @@ type Config struct {
 	MetadataMaxAge time.Duration
 	// TLS, when set, connects to the brokers over TLS.
 	TLS *tls.Config
+	// Dial, when set, dials the brokers instead of kgo's dialer, TLS
+	// included (kafkasec.Client.Dial: raw socket reads and writes).
+	Dial func(ctx context.Context, network, host string) (net.Conn, error)
 	// SASL, when set, authenticates each connection.
 	SASL sasl.Mechanism
 	// Reject, when set, is called with a single record that cannot be
@@ -283,7 +286,9 @@ func New(cfg Config) (*Publisher, error) {
 	} else {
 		p.opts = append(p.opts, kgo.ProducerBatchCompression(kgo.NoCompression())) // kgo's default is snappy
 	}
-	if cfg.TLS != nil {
+	if cfg.Dial != nil {
+		p.opts = append(p.opts, kgo.Dialer(cfg.Dial))
+	} else if cfg.TLS != nil {
 		p.opts = append(p.opts, kgo.DialTLSConfig(cfg.TLS.Clone()))
 	}
 	if cfg.SASL != nil {

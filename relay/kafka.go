@@ -12,7 +12,7 @@ import (
 // KafkaSettings are cfg's Kafka TLS and SASL settings.
 func (c *Config) KafkaSettings() kafkasec.Settings {
 	return kafkasec.Settings{TLS: c.KafkaTLS, CAFile: c.KafkaTLSCAFile, CertFile: c.KafkaTLSCertFile, KeyFile: c.KafkaTLSKeyFile,
-		Mechanism: c.KafkaSASL, Username: c.KafkaSASLUser, Password: c.KafkaSASLPassword}
+		Mechanism: c.KafkaSASL, Username: c.KafkaSASLUser, Password: c.KafkaSASLPassword, RawSockets: true}
 }
 
 // CheckedKafkaSecurity builds cfg's Kafka TLS and SASL, and refuses a

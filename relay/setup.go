@@ -100,6 +100,7 @@ func (s *Setup) NewPublisher(reject func(*publisher.Record, error) (*publisher.R
 		Linger:             cfg.KafkaLinger,
 		MaxRecordBytes:     cfg.MaxRecordBytes,
 		TLS:                s.Kafka.TLS,
+		Dial:               s.Kafka.Dial,
 		SASL:               s.Kafka.SASL,
 		Reject:             reject,
 		Observer:           s.Metrics,

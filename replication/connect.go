@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/cdc-relay/cdc-relay/internal/rawsock"
 )
 
 // prepare checks the publication and slot on a normal connection, which it
@@ -236,6 +239,16 @@ func ConnectReplication(ctx context.Context, url string) (*pgconn.PgConn, error)
 	cfg.RuntimeParams["DateStyle"] = "ISO"
 	cfg.RuntimeParams["TimeZone"] = "UTC"
 	configureConn(cfg)
+	// The stream's reads and writes skip the runtime's system-call path,
+	// which wakes sysmon after every idle spell (internal/rawsock).
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return rawsock.Wrap(c), nil
+	}
 	// Read the stream in large chunks: while draining, the socket holds
 	// many messages, and pgproto3's own 8 KB reads would cost a read system
 	// call per one or two 4 KB rows.

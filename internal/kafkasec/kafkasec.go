@@ -6,20 +6,27 @@
 // which names its own settings in its errors.
 // Out: kgo options, and the TLS config and SASL mechanism themselves for
 // the code that dials outside kgo (the transactional session's fence).
+// With RawSockets (the relay's clients) the options dial through Dial,
+// which wraps each broker connection with internal/rawsock under its TLS.
 // Owns: nothing; every call reads the files again.
 package kafkasec
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"os"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/xdg-go/stringprep"
+
+	"github.com/cdc-relay/cdc-relay/internal/rawsock"
 )
 
 // The SASL mechanisms, as the settings spell them.
@@ -36,13 +43,19 @@ type Settings struct {
 	CAFile, CertFile, KeyFile string // CAFile "": the system roots
 	Mechanism                 string // "" or None, Plain, ScramSHA256, ScramSHA512
 	Username, Password        string
+	// RawSockets: dial brokers with internal/rawsock's reads and writes
+	// (the relay's own clients; the inbox keeps the runtime's).
+	RawSockets bool
 }
 
 // Client is what Build makes of Settings.
 type Client struct {
 	TLS  *tls.Config    // nil: plain text
 	SASL sasl.Mechanism // nil: no SASL
-	Opts []kgo.Opt      // both, as kgo options
+	// Dial dials a broker, TLS included, with raw socket reads and writes
+	// (internal/rawsock); nil without Settings.RawSockets.
+	Dial func(ctx context.Context, network, host string) (net.Conn, error)
+	Opts []kgo.Opt // TLS (or Dial) and SASL, as kgo options
 }
 
 // Build loads the TLS files and makes the SASL mechanism. An unknown
@@ -55,7 +68,13 @@ func (s Settings) Build() (Client, error) {
 			return Client{}, err
 		}
 		c.TLS = cfg
-		c.Opts = append(c.Opts, kgo.DialTLSConfig(cfg.Clone()))
+		if !s.RawSockets {
+			c.Opts = append(c.Opts, kgo.DialTLSConfig(cfg.Clone()))
+		}
+	}
+	if s.RawSockets {
+		c.Dial = rawDialer(c.TLS)
+		c.Opts = append(c.Opts, kgo.Dialer(c.Dial))
 	}
 	switch s.Mechanism {
 	case "", None:
@@ -113,4 +132,43 @@ func TLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	return cfg, nil
+}
+
+// dialTimeout bounds a broker dial with its TLS handshake, as kgo's
+// default dialer does.
+const dialTimeout = 10 * time.Second
+
+// rawDialer dials brokers as kgo's default dialer does (with TLS on top
+// when tlsCfg is set, its ServerName the broker's host unless set), with
+// the TCP connection wrapped by rawsock.
+func rawDialer(tlsCfg *tls.Config) func(ctx context.Context, network, host string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: dialTimeout}
+	return func(ctx context.Context, network, host string) (net.Conn, error) {
+		var cfg *tls.Config
+		if tlsCfg != nil {
+			cfg = tlsCfg.Clone()
+			if cfg.ServerName == "" {
+				server, _, err := net.SplitHostPort(host)
+				if err != nil {
+					return nil, fmt.Errorf("unable to split host:port for dialing: %w", err)
+				}
+				cfg.ServerName = server
+			}
+		}
+		ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		defer cancel()
+		raw, err := d.DialContext(ctx, network, host)
+		if err != nil {
+			return nil, err
+		}
+		if cfg == nil {
+			return rawsock.Wrap(raw), nil
+		}
+		tc := tls.Client(rawsock.Wrap(raw), cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
 }
