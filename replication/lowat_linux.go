@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"crypto/tls"
 	"net"
 	"syscall"
 )
@@ -9,10 +8,15 @@ import (
 // setReadLowat sets SO_RCVLOWAT on c's TCP socket: the kernel wakes a
 // reader waiting on it only once n bytes are queued (or its receive window
 // runs short), while a read that finds data returns it at once. A
-// connection that is not TCP is left alone.
+// connection that is not TCP is left alone. Wrappers that give their
+// connection through NetConn (TLS, internal/rawsock) are looked through.
 func setReadLowat(c net.Conn, n int) error {
-	if t, ok := c.(*tls.Conn); ok {
-		c = t.NetConn()
+	for {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.NetConn()
 	}
 	tc, ok := c.(*net.TCPConn)
 	if !ok {

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"bytes"
+	"crypto/tls"
 	"io"
 	"net"
 	"runtime"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/rawsock"
 )
 
 func rcvLowat(t *testing.T, c *net.TCPConn) int {
@@ -30,8 +33,14 @@ func rcvLowat(t *testing.T, c *net.TCPConn) int {
 
 // TestReadLowatWakesOnlyForEnough: with SO_RCVLOWAT set, a read parked on
 // the socket is not woken by a few bytes, and wakes with all of them once
-// streamLowat bytes are queued; setting 1 restores the default.
+// streamLowat bytes are queued; setting 1 restores the default. The same
+// through internal/rawsock's wrapper, which the stream's connection has.
 func TestReadLowatWakesOnlyForEnough(t *testing.T) {
+	t.Run("tcp", func(t *testing.T) { testReadLowat(t, func(c *net.TCPConn) net.Conn { return c }) })
+	t.Run("rawsock", func(t *testing.T) { testReadLowat(t, rawsock.Wrap) })
+}
+
+func testReadLowat[C net.Conn](t *testing.T, wrap func(C) net.Conn) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -56,12 +65,13 @@ func TestReadLowatWakesOnlyForEnough(t *testing.T) {
 		t.Fatal("accept failed")
 	}
 	defer rc.Close()
-	r := rc.(*net.TCPConn)
+	tcp := rc.(*net.TCPConn)
+	r := wrap(any(tcp).(C))
 
 	if err := setReadLowat(r, streamLowat); err != nil {
 		t.Fatal(err)
 	}
-	if got := rcvLowat(t, r); got != streamLowat {
+	if got := rcvLowat(t, tcp); got != streamLowat {
 		t.Fatalf("SO_RCVLOWAT = %d, want %d", got, streamLowat)
 	}
 
@@ -103,7 +113,7 @@ func TestReadLowatWakesOnlyForEnough(t *testing.T) {
 	if err := setReadLowat(r, 1); err != nil {
 		t.Fatal(err)
 	}
-	if got := rcvLowat(t, r); got != 1 {
+	if got := rcvLowat(t, tcp); got != 1 {
 		t.Fatalf("SO_RCVLOWAT = %d after reset, want 1", got)
 	}
 }
@@ -115,12 +125,40 @@ func waitParked(t *testing.T) {
 	buf := make([]byte, 1<<20)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		n := runtime.Stack(buf, true)
-		if strings.Contains(string(buf[:n]), "[IO wait") && strings.Contains(string(buf[:n]), "TestReadLowatWakesOnlyForEnough") {
+		if strings.Contains(string(buf[:n]), "[IO wait") && strings.Contains(string(buf[:n]), "testReadLowat") {
 			return
 		}
 		runtime.Gosched()
 	}
 	t.Fatal("the read did not park on the socket within 10 s")
+}
+
+// TestReadLowatLooksThroughTLS: the option reaches the socket under TLS
+// over internal/rawsock's wrapper, as a stream with sslmode has it.
+func TestReadLowatLooksThroughTLS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c)
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	wrapped := tls.Client(rawsock.Wrap(c), &tls.Config{InsecureSkipVerify: true})
+	if err := setReadLowat(wrapped, streamLowat); err != nil {
+		t.Fatal(err)
+	}
+	if got := rcvLowat(t, c.(*net.TCPConn)); got != streamLowat {
+		t.Fatalf("SO_RCVLOWAT = %d through TLS and rawsock, want %d", got, streamLowat)
+	}
 }
 
 // TestReadLowatLeavesOtherConnsAlone: a connection that is not TCP (an in-memory

@@ -30,6 +30,10 @@ func Wrap(c net.Conn) net.Conn {
 	return &conn{TCPConn: tc, rc: rc}
 }
 
+// NetConn is the TCP connection under c, as tls.Conn's NetConn is: for
+// the socket options set on it (SO_RCVLOWAT).
+func (c *conn) NetConn() net.Conn { return c.TCPConn }
+
 func (c *conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
