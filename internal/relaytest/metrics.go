@@ -53,8 +53,14 @@ func (p *Process) Metric(name string) (float64, error) {
 func (p *Process) WaitMetric(name string, timeout time.Duration, cond func(float64) bool) float64 {
 	p.t.Helper()
 	var v float64
-	WaitFor(p.t, timeout, "metric "+name, func() bool {
-		var err error
+	var err error
+	last := func() string {
+		if err != nil {
+			return fmt.Sprintf("metric %s (last read: %v)", name, err)
+		}
+		return fmt.Sprintf("metric %s (last value %v)", name, v)
+	}
+	waitFor(p.t, timeout, last, func() bool {
 		v, err = p.Metric(name)
 		return err == nil && cond(v)
 	})

@@ -17,10 +17,17 @@ type T interface {
 // has passed; what names the condition in the failure.
 func WaitFor(t T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitFor(t, timeout, func() string { return what }, cond)
+}
+
+// waitFor is WaitFor with what described when it times out (what was
+// last seen, say).
+func waitFor(t T, timeout time.Duration, what func() string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+			t.Fatalf("timed out after %s waiting for %s", timeout, what())
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
 	}
