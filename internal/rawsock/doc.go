@@ -12,7 +12,9 @@
 // network poller (syscall.RawConn), with the connection's deadlines.
 //
 // In: a net.Conn from a dialer. Out: a net.Conn with the same behaviour
-// (deadlines, errors as *net.OpError, io.EOF at the end), or the same
-// conn where it is not a *net.TCPConn or the platform has no raw calls.
+// (deadlines, errors as *net.OpError, io.EOF at the end) whose NetConn is
+// the TCP connection under it, for socket options, as tls.Conn's is; or
+// the same conn where it is not a *net.TCPConn or the platform has no raw
+// calls.
 // Owns: nothing beyond the conn it wraps.
 package rawsock
