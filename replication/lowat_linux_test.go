@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdc-relay/cdc-relay/internal/loopback"
 	"github.com/cdc-relay/cdc-relay/internal/rawsock"
 )
 
@@ -36,37 +37,13 @@ func rcvLowat(t *testing.T, c *net.TCPConn) int {
 // streamLowat bytes are queued; setting 1 restores the default. The same
 // through internal/rawsock's wrapper, which the stream's connection has.
 func TestReadLowatWakesOnlyForEnough(t *testing.T) {
-	t.Run("tcp", func(t *testing.T) { testReadLowat(t, func(c *net.TCPConn) net.Conn { return c }) })
+	t.Run("tcp", func(t *testing.T) { testReadLowat(t, func(c net.Conn) net.Conn { return c }) })
 	t.Run("rawsock", func(t *testing.T) { testReadLowat(t, rawsock.Wrap) })
 }
 
-func testReadLowat[C net.Conn](t *testing.T, wrap func(C) net.Conn) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(accepted)
-			return
-		}
-		accepted <- c
-	}()
-	w, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	rc, ok := <-accepted
-	if !ok {
-		t.Fatal("accept failed")
-	}
-	defer rc.Close()
-	tcp := rc.(*net.TCPConn)
-	r := wrap(any(tcp).(C))
+func testReadLowat(t *testing.T, wrap func(net.Conn) net.Conn) {
+	w, tcp := loopback.Pair(t)
+	r := wrap(tcp)
 
 	if err := setReadLowat(r, streamLowat); err != nil {
 		t.Fatal(err)
@@ -136,27 +113,12 @@ func waitParked(t *testing.T) {
 // TestReadLowatLooksThroughTLS: the option reaches the socket under TLS
 // over internal/rawsock's wrapper, as a stream with sslmode has it.
 func TestReadLowatLooksThroughTLS(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			defer c.Close()
-			io.Copy(io.Discard, c)
-		}
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _ := loopback.Pair(t)
 	wrapped := tls.Client(rawsock.Wrap(c), &tls.Config{InsecureSkipVerify: true})
 	if err := setReadLowat(wrapped, streamLowat); err != nil {
 		t.Fatal(err)
 	}
-	if got := rcvLowat(t, c.(*net.TCPConn)); got != streamLowat {
+	if got := rcvLowat(t, c); got != streamLowat {
 		t.Fatalf("SO_RCVLOWAT = %d through TLS and rawsock, want %d", got, streamLowat)
 	}
 }

@@ -10,35 +10,19 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cdc-relay/cdc-relay/internal/loopback"
 )
 
 // pair returns a wrapped client conn and the server's end of it.
 func pair(t *testing.T) (net.Conn, *net.TCPConn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := <-accepted
-	if s == nil {
-		t.Fatal("accept failed")
-	}
+	c, s := loopback.Pair(t)
 	w := Wrap(c)
 	if _, ok := w.(*conn); !ok {
 		t.Fatalf("Wrap returned %T, want the raw conn", w)
 	}
-	t.Cleanup(func() { w.Close(); s.Close() })
-	return w, s.(*net.TCPConn)
+	return w, s
 }
 
 // TestBothWays sends 8 MB each way at once, more than the socket buffers
