@@ -344,7 +344,7 @@ func (r *redriver) setup(ctx context.Context) (int, bool) {
 	if r.rf.DryRun {
 		return 0, true
 	}
-	pub, err := step.su.NewPublisher(r.rejected, nil)
+	pub, err := step.su.NewPublisher(r.rejected, nil, nil)
 	if err != nil {
 		fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
 		return relay.ExitConfig, false

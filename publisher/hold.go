@@ -12,7 +12,11 @@ import "time"
 // (a burst: kgo batches what comes while a request is in flight), when
 // they fill a batch, or when the linger ends with nothing new. The timer
 // is stopped whenever company comes in time. Exactly-once sessions keep
-// kgo's linger: each commit sends at once anyway.
+// kgo's linger: each commit sends at once anyway. While the records come
+// gathered (Config.Gathered: at a steady rate the replication reader
+// waited for their company in the kernel already), the session hands them
+// over as soon as none is queued: holding them again would only add a
+// timer's wake-up. A backlog's are held as before, so requests stay large.
 
 // holder is what a session holds.
 type holder struct {
@@ -58,9 +62,10 @@ func (s *Session) holdRecord(r *Record) {
 
 // holdDue reports whether the held records go now, though the session is
 // idle: the oldest has waited half the linger and others came meanwhile,
-// or they fill a batch.
+// they fill a batch, or they came gathered.
 func (s *Session) holdDue() bool {
-	return len(s.hold.recs) > 1 && time.Since(s.hold.since) >= s.p.cfg.Linger/2 || s.hold.bytes >= s.p.cfg.BatchBytes
+	return len(s.hold.recs) > 1 && time.Since(s.hold.since) >= s.p.cfg.Linger/2 || s.hold.bytes >= s.p.cfg.BatchBytes ||
+		s.p.cfg.Gathered != nil && s.p.cfg.Gathered()
 }
 
 // holdTimer is the channel of the oldest held record's linger; nil when

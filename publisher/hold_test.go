@@ -3,6 +3,7 @@ package publisher
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,5 +106,45 @@ func TestHoldTrickle(t *testing.T) {
 	}
 	if got := counts(); len(got) != 2 || got[1] != 2 {
 		t.Fatalf("produce requests carried %v records, want 3 then 2", got)
+	}
+}
+
+// TestGatheredNotHeld: while the records come gathered (Config.Gathered),
+// they go to Kafka as soon as none is queued, not after a linger of the
+// session's own; once they do not, they are held as before.
+func TestGatheredNotHeld(t *testing.T) {
+	const topic = "gathered"
+	c := newCluster(t, topic)
+	counts := produceCounts(c)
+	const linger = 4 * time.Second
+	var gathered atomic.Bool
+	gathered.Store(true)
+	_, s, acker := startSession(t, Config{Brokers: c.ListenAddrs(), Linger: linger, Gathered: gathered.Load})
+	waitAcked := func(seq uint64) time.Duration {
+		began := time.Now()
+		for acker.acked() < seq {
+			if time.Since(began) > 2*linger {
+				t.Fatalf("acked %d, want %d; produce requests: %v", acker.acked(), seq, counts())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return time.Since(began)
+	}
+	enqueue := func(seq uint64) {
+		if err := s.Enqueue(&Record{Topic: topic, Key: []byte("k"), Value: []byte(strconv.Itoa(int(seq))), Seq: seq, Reserved: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue(1)
+	if d := waitAcked(1); d >= linger*9/10 {
+		t.Errorf("a gathered record was acknowledged after %s, held for the %s linger", d, linger)
+	}
+	gathered.Store(false)
+	enqueue(2)
+	if d := waitAcked(2); d < linger*9/10 {
+		t.Errorf("a record that did not come gathered was acknowledged after %s, before the %s linger", d, linger)
+	}
+	if got := counts(); len(got) != 2 || got[0] != 1 || got[1] != 1 {
+		t.Fatalf("produce requests carried %v records, want 1 and 1", got)
 	}
 }

@@ -42,6 +42,11 @@ type Config struct {
 	// that arrive while a request to the partition's broker is in flight
 	// wait for it and go together in the next one. (Java: linger.ms)
 	Linger time.Duration
+	// Gathered, when set, reports whether the records now come in batches
+	// their source gathered for the linger already
+	// (replication.Stats.Gathering): an at-least-once session then hands
+	// them to kgo once none is queued instead of holding them (hold.go).
+	Gathered func() bool
 	// RequestTimeout bounds one produce request; default 30 s.
 	// (Java: request.timeout.ms)
 	RequestTimeout time.Duration

@@ -131,7 +131,7 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 				return nil, err
 			}
 			return &publisher.Record{Topic: topic, Key: key, Value: value, Time: time.Now()}, nil
-		})
+		}, stats.Gathering)
 		if err != nil {
 			return &StartError{Err: err}
 		}
@@ -157,6 +157,7 @@ func Run(ctx context.Context, cfg *Config, o Options) error {
 		ExactlyOnce:       cfg.ExactlyOnce,
 		IsConfigError:     IsConfigExit,
 		Broker:            brokerOf(cfg).String(),
+		Gather:            streamGather(cfg),
 		Logger:            log,
 	}, replication.Deps{
 		// On its first connection the stream reads the server version and
@@ -356,4 +357,15 @@ func TransactionalID(cfg *Config, relayID string) string {
 		return cfg.TransactionalID
 	}
 	return "cdc-relay-" + relayID
+}
+
+// streamGather is the replication stream's Gather: the Kafka linger, spent
+// waiting for the stream's bytes instead of holding records
+// (replication/lowat.go). A RabbitMQ sink publishes each event at once, as
+// before.
+func streamGather(cfg *Config) time.Duration {
+	if cfg.RabbitMQ() {
+		return 0
+	}
+	return cfg.KafkaLinger
 }

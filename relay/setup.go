@@ -90,14 +90,17 @@ func (s *Setup) Preflight(ctx context.Context) error {
 // NewPublisher makes the Kafka publisher of run, replay and dlq redrive.
 // reject handles a record the broker refused; checkpoint makes the record
 // a Kafka transaction ends with (exactly-once; nil for replay and redrive,
-// which are at-least-once).
-func (s *Setup) NewPublisher(reject func(*publisher.Record, error) (*publisher.Record, error), checkpoint func(uint64, uint64, time.Time) (*publisher.Record, error)) (*publisher.Publisher, error) {
+// which are at-least-once). gathered reports whether the stream's records
+// now come gathered for the linger (replication.Stats.Gathering; nil for
+// replay and redrive).
+func (s *Setup) NewPublisher(reject func(*publisher.Record, error) (*publisher.Record, error), checkpoint func(uint64, uint64, time.Time) (*publisher.Record, error), gathered func() bool) (*publisher.Publisher, error) {
 	cfg := s.Config
 	return publisher.New(publisher.Config{
 		Brokers:            cfg.KafkaBrokers,
 		Compression:        cfg.KafkaCompression,
 		BatchBytes:         cfg.KafkaBatchBytes,
 		Linger:             cfg.KafkaLinger,
+		Gathered:           gathered,
 		MaxRecordBytes:     cfg.MaxRecordBytes,
 		TLS:                s.Kafka.TLS,
 		Dial:               s.Kafka.Dial,

@@ -131,7 +131,7 @@ func (r *replayer) run(ctx context.Context) int {
 				acker.rejected(rec.Seq, cfg.DLQTopic, headerText(dl, recordpkg.HeaderError))
 			}
 			return dl, rerr
-		}, nil)
+		}, nil, nil)
 		if err != nil {
 			fmt.Fprintf(r.stderr, "cdc-relay: %v\n", err)
 			return relay.ExitConfig

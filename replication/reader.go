@@ -37,10 +37,13 @@ type reader struct {
 	waited     bool // a row waited for in-flight room: read the clock again
 	rc         *readCounter
 	deadline   time.Time
-	// While the stream is far behind (a backlog), the socket wakes the
-	// reader only once streamLowat bytes are queued; see setBehind.
+	// While the stream is far behind (a backlog), or comes at a steady
+	// rate, the socket wakes the reader only once enough bytes are queued;
+	// see lowat.go.
 	sendTime time.Time // the walsender's clock when it sent the last XLogData
-	lowat    bool      // SO_RCVLOWAT is streamLowat
+	behind   bool      // the transaction being read was behind: a backlog
+	gather   gatherer  // the steady rate's wake-up size
+	lowat    int       // SO_RCVLOWAT as last set; 0 and 1 are the default
 	lowatEnd time.Time // the read deadline lowat mode set, if it is the nearest
 	noLowat  bool      // setting SO_RCVLOWAT failed: read as without it
 	handed   uint64    // seq of the newest row handed to the session
@@ -98,10 +101,8 @@ func (r *reader) loop(ctx context.Context) error {
 			}
 		}
 		r.lowatEnd = time.Time{}
-		if r.lowat {
-			if end := now.Add(lowatWait); end.Before(deadline) {
-				deadline, r.lowatEnd = end, end
-			}
+		if end := r.lowatWaitEnd(now); !end.IsZero() && end.Before(deadline) {
+			deadline, r.lowatEnd = end, end
 		}
 		if !deadline.Equal(r.deadline) {
 			if err := r.conn.Conn().SetReadDeadline(deadline); err != nil {
@@ -117,9 +118,7 @@ func (r *reader) loop(ctx context.Context) error {
 					return errStreamSilent
 				}
 				if !r.lowatEnd.IsZero() && !t.Before(r.lowatEnd) {
-					// Less than streamLowat came in lowatWait: the
-					// stream is near its end, read each message again.
-					r.setBehind(false)
+					r.lowatExpired()
 				}
 				r.deadline = time.Time{} // a waker may have moved it
 				stale = clockEvery
@@ -132,11 +131,16 @@ func (r *reader) loop(ctx context.Context) error {
 				reads = rc.n.Load()
 			}
 			now, stale = time.Now(), 0
+			if r.s.cfg.Gather > 0 {
+				r.gather.read(now, r.s.cfg.Gather)
+				r.setLowat()
+			}
 		}
 		r.lastRecv = now
 		r.s.stats.lastMessage.Store(r.lastRecv.UnixNano())
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
+			r.gather.bytes += len(m.Data) + copyDataOverhead
 			if err := r.handleCopyData(ctx, m.Data); err != nil {
 				return err
 			}
@@ -211,6 +215,7 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 		r.setBehind(r.sendTime.Sub(m.CommitTime) > lowatBehind)
 	case decoder.KindCommit:
 		r.inTx = false
+		r.gather.commits++
 		r.tr.Commit(LSN(m.EndLSN), m.CommitTime)
 		if r.skipTx {
 			r.skipTx = false
@@ -266,42 +271,6 @@ func (r *reader) handleWAL(ctx context.Context, wal []byte) error {
 		r.handed = seq
 	}
 	return nil
-}
-
-// While a backlog drains the walsender is the limit, not the relay: the
-// relay keeps up, and each read of the socket would find a message or two,
-// a wake-up of the relay (which the walsender's send pays for) and a system
-// call apiece. So while the transaction being read committed more than
-// lowatBehind before the walsender sent it, SO_RCVLOWAT asks the kernel to
-// wake the reader only once streamLowat bytes are queued, and a read waits
-// at most lowatWait for them. A read that finds data still returns it at
-// once, so nothing waits that was already there. A read that waited
-// lowatWait without streamLowat arriving (the end of the backlog) ends the
-// mode until the next transaction that is behind. Both times are the
-// server's, so the clocks of the relay and the server need not agree.
-const (
-	lowatBehind = time.Second
-	streamLowat = 64 << 10
-	lowatWait   = 5 * time.Millisecond
-)
-
-// setBehind turns lowat mode on or off.
-func (r *reader) setBehind(behind bool) {
-	if behind == r.lowat || r.noLowat {
-		return
-	}
-	n := 1
-	if behind {
-		n = streamLowat
-	}
-	if err := setReadLowat(r.conn.Conn(), n); err != nil {
-		r.s.log.Debug("cannot set SO_RCVLOWAT on the replication connection; each read wakes on the first bytes", "error", err)
-		// Off failed: the socket may still wait for streamLowat, so
-		// the reads keep lowatWait's bound.
-		r.noLowat = true
-		return
-	}
-	r.lowat = behind
 }
 
 // clockEvery bounds how many messages the reader handles on one clock

@@ -41,6 +41,7 @@ type Stats struct {
 	confCommitNs  atomic.Int64
 	confCommitLSN atomic.Uint64
 	backpressure  atomic.Bool
+	gathering     atomic.Bool
 	haltCause     atomic.Pointer[string]
 	slotFailover  atomic.Bool
 	slotSample    atomic.Pointer[SlotSample]
@@ -114,6 +115,11 @@ func (s *Stats) HaltCause() string {
 // Backpressure reports whether the reader is waiting for in-flight room:
 // Kafka is slower than the WAL, and PostgreSQL holds the WAL meanwhile.
 func (s *Stats) Backpressure() bool { return s.backpressure.Load() }
+
+// Gathering reports whether the reader now waits for a steady rate's
+// transactions in the kernel (Config.Gather; lowat.go): what it hands over
+// comes in batches that waited for company already.
+func (s *Stats) Gathering() bool { return s.gathering.Load() }
 
 // RowsRead counts outbox rows read from the stream.
 func (s *Stats) RowsRead() uint64 { return s.rowsRead.Load() }
