@@ -74,10 +74,11 @@ type Config struct {
 	// session's failure (Stats.Reconnects). Default "Kafka".
 	Broker string
 	// Gather is how long, at a steady rate, a read of the stream waits for
-	// company: the socket wakes the reader once as many bytes are queued as
-	// came in a Gather before, or after two Gathers, so that one wake-up
-	// takes several transactions (lowat.go). Default 0: each read wakes on
-	// the first bytes. The relay sets its Kafka linger.
+	// company: the socket wakes the reader once the transactions that come
+	// within a Gather of the first are queued (at the rate measured), or
+	// after two Gathers, so that one wake-up takes several transactions
+	// (lowat.go). Default 0: each read wakes on the first bytes. The relay
+	// sets its Kafka linger.
 	Gather time.Duration
 	// Logger receives lifecycle lines. Default slog.Default().
 	Logger *slog.Logger

@@ -5,25 +5,28 @@ import (
 	"time"
 )
 
+// testGather is the Gather of the gatherer tests.
+const testGather = 2 * time.Millisecond
+
+// feedGatherer starts g at start, then notes a read every gap for span,
+// each finding txs transactions of size bytes; it returns the last read's
+// time.
+func feedGatherer(g *gatherer, start time.Time, gap time.Duration, txs, size int, span time.Duration) time.Time {
+	g.read(start, testGather)
+	at := start
+	for at.Sub(start) < span {
+		at = at.Add(gap)
+		g.read(at, testGather)
+		g.bytes += txs * size
+		g.commits += txs
+	}
+	return at
+}
+
 // TestGathererRate: the wake-up size is the bytes of the transactions a
 // Gather brings and the one that began the wait, at the rate a window
 // measured; off where a Gather brings less than one.
 func TestGathererRate(t *testing.T) {
-	const gather = 2 * time.Millisecond
-	t0 := time.Unix(1_700_000_000, 0)
-	// feed reads every gap, each finding txs transactions of size bytes,
-	// for span, and returns the wake-up size at its end.
-	feed := func(g *gatherer, start time.Time, gap time.Duration, txs, size int, span time.Duration) (time.Time, int) {
-		at := start
-		for at.Sub(start) < span {
-			at = at.Add(gap)
-			g.read(at, gather)
-			g.bytes += txs * size
-			g.commits += txs
-		}
-		return at, g.lowat
-	}
-
 	cases := []struct {
 		name string
 		gap  time.Duration
@@ -45,10 +48,9 @@ func TestGathererRate(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var g gatherer
-			g.read(t0, gather)
-			_, got := feed(&g, t0, c.gap, c.txs, c.size, 20*gather)
-			if got != c.want {
-				t.Fatalf("lowat %d, want %d", got, c.want)
+			feedGatherer(&g, time.Unix(1_700_000_000, 0), c.gap, c.txs, c.size, 20*testGather)
+			if g.lowat != c.want {
+				t.Fatalf("lowat %d, want %d", g.lowat, c.want)
 			}
 		})
 	}
@@ -57,25 +59,18 @@ func TestGathererRate(t *testing.T) {
 // TestGathererQuiet: a read after a silence of more than four Gathers
 // wakes on the first bytes again, until a new window has measured.
 func TestGathererQuiet(t *testing.T) {
-	const gather = 2 * time.Millisecond
 	var g gatherer
-	at := time.Unix(1_700_000_000, 0)
-	g.read(at, gather)
-	for range 10 {
-		at = at.Add(time.Millisecond)
-		g.read(at, gather)
-		g.bytes, g.commits = g.bytes+600, g.commits+1
-	}
+	at := feedGatherer(&g, time.Unix(1_700_000_000, 0), time.Millisecond, 1, 600, 10*time.Millisecond)
 	if g.lowat == 0 {
 		t.Fatal("lowat 0 at 1k/s, want the bytes of a Gather")
 	}
-	at = at.Add(5 * gather)
-	g.read(at, gather)
+	at = at.Add(5 * testGather)
+	g.read(at, testGather)
 	if g.lowat != 0 {
 		t.Fatalf("lowat %d after a silence, want 0", g.lowat)
 	}
 	at = at.Add(time.Millisecond)
-	g.read(at, gather)
+	g.read(at, testGather)
 	if g.lowat != 0 {
 		t.Fatalf("lowat %d before a window measured, want 0", g.lowat)
 	}
